@@ -1,0 +1,198 @@
+"""Identifier analysis against a hand-computed corpus (SPEC.md §2)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from toolkit.corpus import Corpus, make_document
+from toolkit.corpus.errors import ToolkitError
+from toolkit.identifiers import (IdentifierConfig, PatternDetector, analyze, detector_scores, make_detector,
+                                 segment_corpus)
+
+A1 = "Alice takes aspirin daily. Alice likes chess."
+B1 = "Bob takes aspirin daily"
+B2 = "Bob likes golf"
+C1 = "Carol takes insulin daily"
+
+
+@pytest.fixture()
+def corpus() -> Corpus:
+    return Corpus([
+        make_document("a1", "A", A1, [(0, 5, "PATIENT"), (27, 32, "PATIENT")]),
+        make_document("b1", "B", B1),
+        make_document("b2", "B", B2),
+        # a silly DATE span on "daily": "daily" is then seen in a PII span once out of 3 occurrences (generic)
+        make_document("c1", "C", C1, [(20, 25, "DATE")]),
+    ])
+
+
+def words_of(result, doc_index: int, mask) -> list[str]:
+    w = result.words
+    lo, hi = w.doc_ptr[doc_index], w.doc_ptr[doc_index + 1]
+    return [w.vocab[t] for t, keep in zip(w.term[lo:hi], mask[lo:hi]) if keep]
+
+
+def test_segmentation_rules():
+    w = segment_corpus(["cafe\u0301 O'Brien x_y 42 🙂 — naïve\r\n", ""], progress=False)
+    assert list(w.vocab[w.term]) == ["café", "o", "brien", "x", "y", "42", "naïve"]
+    assert w.doc_ptr.tolist() == [0, 7, 7]
+    # offsets refer to the original text
+    assert (w.start[0], w.end[0]) == (0, 5)
+
+
+def test_nfkc_and_lowercase_option():
+    w = segment_corpus(["ﬁle FILE File"], progress=False)
+    assert set(w.vocab) == {"file"}
+    w = segment_corpus(["File FILE"], lowercase=False, progress=False)
+    assert set(w.vocab) == {"File", "FILE"}
+
+
+def test_unigram_indirect_identifiers_k2(corpus):
+    r = analyze(corpus, detector="oracle", k=2, n=1, progress=False)
+    assert r.I_indirect == {"alice", "chess", "bob", "golf", "carol", "insulin"}
+    t = r.terms.set_index("term")
+    assert t.loc["takes", "n_individuals"] == 3 and t.loc["takes", "n_occurrences"] == 3
+    assert t.loc["aspirin", "n_individuals"] == 2
+    ind = r.individuals.set_index("person_id")
+    assert ind["n_indirect"].to_dict() == {"A": 2, "B": 2, "C": 2}
+    assert ind["n_words"].to_dict() == {"A": 7, "B": 7, "C": 4}
+    assert ind["n_documents"].to_dict() == {"A": 1, "B": 2, "C": 1}
+
+
+def test_k3_adds_terms_shared_by_two(corpus):
+    r = analyze(corpus, detector="oracle", k=3, n=1, progress=False)
+    assert r.I_indirect == {"alice", "chess", "bob", "golf", "carol", "insulin", "aspirin", "likes"}
+    # k is free to change on the same graph
+    counts = r.indirect_counts(ks=(2, 3, 4), ns=(1,)).pivot(index="person_id", columns="k", values="n_indirect")
+    assert counts[2].to_dict() == {"A": 2, "B": 2, "C": 2}
+    assert counts[3].to_dict() == {"A": 4, "B": 4, "C": 2}
+    assert counts[4].to_dict() == {"A": 6, "B": 6, "C": 4}  # + "takes" and "daily" (3 individuals each)
+
+
+def test_bigrams_never_cross_documents_and_count(corpus):
+    r = analyze(corpus, detector="oracle", k=2, n=2, progress=False)
+    bi = r.terms[r.terms["n"] == 2].set_index("term")
+    assert len(bi) == 12
+    assert "daily bob" not in bi.index  # b1 ends with "daily", b2 starts with "Bob"
+    assert "daily alice" in bi.index     # inside one document, across a full stop (choice: consecutive words)
+    assert set(bi.index[~bi["indirect"]]) == {"takes aspirin", "aspirin daily"}
+    ind = r.individuals.set_index("person_id")
+    assert ind["n_indirect"].to_dict() == {"A": 6, "B": 5, "C": 5}
+    assert ind["n_indirect_unigrams"].to_dict() == {"A": 2, "B": 2, "C": 2}
+    assert r.summary["n_indirect_terms_by_n"] == {1: 6, 2: 10}
+
+
+def test_protected_positions_unigram_vs_ngram(corpus):
+    r1 = analyze(corpus, detector="oracle", k=2, n=1, progress=False)
+    assert words_of(r1, 0, r1.protected) == ["alice", "alice", "chess"]
+    assert words_of(r1, 3, r1.protected) == ["carol", "insulin", "daily"]  # daily: direct (gold span)
+    assert words_of(r1, 3, r1.direct) == ["daily"]
+    # n = 2: every word covered by an indirect bigram occurrence is protected (occurrence level)
+    r2 = analyze(corpus, detector="oracle", k=2, n=2, progress=False)
+    assert words_of(r2, 0, ~r2.protected) == ["aspirin"]
+    assert words_of(r2, 1, ~r2.protected) == ["aspirin", "daily"]
+    # character spans of the protected words
+    assert r1.protected_spans(0, "direct") == [(0, 5), (27, 32)]
+    assert r1.protected_spans(0, "indirect") == [(0, 5), (27, 32), (39, 44)]
+
+
+def test_generic_word_rule(corpus):
+    r = analyze(corpus, detector="oracle", k=2, n=1, progress=False)
+    # "daily" is inside a PII span once out of 3 occurrences: share outside 2/3 > 0.5 -> generic, not in I_direct
+    assert r.I_direct == {"alice"}
+    assert r.summary["n_generic_words_removed"] == 1
+    r_all = analyze(corpus, detector="oracle", k=2, n=1, generic_ratio=1.0, progress=False)
+    assert r_all.I_direct == {"alice", "daily"}
+    assert r.vocabulary == r.I_direct | r.I_indirect
+
+
+def test_partial_overlap_counts_as_direct():
+    c = Corpus([make_document("d", "P", "Bobby went home", [(0, 3, "PATIENT")]),
+                make_document("e", "Q", "home went Bobby")])
+    r = analyze(c, detector="oracle", progress=False)
+    assert words_of(r, 0, r.direct) == ["bobby"]
+    assert r.terms.set_index("term").loc["bobby", "category"] == "NAME"
+
+
+def test_summary_shares_and_tables(corpus):
+    r = analyze(corpus, detector="oracle", k=2, n=1, progress=False)
+    s = r.summary
+    assert s["n_words"] == 18 and s["n_distinct_words"] == 10
+    assert s["share_distinct_words_below_k"] == pytest.approx(6 / 10)
+    # occurrences of the 6 single-individual words: alice 2, chess, bob 2, golf, carol, insulin = 8 of 18
+    assert s["share_occurrences_below_k"] == pytest.approx(8 / 18)
+    pos = r.positions()
+    assert set(pos.columns) >= {"doc_id", "start", "end", "term", "direct", "indirect", "category"}
+    assert len(pos) == int(r.protected.sum())
+    for row in pos.itertuples():
+        text = corpus.get(row.doc_id).text
+        assert text[row.start:row.end].lower() == row.term
+
+
+def test_config_validation():
+    with pytest.raises(ToolkitError, match="k must be an integer >= 2"):
+        IdentifierConfig(k=1)
+    with pytest.raises(ToolkitError, match="n must be"):
+        IdentifierConfig(n=0)
+    with pytest.raises(ToolkitError, match="unknown detector"):
+        IdentifierConfig(detector="regex")
+    with pytest.raises(ToolkitError, match="generic_ratio"):
+        IdentifierConfig(generic_ratio=2)
+
+
+def test_graph_matches_brute_force_on_random_corpus():
+    """Term degrees and per-individual indirect counts equal a dict-of-sets computation."""
+    rng = np.random.default_rng(0)
+    vocab = [f"w{i}" for i in range(60)]
+    docs = []
+    for i in range(40):
+        n_words = int(rng.integers(0, 30))
+        text = " ".join(rng.choice(vocab, size=n_words, p=np.r_[np.full(10, 0.06), np.full(50, 0.4 / 50)]))
+        docs.append(make_document(f"d{i}", f"p{i % 13}", text))
+    corpus = Corpus(docs)
+    r = analyze(corpus, detector="oracle", k=3, n=3, progress=False)
+    users: dict[str, set[str]] = {}
+    for d in corpus:
+        toks = d.text.split()
+        for m in (1, 2, 3):
+            for j in range(len(toks) - m + 1):
+                users.setdefault(" ".join(toks[j:j + m]), set()).add(d.person_id)
+    got = dict(zip(r.terms["term"], r.terms["n_individuals"]))
+    assert got == {t: len(u) for t, u in users.items()}
+    expected_counts = {p: sum(1 for u in users.values() if p in u and len(u) < 3) for p in r.person_ids}
+    assert dict(zip(r.individuals["person_id"], r.individuals["n_indirect"])) == expected_counts
+
+
+def test_pattern_detector():
+    det = PatternDetector()
+    text = ("Contact jane.doe@example.org or (617) 555-0199, MRN: 48213377, seen 03/14/2019 and on "
+            "March 3, 2020; a 67-year-old man, see https://example.org/x.")
+    found = {(text[s.start:s.end], s.label) for s in det.spans(text)}
+    assert ("jane.doe@example.org", "EMAIL") in found
+    assert ("(617) 555-0199", "PHONE") in found
+    assert ("48213377", "ID") in found
+    assert ("03/14/2019", "DATE") in found
+    assert ("March 3, 2020", "DATE") in found
+    assert ("67", "AGE") in found
+    assert ("https://example.org/x", "URL") in found
+
+
+def test_spacy_detector_and_scores():
+    text = "Dr. John Smith examined the patient at Boston General Hospital on March 3, 2020."
+    c = Corpus([make_document("d", "P", text, [(4, 14, "DOCTOR"), (39, 63, "HOSPITAL"), (67, 80, "DATE")])])
+    det = make_detector("spacy+patterns")
+    spans = det.detect(list(c), progress=False)[0]
+    covered = {text[s.start:s.end] for s in spans}
+    assert "John Smith" in covered
+    r = analyze(c, detector="oracle", progress=False)
+    scores = detector_scores(r.words, [spans], [list(c[0].spans)]).set_index("category")
+    assert scores.loc["all", "support"] == 2 + 3 + 3
+    assert 0 < scores.loc["all", "recall"] <= 1
+    assert scores.loc["NAME", "recall"] == 1.0
+
+
+def test_missing_spacy_model_is_a_clear_error():
+    c = Corpus([make_document("d", "P", "John Smith")])
+    with pytest.raises(ToolkitError, match="not installed"):
+        analyze(c, detector="spacy", spacy_model="xx_no_such_model", progress=False)

@@ -1,0 +1,16 @@
+"""Identifier analysis (SPEC.md §2): direct identifiers by detectors, indirect identifiers from the
+individuals × terms graph (parameters ``k`` and ``n``), protected positions and the identifier vocabulary."""
+
+from .analysis import IdentifierAnalysis, IdentifierConfig, analyze, load_identifiers, mark_direct
+from .categories import CATEGORIES, pii_category
+from .detectors import (CombinedDetector, Detector, OracleDetector, PatternDetector, SpacyDetector,
+                        make_detector)
+from .evaluation import detector_scores
+from .graph import TermGraph
+from .words import WordTable, normalize_term, segment_corpus, word_pattern
+
+__all__ = [
+    "CATEGORIES", "CombinedDetector", "Detector", "IdentifierAnalysis", "IdentifierConfig", "OracleDetector",
+    "PatternDetector", "SpacyDetector", "TermGraph", "WordTable", "analyze", "detector_scores", "load_identifiers",
+    "make_detector", "mark_direct", "normalize_term", "pii_category", "segment_corpus", "word_pattern",
+]

