@@ -17,7 +17,11 @@ from typing import IO, Any
 
 @contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
-    """Yield a temporary path beside ``path``; on success it is fsynced and renamed onto ``path``."""
+    """Yield a temporary path beside ``path``; on success it is fsynced and renamed onto ``path``.
+
+    The temporary file is created owner-only (0600, ``mkstemp``); when ``path`` already exists its permissions are
+    kept. On an exception the temporary file is removed and ``path`` is untouched.
+    """
     dest = Path(path)
     dest.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
@@ -27,6 +31,8 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
         yield tmp_path
         with open(tmp_path, "rb+") as fh:
             os.fsync(fh.fileno())
+        if dest.exists():
+            os.chmod(tmp_path, dest.stat().st_mode & 0o777)
         os.replace(tmp_path, dest)
     finally:
         if tmp_path.exists():

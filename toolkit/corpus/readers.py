@@ -38,7 +38,6 @@ import json
 import mailbox
 import os
 import re
-import tempfile
 import warnings
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -47,6 +46,7 @@ from email.message import EmailMessage
 from pathlib import Path, PurePosixPath
 from typing import Any, Union
 
+from ..io import atomic_path
 from .errors import CorpusError
 from .model import Corpus, Document, make_document
 
@@ -339,8 +339,9 @@ def write_jsonl(corpus: Iterable[Document], path: PathLike) -> Path:
 
     One document per line, fields in the order ``doc_id, person_id, text, spans, split, labels`` (``split`` and
     ``labels`` omitted when ``None``/empty), UTF-8 without ASCII escaping, ``\\n`` line ends. The file is written to a
-    temporary file in the same folder and moved into place with :func:`os.replace`, so a reader never sees a half
-    written file and an existing file survives a failure.
+    temporary file in the same folder and moved into place (:func:`toolkit.io.atomic_path`), so a reader never sees a
+    half written file and an existing file survives a failure. A new file is owner-only (0600); an existing file keeps
+    its permissions.
 
     Parameters
     ----------
@@ -359,21 +360,9 @@ def write_jsonl(corpus: Iterable[Document], path: PathLike) -> Path:
     if not docs:
         raise CorpusError("refusing to write an empty corpus (it could not be read back)", p)
     lines = [_dump_document(doc, p) for doc in docs]
-    p.parent.mkdir(parents=True, exist_ok=True)
-    mode = (p.stat().st_mode & 0o777) if p.exists() else 0o644
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            for line in lines:
-                fh.write(line)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, p)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    with atomic_path(p) as tmp:
+        with open(tmp, "wb") as fh:
+            fh.writelines(lines)
     return p
 
 
