@@ -196,3 +196,22 @@ def test_missing_spacy_model_is_a_clear_error():
     c = Corpus([make_document("d", "P", "John Smith")])
     with pytest.raises(ToolkitError, match="not installed"):
         analyze(c, detector="spacy", spacy_model="xx_no_such_model", progress=False)
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(alphabet=st.sampled_from(list("ab Z9_\n.'-é\u0301\u05d0🙂\x00\r")), max_size=40),
+                min_size=1, max_size=6), st.integers(min_value=1, max_value=4))
+def test_segmentation_matches_finditer_reference(texts, chunk_size):
+    """The chunked split-based segmenter gives exactly the spans of a per-document finditer loop."""
+    from toolkit.identifiers import normalize_term, word_pattern
+
+    w = segment_corpus(texts, progress=False, chunk_size=chunk_size)
+    ref = [(d, *m.span()) for d, t in enumerate(texts) for m in word_pattern().finditer(t)]
+    assert list(zip(w.doc.tolist(), w.start.tolist(), w.end.tolist())) == ref
+    assert [w.vocab[t] for t in w.term] == [normalize_term(texts[d][s:e]) for d, s, e in ref]
+    for d in range(len(texts)):
+        assert w.doc_ptr[d + 1] - w.doc_ptr[d] == sum(1 for r in ref if r[0] == d)

@@ -82,32 +82,50 @@ class WordTable:
         return len(self.doc_ptr) - 1
 
 
-def segment_corpus(texts: Sequence[str], *, lowercase: bool = True, progress: bool = True) -> WordTable:
+@functools.cache
+def _split_pattern() -> re.Pattern[str]:
+    return re.compile(f"({word_pattern().pattern})")
+
+
+def segment_corpus(texts: Sequence[str], *, lowercase: bool = True, progress: bool = True,
+                   chunk_size: int = 2000) -> WordTable:
     """Segment every text into words and map them to normalised term ids.
 
-    Raw word strings are factorised first (pandas hash table), and only the distinct strings are normalised, so the
-    NFKC/lower-case cost is paid once per distinct surface form, not once per occurrence.
+    Texts are processed in chunks joined by ``"\n"`` (never part of a word, so no word spans two documents). One
+    ``re.split`` with a capturing group returns the alternating non-word / word pieces in C; word offsets are the
+    cumulative sum of the piece lengths. This avoids one Python match object per word (measured 2x faster than a
+    ``finditer`` loop). Raw words are factorised first (pandas hash table) and only distinct surface forms are
+    normalised, so NFKC + lower-casing is paid once per distinct form, not once per occurrence.
     """
-    pattern = word_pattern()
-    starts: list[int] = []
-    ends: list[int] = []
-    surface: list[str] = []
+    splitter = _split_pattern()
+    starts, ends, docs, surface = [], [], [], []
     counts = np.zeros(len(texts), dtype=np.int64)
-    for d, text in enumerate(tqdm(texts, desc="segmenting words", unit="doc", disable=not progress,
-                                  mininterval=1.0)):
-        n0 = len(starts)
-        for m in pattern.finditer(text):
-            s, e = m.span()
-            starts.append(s)
-            ends.append(e)
-            surface.append(text[s:e])
-        counts[d] = len(starts) - n0
+    bar = tqdm(total=len(texts), desc="segmenting words", unit="doc", disable=not progress, mininterval=1.0)
+    for c0 in range(0, len(texts), chunk_size):
+        chunk = texts[c0:c0 + chunk_size]
+        pieces = splitter.split("\n".join(chunk))
+        lengths = np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces))
+        w_end = np.cumsum(lengths)[1::2]
+        w_start = w_end - lengths[1::2]
+        doc_base = np.zeros(len(chunk), dtype=np.int64)
+        np.cumsum([len(t) + 1 for t in chunk[:-1]], out=doc_base[1:])
+        local_doc = np.searchsorted(doc_base, w_start, side="right") - 1
+        starts.append(w_start - doc_base[local_doc])
+        ends.append(w_end - doc_base[local_doc])
+        docs.append(local_doc + c0)
+        counts[c0:c0 + len(chunk)] = np.bincount(local_doc, minlength=len(chunk))
+        surface.extend(pieces[1::2])
+        bar.update(len(chunk))
+    bar.close()
     doc_ptr = np.zeros(len(texts) + 1, dtype=np.int64)
     np.cumsum(counts, out=doc_ptr[1:])
     codes, uniques = pd.factorize(pd.Series(surface, dtype=object), sort=False)
     normalised = [normalize_term(u, lowercase) for u in uniques]
     term_codes, vocab = pd.factorize(pd.Series(normalised, dtype=object), sort=True)
     term = term_codes[codes].astype(np.int32) if len(codes) else np.zeros(0, dtype=np.int32)
-    doc = np.repeat(np.arange(len(texts), dtype=np.int32), counts)
-    return WordTable(doc=doc, start=np.asarray(starts, dtype=np.int64), end=np.asarray(ends, dtype=np.int64),
-                     term=term, vocab=np.asarray(vocab, dtype=object), doc_ptr=doc_ptr)
+
+    def cat(parts: list[np.ndarray], dtype) -> np.ndarray:
+        return np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype=dtype)
+
+    return WordTable(doc=cat(docs, np.int32), start=cat(starts, np.int64), end=cat(ends, np.int64), term=term,
+                     vocab=np.asarray(vocab, dtype=object), doc_ptr=doc_ptr)
