@@ -21,7 +21,6 @@ import time
 from collections import defaultdict
 
 import networkx as nx
-import numpy as np
 
 from toolkit.corpus import Corpus, make_document
 from toolkit.identifiers import SpacyDetector, analyze, normalize_term, word_pattern

@@ -54,9 +54,9 @@ def cmd_identifiers(args: argparse.Namespace) -> int:
 
 
 def cmd_samples(args: argparse.Namespace) -> int:
-    from .samples import write_samples
+    from .samples import write_all
 
-    write_samples(Path(args.out))
+    write_all(Path(args.out), seed=args.seed)
     print(f"wrote sample data under {args.out}")
     return 0
 
@@ -96,6 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("samples", help="regenerate the synthetic sample data (bit for bit)")
     s.add_argument("--out", default="data_samples")
+    s.add_argument("--seed", type=int, default=0, help="random seed (0: the committed samples)")
     s.set_defaults(func=cmd_samples)
 
     s = sub.add_parser("demo", help="run the notebooks headless (papermill) and write outputs/ with an HTML summary")
