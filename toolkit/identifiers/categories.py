@@ -7,6 +7,8 @@ Labels from i2b2/n2c2 (PATIENT, DOCTOR, HOSPITAL, MEDICALRECORD ...), spaCy/Onto
 
 from __future__ import annotations
 
+import functools
+
 CATEGORIES: tuple[str, ...] = ("NAME", "LOCATION", "ORGANIZATION", "DATE", "ID", "PHONE", "EMAIL", "AGE", "URL",
                                "OTHER")
 
@@ -30,6 +32,7 @@ _LABEL_TO_CATEGORY: dict[str, str] = {
 }
 
 
+@functools.lru_cache(maxsize=4096)
 def pii_category(label: str) -> str:
     """The PII category of a raw label (case-insensitive; ``"PERSON/DIRECT"`` uses ``"PERSON"``)."""
     key = label.split("/", 1)[0].strip().upper()

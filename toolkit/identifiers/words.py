@@ -5,14 +5,17 @@ attached, so ``"cafe\u0301"`` is one word and ``"O'Brien"`` is two (``O``, ``Bri
 underscore are never part of a word. Terms are compared after Unicode NFKC and lower-casing **(SPEC §1 choice,
 configurable ``lowercase``)**; character offsets always refer to the original text.
 
-The segmenter is a single compiled stdlib ``re`` pattern (measured about 2x faster than the ``regex`` module's
-``\\p{L}`` classes on this machine), applied to a whole corpus into flat numpy arrays so that every later step
-(term graph, protected positions) is vectorised.
+Corpora are segmented by RE2 inside Arrow kernels (:data:`RE2_WORD`, ``\\p{L}``/``\\p{N}``/``\\p{M}``), in
+parallel threads, into flat numpy arrays so that every later step (term graph, protected positions) is vectorised.
+:func:`word_pattern` is the same definition as a stdlib ``re`` pattern, for single texts and as a reference (a
+property test checks that both agree); the two can only differ on characters assigned in a Unicode version newer
+than Python's ``unicodedata``.
 """
 
 from __future__ import annotations
 
 import functools
+import os
 import re
 import sys
 import unicodedata
@@ -21,6 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 from tqdm.auto import tqdm
 
 
@@ -82,50 +87,80 @@ class WordTable:
         return len(self.doc_ptr) - 1
 
 
-@functools.cache
-def _split_pattern() -> re.Pattern[str]:
-    return re.compile(f"({word_pattern().pattern})")
+#: RE2 (Arrow) form of the word pattern: a letter or digit, then letters, digits and combining marks.
+RE2_WORD = r"[\p{L}\p{N}][\p{L}\p{N}\p{M}]*"
+#: Unicode noncharacters, reserved for internal use: used to delimit words inside the Arrow kernels.
+_MARKERS = [chr(c) for c in range(0xFDD0, 0xFDF0)]
+
+
+def _segment_chunk(chunk: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, pa.Array]:
+    """Word (local doc index, start, end, surface) of a chunk of texts, all inside Arrow/numpy kernels.
+
+    The texts are joined by ``"\\n"`` (never inside a word); RE2 wraps every word in a marker character
+    (``replace_substring_regex``); splitting on the marker gives alternating gap / word pieces, so words are the odd
+    pieces and their offsets the cumulative sum of the piece lengths. The marker is a Unicode noncharacter that does
+    not occur in the chunk. A chunk holding all 32 noncharacters, or a lone surrogate (which Arrow cannot encode), is
+    segmented with the stdlib ``re`` pattern instead (same definition).
+    """
+    joined = "\n".join(chunk)
+    marker = next((m for m in _MARKERS if m not in joined), None)
+    try:
+        if marker is None:
+            raise ValueError("every marker character occurs in the chunk")
+        wrapped = pc.replace_substring_regex(pa.array([joined], type=pa.large_string()), pattern=RE2_WORD,
+                                             replacement=f"{marker}\\0{marker}")
+        pieces = pc.split_pattern(wrapped, pattern=marker).flatten()
+        lengths = pc.utf8_length(pieces).to_numpy().astype(np.int64)
+        surface = pieces[1::2]
+    except (ValueError, UnicodeEncodeError):  # lone surrogates cannot be UTF-8 encoded for Arrow: stdlib route
+        py_pieces = re.compile(f"({word_pattern().pattern})").split(joined)
+        lengths = np.fromiter(map(len, py_pieces), dtype=np.int64, count=len(py_pieces))
+        surface = pa.array(py_pieces[1::2], type=pa.large_string())
+    w_end = np.cumsum(lengths)[1::2]
+    w_start = w_end - lengths[1::2]
+    doc_base = np.zeros(len(chunk), dtype=np.int64)
+    np.cumsum([len(t) + 1 for t in chunk[:-1]], out=doc_base[1:])
+    local_doc = np.searchsorted(doc_base, w_start, side="right") - 1
+    return local_doc, w_start - doc_base[local_doc], w_end - doc_base[local_doc], surface
 
 
 def segment_corpus(texts: Sequence[str], *, lowercase: bool = True, progress: bool = True,
-                   chunk_size: int = 2000) -> WordTable:
+                   chunk_size: int = 2000, n_threads: int | None = None) -> WordTable:
     """Segment every text into words and map them to normalised term ids.
 
-    Texts are processed in chunks joined by ``"\n"`` (never part of a word, so no word spans two documents). One
-    ``re.split`` with a capturing group returns the alternating non-word / word pieces in C; word offsets are the
-    cumulative sum of the piece lengths. This avoids one Python match object per word (measured 2x faster than a
-    ``finditer`` loop). Raw words are factorised first (pandas hash table) and only distinct surface forms are
-    normalised, so NFKC + lower-casing is paid once per distinct form, not once per occurrence.
+    Chunks of documents are segmented by RE2 inside Arrow kernels (:func:`_segment_chunk`), which release the GIL,
+    so ``n_threads`` chunks run in parallel (default: the number of CPUs, at most 4). Distinct surface forms are
+    dictionary-encoded in Arrow and only they are NFKC-normalised and lower-cased in Python.
+    ``benchmarks/identifiers.py`` compares the whole analysis with a Python dict-of-sets loop and networkx.
     """
-    splitter = _split_pattern()
-    starts, ends, docs, surface = [], [], [], []
+    from concurrent.futures import ThreadPoolExecutor
+
+    n_threads = n_threads or min(4, os.cpu_count() or 1)
+    chunks = [texts[i:i + chunk_size] for i in range(0, len(texts), chunk_size)]
+    results = []
+    with ThreadPoolExecutor(max_workers=n_threads) as pool, \
+            tqdm(total=len(texts), desc="segmenting words", unit="doc", disable=not progress, mininterval=1.0) as bar:
+        for chunk, res in zip(chunks, pool.map(_segment_chunk, chunks)):
+            results.append(res)
+            bar.update(len(chunk))
     counts = np.zeros(len(texts), dtype=np.int64)
-    bar = tqdm(total=len(texts), desc="segmenting words", unit="doc", disable=not progress, mininterval=1.0)
-    for c0 in range(0, len(texts), chunk_size):
-        chunk = texts[c0:c0 + chunk_size]
-        pieces = splitter.split("\n".join(chunk))
-        lengths = np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces))
-        w_end = np.cumsum(lengths)[1::2]
-        w_start = w_end - lengths[1::2]
-        doc_base = np.zeros(len(chunk), dtype=np.int64)
-        np.cumsum([len(t) + 1 for t in chunk[:-1]], out=doc_base[1:])
-        local_doc = np.searchsorted(doc_base, w_start, side="right") - 1
-        starts.append(w_start - doc_base[local_doc])
-        ends.append(w_end - doc_base[local_doc])
+    docs, starts, ends = [], [], []
+    for i, (local_doc, start, end, _) in enumerate(results):
+        c0 = i * chunk_size
         docs.append(local_doc + c0)
-        counts[c0:c0 + len(chunk)] = np.bincount(local_doc, minlength=len(chunk))
-        surface.extend(pieces[1::2])
-        bar.update(len(chunk))
-    bar.close()
+        starts.append(start)
+        ends.append(end)
+        counts[c0:c0 + len(chunks[i])] = np.bincount(local_doc, minlength=len(chunks[i]))
     doc_ptr = np.zeros(len(texts) + 1, dtype=np.int64)
     np.cumsum(counts, out=doc_ptr[1:])
-    codes, uniques = pd.factorize(pd.Series(surface, dtype=object), sort=False)
-    normalised = [normalize_term(u, lowercase) for u in uniques]
+    surface = pa.chunked_array([r[3] for r in results], type=pa.large_string()) if results else \
+        pa.chunked_array([], type=pa.large_string())
+    encoded = pc.dictionary_encode(surface).combine_chunks() if len(surface) else None
+    if encoded is None:
+        return WordTable(doc=np.zeros(0, np.int32), start=np.zeros(0, np.int64), end=np.zeros(0, np.int64),
+                         term=np.zeros(0, np.int32), vocab=np.zeros(0, dtype=object), doc_ptr=doc_ptr)
+    normalised = [normalize_term(u, lowercase) for u in encoded.dictionary.to_pylist()]
     term_codes, vocab = pd.factorize(pd.Series(normalised, dtype=object), sort=True)
-    term = term_codes[codes].astype(np.int32) if len(codes) else np.zeros(0, dtype=np.int32)
-
-    def cat(parts: list[np.ndarray], dtype) -> np.ndarray:
-        return np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype=dtype)
-
-    return WordTable(doc=cat(docs, np.int32), start=cat(starts, np.int64), end=cat(ends, np.int64), term=term,
-                     vocab=np.asarray(vocab, dtype=object), doc_ptr=doc_ptr)
+    term = term_codes[encoded.indices.to_numpy()].astype(np.int32)
+    return WordTable(doc=np.concatenate(docs).astype(np.int32), start=np.concatenate(starts),
+                     end=np.concatenate(ends), term=term, vocab=np.asarray(vocab, dtype=object), doc_ptr=doc_ptr)
