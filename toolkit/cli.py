@@ -49,7 +49,7 @@ def cmd_identifiers(args: argparse.Namespace) -> int:
           f"{s['share_distinct_words_below_k']:.1%} of distinct words, "
           f"{s['share_occurrences_below_k']:.1%} of occurrences")
     print(f"protected positions: {s['n_protected_positions']} ({s['share_protected_positions']:.1%})")
-    print(f"wrote {out}/terms.parquet, individuals.parquet, positions.parquet, summary.json")
+    print(f"wrote {out}/terms.parquet, individuals.parquet, positions.parquet, spans.parquet, summary.json")
     return 0
 
 

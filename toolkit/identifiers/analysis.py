@@ -194,6 +194,13 @@ class IdentifierAnalysis:
             "category": cats[self.category[sel]],
         })
 
+    def span_table(self) -> pd.DataFrame:
+        """The detector's PII spans: doc_id, start, end, label, category (the pseudonymisation baselines use them)."""
+        rows = [(self.doc_ids[d], s.start, s.end, s.label, pii_category(s.label))
+                for d, spans in enumerate(self.spans) for s in spans]
+        return pd.DataFrame(rows, columns=["doc_id", "start", "end", "label", "category"]).astype(
+            {"doc_id": object, "start": "int64", "end": "int64", "label": object, "category": object})
+
     def protected_spans(self, doc_index: int, kind: str = "all") -> list[tuple[int, int]]:
         """Character spans of the protected words of one document (``kind``: all, direct or indirect)."""
         lo, hi = self.words.doc_ptr[doc_index], self.words.doc_ptr[doc_index + 1]
@@ -215,7 +222,7 @@ class IdentifierAnalysis:
 
     # ---- persistence --------------------------------------------------------------------------------------------
     def save(self, out_dir: str | Path) -> Path:
-        """Write ``terms.parquet``, ``individuals.parquet``, ``positions.parquet`` and ``summary.json``.
+        """Write ``terms.parquet``, ``individuals.parquet``, ``positions.parquet``, ``spans.parquet``, ``summary.json``.
 
         ``terms``: term, n (gram size), n_individuals, n_occurrences, direct, indirect, n_direct_occurrences,
         category. ``individuals``: person_id, n_documents, n_words, n_distinct_words, n_direct, n_direct_occurrences,
@@ -229,6 +236,7 @@ class IdentifierAnalysis:
         atomic_write_parquet(self.terms, out / "terms.parquet")
         atomic_write_parquet(self.individuals, out / "individuals.parquet")
         atomic_write_parquet(self.positions(), out / "positions.parquet")
+        atomic_write_parquet(self.span_table(), out / "spans.parquet")
         atomic_write_json(self.summary, out / "summary.json")
         return out
 
@@ -372,13 +380,13 @@ def _summary(r: IdentifierAnalysis, timings: dict[str, float]) -> dict[str, Any]
 
 
 def load_identifiers(directory: str | Path) -> dict[str, Any]:
-    """Read what :meth:`IdentifierAnalysis.save` wrote: ``{"terms", "individuals", "positions", "summary"}``.
+    """Read what :meth:`IdentifierAnalysis.save` wrote: ``{"terms", "individuals", "positions", "spans", "summary"}``.
 
     A missing file raises :class:`ToolkitError` naming it.
     """
     d = Path(directory)
     out: dict[str, Any] = {}
-    for name in ("terms", "individuals", "positions"):
+    for name in ("terms", "individuals", "positions", "spans"):
         p = d / f"{name}.parquet"
         if not p.is_file():
             raise ToolkitError(f"{p}: missing (expected the output of `python -m toolkit identifiers`)")

@@ -1,0 +1,145 @@
+"""Tokenizers and models: a tiny base model built offline from scratch, or any Hugging Face model id / local path.
+
+The CPU profile cannot fine-tune bert-base (12 s per step here), so the toolkit builds its own base the way the
+papers' base models were built, only smaller: a tokenizer trained (``tokenizers``) on the ``public`` split and a
+2-layer transformer pre-trained from scratch on it with the plain ``mlm`` / ``clm`` objective. The result is saved in
+Hugging Face format, so every later step loads it exactly as it would load ``bert-base-cased``, ``roberta-large`` or
+``gpt2`` (``load_model``): nothing in the toolkit special-cases the tiny model.
+
+* masked LM: WordPiece (cased, BERT pre-tokenizer) + ``BertForMaskedLM``;
+* causal LM: byte-level BPE (GPT-2 style) + ``GPT2LMHeadModel``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from .corpus.errors import ToolkitError
+
+MODEL_KINDS = ("mlm", "clm")
+
+
+@dataclass
+class TinyModelConfig:
+    """Architecture of a model built from scratch (CPU profile defaults; see ``../shared/RECIPES.md``)."""
+
+    kind: str = "mlm"
+    vocab_size: int = 4000
+    hidden_size: int = 128
+    num_layers: int = 2
+    num_heads: int = 2
+    intermediate_size: int = 512
+    max_length: int = 256
+
+    def __post_init__(self) -> None:
+        if self.kind not in MODEL_KINDS:
+            raise ToolkitError(f"model kind must be one of {MODEL_KINDS}, got {self.kind!r}")
+        if self.hidden_size % self.num_heads:
+            raise ToolkitError(f"hidden_size {self.hidden_size} is not divisible by num_heads {self.num_heads}")
+
+
+def train_tokenizer(texts: Iterable[str], kind: str, vocab_size: int = 4000):
+    """Train a fast tokenizer on ``texts``: WordPiece for ``mlm``, byte-level BPE for ``clm``."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    if kind == "mlm":
+        specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+        tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+        tok.normalizer = normalizers.BertNormalizer(lowercase=False, strip_accents=False, clean_text=True)
+        tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+        tok.train_from_iterator(texts, trainer=trainers.WordPieceTrainer(vocab_size=vocab_size,
+                                                                         special_tokens=specials))
+        cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+        tok.post_processor = processors.TemplateProcessing(
+            single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+            special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
+        tok.decoder = decoders.WordPiece()
+        return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]",
+                                       cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]")
+    if kind == "clm":
+        eos = "<|endoftext|>"
+        tok = Tokenizer(models.BPE())
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tok.train_from_iterator(texts, trainer=trainers.BpeTrainer(
+            vocab_size=vocab_size, special_tokens=[eos], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+        tok.post_processor = processors.ByteLevel(trim_offsets=False)
+        tok.decoder = decoders.ByteLevel()
+        return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=eos, eos_token=eos, unk_token=eos,
+                                       pad_token=eos)
+    raise ToolkitError(f"model kind must be one of {MODEL_KINDS}, got {kind!r}")
+
+
+def init_model(tokenizer, config: TinyModelConfig, seed: int = 0):
+    """A randomly initialised model of ``config.kind`` sized for ``tokenizer``."""
+    import torch
+    from transformers import BertConfig, BertForMaskedLM, GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(seed)
+    if config.kind == "mlm":
+        return BertForMaskedLM(BertConfig(
+            vocab_size=len(tokenizer), hidden_size=config.hidden_size, num_hidden_layers=config.num_layers,
+            num_attention_heads=config.num_heads, intermediate_size=config.intermediate_size,
+            max_position_embeddings=config.max_length, pad_token_id=tokenizer.pad_token_id))
+    return GPT2LMHeadModel(GPT2Config(
+        vocab_size=len(tokenizer), n_embd=config.hidden_size, n_layer=config.num_layers, n_head=config.num_heads,
+        n_inner=config.intermediate_size, n_positions=config.max_length, bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id))
+
+
+def model_kind(model) -> str:
+    """``"mlm"`` or ``"clm"`` from a loaded model's architecture."""
+    from transformers.models.auto.modeling_auto import (MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+                                                        MODEL_FOR_MASKED_LM_MAPPING_NAMES)
+
+    name = type(model).__name__
+    if name in set(MODEL_FOR_MASKED_LM_MAPPING_NAMES.values()) or name.endswith("ForMaskedLM"):
+        return "mlm"
+    if name in set(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.values()) or name.endswith(("LMHeadModel", "ForCausalLM")):
+        return "clm"
+    raise ToolkitError(f"{name} is neither a masked nor a causal language model")
+
+
+def load_model(name_or_path: str | Path, kind: str | None = None):
+    """Load ``(model, tokenizer)`` from a Hugging Face id or a local directory, without network access by default.
+
+    ``kind`` (``"mlm"``/``"clm"``) selects the head; when omitted it is read from the saved config's architecture.
+    A directory without a tokenizer, a corrupt checkpoint, or a model of the wrong kind is a :class:`ToolkitError`.
+    """
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
+
+    src = str(name_or_path)
+    local = Path(src).exists()
+    if local and not (Path(src) / "config.json").is_file():
+        raise ToolkitError(f"{src}: no config.json — not a saved Hugging Face model directory")
+    try:
+        config = AutoConfig.from_pretrained(src)
+    except (OSError, ValueError) as exc:
+        raise ToolkitError(f"{src}: cannot load the model config ({exc}). Model hubs are not reachable here: "
+                           f"pass a local directory, or a model id already in the local Hugging Face cache") from exc
+    archs = config.architectures or []
+    if kind is None:
+        kind = "clm" if any(a.endswith(("LMHeadModel", "ForCausalLM")) for a in archs) else "mlm"
+    if kind not in MODEL_KINDS:
+        raise ToolkitError(f"model kind must be one of {MODEL_KINDS}, got {kind!r}")
+    wrong = [a for a in archs if (kind == "mlm" and a.endswith(("LMHeadModel", "ForCausalLM")))
+             or (kind == "clm" and a.endswith("ForMaskedLM"))]
+    if wrong:
+        raise ToolkitError(f"{src} is a {'causal' if kind == 'mlm' else 'masked'} language model ({wrong[0]}); "
+                           f"this step needs a {'masked' if kind == 'mlm' else 'causal'} one")
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(src)
+    except (OSError, ValueError) as exc:
+        raise ToolkitError(f"{src}: cannot load the tokenizer ({exc})") from exc
+    if not getattr(tokenizer, "is_fast", False):
+        raise ToolkitError(f"{src}: a fast tokenizer (tokenizer.json) is required for word offsets")
+    auto = AutoModelForMaskedLM if kind == "mlm" else AutoModelForCausalLM
+    try:
+        model = auto.from_pretrained(src)
+    except (OSError, ValueError, RuntimeError) as exc:
+        raise ToolkitError(f"{src}: cannot load the model weights ({exc})") from exc
+    if kind == "clm" and tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return model, tokenizer
