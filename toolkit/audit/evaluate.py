@@ -1,0 +1,85 @@
+"""From probe predictions to the audit's figures (SPEC §4, §5): privacy / utility metrics, leaked identifier types,
+regurgitation, and the count-based membership inference attack.
+
+Inputs are the identifiers step's outputs (``load_identifiers(dir)``: terms, positions, spans) and the probe's
+DataFrame (one row per word occurrence); outputs are JSON-serialisable dicts and DataFrames.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from .. import metrics
+from ..corpus import Corpus
+from ..identifiers.words import segment_corpus
+
+
+def identifier_sets(ids: dict[str, Any]) -> dict[str, Any]:
+    """``I_direct``, ``I_indirect`` (unigram types), term → category and training frequency (SPEC §2)."""
+    t = ids["terms"]
+    uni = t[t["n"] == 1]
+    categories = {str(r.term): (r.category or "INDIRECT") for r in uni.itertuples() if r.direct or r.indirect}
+    return {
+        "I_direct": set(uni.loc[uni["direct"], "term"].astype(str)),
+        "I_indirect": set(uni.loc[uni["indirect"], "term"].astype(str)),
+        "categories": categories,
+        "train_frequency": pd.Series(uni["n_occurrences"].to_numpy(), index=uni["term"].astype(str)),
+    }
+
+
+def indirect_by_person(ids: dict[str, Any], corpus: Corpus) -> dict[str, set[str]]:
+    """Each individual's unigram indirect-identifier types, from the protected positions of their documents."""
+    sets = identifier_sets(ids)
+    person = {d.doc_id: d.person_id for d in corpus}
+    pos = ids["positions"]
+    pos = pos[pos["indirect"] & pos["term"].astype(str).isin(sets["I_indirect"])]
+    out: dict[str, set[str]] = {p: set() for p in corpus.person_ids}
+    for doc_id, term in zip(pos["doc_id"], pos["term"].astype(str)):
+        if doc_id in person:
+            out[person[doc_id]].add(term)
+    return out
+
+
+def corpus_word_types(corpus: Corpus) -> set[str]:
+    """Normalised word types of a corpus (e.g. the base model's ``public`` data, for *novel* identifiers)."""
+    w = segment_corpus([d.text for d in corpus], progress=False)
+    return set(w.vocab.tolist())
+
+
+def evaluate_predictions(predictions: pd.DataFrame, ids: dict[str, Any], *,
+                         base_vocabulary: set[str] | None = None) -> dict[str, Any]:
+    """The ``metrics.json`` of a probe: utility, privacy, direct/indirect (and novel) privacy, leaked types by category.
+
+    ``base_vocabulary``: word types of the base model's training data; identifiers outside it are *novel* (SPEC §4).
+    """
+    sets = identifier_sets(ids)
+    novel = None
+    if base_vocabulary is not None:
+        novel = (sets["I_direct"] | sets["I_indirect"]) - base_vocabulary
+    report = metrics.privacy_report(predictions, sets["I_direct"], sets["I_indirect"], novel=novel)
+    by_cat = metrics.leaked_by_category(predictions, sets["categories"])
+    report["leaked_by_category"] = {str(r.category): {"n_identifiers": int(r.n_identifiers),
+                                                      "n_leaked": int(r.n_leaked)} for r in by_cat.itertuples()}
+    report["n_predictions"] = int(len(predictions))
+    return {k: (float(v) if isinstance(v, float) else v) for k, v in report.items()}
+
+
+def regurgitation(predictions: pd.DataFrame, ids: dict[str, Any]) -> pd.DataFrame:
+    """Times each identifier type was predicted vs its training frequency (000 Fig. 5)."""
+    sets = identifier_sets(ids)
+    return metrics.regurgitation_table(predictions, sets["train_frequency"], sets["I_direct"] | sets["I_indirect"])
+
+
+def membership_scores(predictions: pd.DataFrame, ids: dict[str, Any], corpus: Corpus, *,
+                      restrict_to: set[str] | None = None) -> pd.Series:
+    """SPEC §5 score: number of an individual's indirect-identifier types predicted on their own documents."""
+    return metrics.mia_scores(predictions, indirect_by_person(ids, corpus), restrict_to=restrict_to)
+
+
+def membership_report(scores: pd.Series, members: set[str], nonmembers: set[str], **kw) -> dict[str, Any]:
+    """ROC, AUC, TPR at FPR 0.1% / 1% / 10% (None where unresolvable), bootstrap intervals (SPEC §5)."""
+    m = scores[scores.index.isin(members)].to_numpy()
+    n = scores[scores.index.isin(nonmembers)].to_numpy()
+    return metrics.mia_report(m, n, **kw)
