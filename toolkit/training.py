@@ -105,7 +105,7 @@ def _save_checkpoint(model, tokenizer, out: Path, log_entry: dict[str, Any]) -> 
 
 def train(corpus: Corpus, base: str | Path, run_dir: str | Path, strategy: str | Strategy,
           config: TrainConfig | None = None, *, positions=None, spans=None, progress: bool = True,
-          model=None, tokenizer=None) -> list[tuple[int, Path]]:
+          model=None, tokenizer=None, callbacks=()) -> list[tuple[int, Path]]:
     """Fine-tune ``base`` (HF id or directory) on ``corpus`` with ``strategy``; returns the checkpoints.
 
     ``positions`` / ``spans`` are the identifiers step's ``positions.parquet`` / ``spans.parquet`` frames (needed by
@@ -144,7 +144,7 @@ def train(corpus: Corpus, base: str | Path, run_dir: str | Path, strategy: str |
 
         stats = train_dp(model, tokenizer, examples, strat, cfg, run, progress=progress)
     else:
-        stats = _train_hf(model, tokenizer, examples, strat, cfg, run, progress=progress)
+        stats = _train_hf(model, tokenizer, examples, strat, cfg, run, progress=progress, callbacks=callbacks)
     meta.update(status="done", seconds=round(time.perf_counter() - t0, 1), **stats)
     atomic_write_json(meta, meta_path)
     return checkpoint_dirs(run)
@@ -160,7 +160,9 @@ def make_collator(tokenizer, strat: Strategy, cfg: TrainConfig):
     if strat.kind == "mlm":
         from .strategies.masked import ProtectedWholeWordCollator
 
-        return ProtectedWholeWordCollator(tokenizer=tokenizer, mlm_probability=cfg.mlm_probability, seed=cfg.seed)
+        # no private generator: the global torch RNG (seeded by the Trainer, saved and restored with its checkpoints)
+        # drives the masks, so a resumed run draws exactly the masks an uninterrupted run would have drawn
+        return ProtectedWholeWordCollator(tokenizer=tokenizer, mlm_probability=cfg.mlm_probability)
     from transformers import DataCollatorForSeq2Seq
 
     # pads input_ids with the pad token and labels with -100; protected tokens already carry -100
@@ -168,7 +170,7 @@ def make_collator(tokenizer, strat: Strategy, cfg: TrainConfig):
 
 
 def _train_hf(model, tokenizer, examples: list[dict], strat: Strategy, cfg: TrainConfig, run: Path, *,
-              progress: bool) -> dict[str, Any]:
+              progress: bool, callbacks=()) -> dict[str, Any]:
     import torch
     from transformers import Trainer, TrainerCallback, TrainingArguments
 
@@ -207,11 +209,11 @@ def _train_hf(model, tokenizer, examples: list[dict], strat: Strategy, cfg: Trai
         output_dir=str(state_dir), num_train_epochs=max(cfg.epochs), per_device_train_batch_size=cfg.batch_size,
         learning_rate=cfg.learning_rate, lr_scheduler_type=cfg.lr_schedule if cfg.lr_schedule == "linear"
         else "constant_with_warmup", warmup_steps=cfg.warmup_steps, weight_decay=cfg.weight_decay,
-        save_strategy="no", save_total_limit=1, logging_steps=max(1, steps_per_epoch), report_to="none",
+        save_strategy="no", save_total_limit=1, save_only_model=False, logging_steps=max(1, steps_per_epoch), report_to="none",
         seed=cfg.seed, data_seed=cfg.seed, remove_unused_columns=False, disable_tqdm=not progress, use_cpu=not
         torch.cuda.is_available(), dataloader_num_workers=0, log_level="error")
     trainer = Trainer(model=model, args=args, train_dataset=ListDataset(),
-                      data_collator=make_collator(tokenizer, strat, cfg), callbacks=[EpochCheckpoints()])
+                      data_collator=make_collator(tokenizer, strat, cfg), callbacks=[EpochCheckpoints(), *callbacks])
     resume = _last_state(state_dir)
     if resume is not None and round(json.loads((resume / "trainer_state.json").read_text())["epoch"]) >= max(wanted):
         return {"resumed_from": str(resume), "steps": None}
