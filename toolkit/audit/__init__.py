@@ -1,0 +1,15 @@
+"""Auditing fine-tuned language models on their own training documents (SPEC.md §4, §5, §7).
+
+* :func:`probe_masked` — fill-mask probing of a masked LM: every word masked once, ~15% of a chunk's words per pass,
+  all occurrences of a protected type masked together; one row per word occurrence (``toolkit.metrics`` input).
+* :func:`downstream_f1` — downstream utility (SPEC.md §8): a classification head on the checkpoint, all layers
+  frozen but the last; macro F1 on a held-out split (:func:`majority_baseline_f1` for comparison).
+"""
+
+from __future__ import annotations
+
+from .downstream import downstream_f1, freeze_all_but_last, majority_baseline_f1, transformer_layers
+from .probe_masked import assign_passes, n_passes, probe_masked
+
+__all__ = ["assign_passes", "n_passes", "probe_masked"]
+__all__ += ["downstream_f1", "freeze_all_but_last", "majority_baseline_f1", "transformer_layers"]
