@@ -1,0 +1,71 @@
+"""Cached steps that the notebooks and the command line chain together (each writes its result to disk once).
+
+A step whose output exists is loaded instead of recomputed, so re-running a notebook after a crash or with a new
+strategy only does the missing work. Outputs are the same files the CLI writes (``metrics.json``, ``roc.json``,
+``predictions.parquet``), so a notebook and ``python -m toolkit probe`` agree.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from .corpus import Corpus
+from .io import atomic_write_json, atomic_write_parquet
+
+
+def ensure_base(corpus: Corpus, out_dir: str | Path, kind: str, *, profile, progress: bool = True) -> Path:
+    """The profile's base model: a pre-trained id/path as is, or a tiny model built once from ``corpus``."""
+    from .training import build_base
+
+    spec = profile.base[kind]
+    if isinstance(spec, str):
+        return Path(spec) if Path(spec).exists() else spec  # a hub id stays a string
+    out = Path(out_dir)
+    if not (out / "config.json").is_file():
+        build_base(corpus, out, kind, tiny=spec, config=profile.pretrain[kind], progress=progress)
+    return out
+
+
+def ensure_identifiers(corpus: Corpus, out_dir: str | Path, **config) -> dict[str, Any]:
+    """Identifier analysis of ``corpus`` (cached in ``out_dir``), loaded as ``load_identifiers`` returns it."""
+    from .identifiers import IdentifierConfig, analyze, load_identifiers
+
+    out = Path(out_dir)
+    if not (out / "summary.json").is_file():
+        analyze(corpus, IdentifierConfig(**config), progress=False).save(out)
+    return load_identifiers(out)
+
+
+def audit_masked(checkpoint: str | Path, members: Corpus, nonmembers: Corpus, ids_train: dict, ids_all: dict, *,
+                 out_dir: str | Path, base_vocabulary: set[str] | None = None, max_length: int = 256,
+                 n_bootstrap: int = 1000, progress: bool = False, **probe_kw) -> dict[str, Any]:
+    """Probe a masked-LM checkpoint on members and non-members once; privacy metrics on members (SPEC §4) and the
+    membership inference attack (SPEC §5). Cached as ``metrics.json``, ``roc.json``, ``predictions.parquet``."""
+    from .audit import probe_masked
+    from .audit.evaluate import evaluate_predictions, membership_report, membership_scores
+    from .models import load_model
+
+    out = Path(out_dir)
+    if (out / "metrics.json").is_file() and (out / "roc.json").is_file():
+        return {"metrics": json.loads((out / "metrics.json").read_text()),
+                "roc": json.loads((out / "roc.json").read_text()),
+                "predictions": pd.read_parquet(out / "predictions.parquet")}
+    member_ids, nonmember_ids = set(members.person_ids), set(nonmembers.person_ids)
+    both = Corpus(list(members) + list(nonmembers))
+    model, tokenizer = load_model(checkpoint, kind="mlm")
+    preds = probe_masked(model, tokenizer, both, positions=ids_all["positions"], max_length=max_length,
+                         progress=progress, **probe_kw)
+    member_preds = preds[preds["person_id"].isin(member_ids)]
+    report = evaluate_predictions(member_preds, ids_train, base_vocabulary=base_vocabulary)
+    report["checkpoint"] = str(checkpoint)
+    scores = membership_scores(preds, ids_all, both)
+    roc = membership_report(scores, member_ids, nonmember_ids, n_bootstrap=n_bootstrap)
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_parquet(preds.assign(top_k=preds["top_k"].map(list)), out / "predictions.parquet")
+    atomic_write_json(roc, out / "roc.json")
+    atomic_write_json(report, out / "metrics.json")
+    return {"metrics": report, "roc": roc, "predictions": preds}
