@@ -45,7 +45,7 @@ def _ids(data):
 
 def test_train_probe_mia_end_to_end(data, tmp_path):
     from toolkit.audit import probe_masked
-    from toolkit.audit.evaluate import evaluate_predictions, membership_report, membership_scores
+    from toolkit.audit.evaluate import evaluate_predictions, membership_scores
 
     ids = _ids(data)
     ckpts = train(data["train"], data["base"], tmp_path / "run", "ppmlm", TrainConfig(epochs=[1, 2], **CFG),
@@ -120,3 +120,25 @@ def test_load_model_errors(tmp_path):
     (tmp_path / "config.json").write_text("{not json")
     with pytest.raises(ToolkitError):
         load_model(tmp_path)
+
+
+def test_sparse_head_loss_equals_full_model_loss(data):
+    """The sparse-head loss is BertForMaskedLM's loss, computed on target positions only."""
+    from transformers import TrainingArguments
+
+    from toolkit.strategies import training_examples
+    from toolkit.training import SparseHeadTrainer, make_collator
+
+    model, tok = load_model(data["base"])
+    ids = _ids(data)
+    ex = training_examples(data["train"], tok, "ppmlm", positions=ids["positions"], max_length=128, progress=False)
+    torch.manual_seed(0)
+    batch = make_collator(tok, __import__("toolkit.strategies", fromlist=["x"]).get_strategy("ppmlm"),
+                          TrainConfig(epochs=[1], **CFG))(ex[:8])
+    trainer = SparseHeadTrainer(model=model, args=TrainingArguments(output_dir="/tmp/unused", report_to="none",
+                                                                    use_cpu=True))
+    model.eval()
+    with torch.no_grad():
+        sparse = trainer.compute_loss(model, dict(batch))
+        full = model(**batch).loss
+    assert torch.allclose(sparse, full, atol=1e-5)

@@ -89,6 +89,20 @@ def init_model(tokenizer, config: TinyModelConfig, seed: int = 0):
         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id))
 
 
+def split_lm_head(model):
+    """``(base_model, head)`` when the model is a base model plus one LM-head module holding the output embeddings
+    (BERT: ``bert`` + ``cls``, RoBERTa: ``roberta`` + ``lm_head``), else ``None``. Lets training and probing apply
+    the vocabulary projection only at target positions."""
+    base = getattr(model, "base_model", None)
+    out_emb = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    if base is None or base is model or out_emb is None:
+        return None
+    cands = [m for _, m in model.named_children() if m is not base and next(m.parameters(), None) is not None]
+    if len(cands) != 1 or not any(m is out_emb for m in cands[0].modules()):
+        return None
+    return base, cands[0]
+
+
 def model_kind(model) -> str:
     """``"mlm"`` or ``"clm"`` from a loaded model's architecture."""
     from transformers.models.auto.modeling_auto import (MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,

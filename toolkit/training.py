@@ -58,6 +58,7 @@ class TrainConfig:
     weight_decay: float = 0.0
     max_length: int = 512
     mlm_probability: float = 0.15
+    sparse_mlm_head: bool = True  # apply the MLM head only at target positions (same loss, less compute)
     seed: int = 0
     dp: DPConfig = field(default_factory=DPConfig)
 
@@ -174,6 +175,8 @@ def _train_hf(model, tokenizer, examples: list[dict], strat: Strategy, cfg: Trai
     import torch
     from transformers import Trainer, TrainerCallback, TrainingArguments
 
+    SparseHeadTrainer = _sparse_head_trainer()
+
     class ListDataset(torch.utils.data.Dataset):
         def __len__(self) -> int:
             return len(examples)
@@ -212,7 +215,8 @@ def _train_hf(model, tokenizer, examples: list[dict], strat: Strategy, cfg: Trai
         save_strategy="no", save_total_limit=1, save_only_model=False, logging_steps=max(1, steps_per_epoch), report_to="none",
         seed=cfg.seed, data_seed=cfg.seed, remove_unused_columns=False, disable_tqdm=not progress, use_cpu=not
         torch.cuda.is_available(), dataloader_num_workers=0, log_level="error")
-    trainer = Trainer(model=model, args=args, train_dataset=ListDataset(),
+    trainer_cls = SparseHeadTrainer if (strat.kind == "mlm" and cfg.sparse_mlm_head) else Trainer
+    trainer = trainer_cls(model=model, args=args, train_dataset=ListDataset(),
                       data_collator=make_collator(tokenizer, strat, cfg), callbacks=[EpochCheckpoints(), *callbacks])
     resume = _last_state(state_dir)
     if resume is not None and round(json.loads((resume / "trainer_state.json").read_text())["epoch"]) >= max(wanted):
@@ -222,6 +226,42 @@ def _train_hf(model, tokenizer, examples: list[dict], strat: Strategy, cfg: Trai
     return {"resumed_from": str(resume) if resume else None, "steps": out.global_step,
             "train_seconds": round(out.metrics.get("train_runtime", 0.0), 1),
             "tokens_per_second": round(tokens / max(out.metrics.get("train_runtime", 1e-9), 1e-9), 1)}
+
+
+def _sparse_head_trainer():
+    import torch
+    from transformers import Trainer
+
+    from .models import split_lm_head
+
+    class SparseHeadTrainer(Trainer):
+        """Masked-LM loss with the LM head applied only at target positions (ModernBERT's "sparse prediction").
+
+        The loss equals ``BertForMaskedLM``'s (mean cross-entropy over tokens whose label is not -100); the head's
+        vocabulary projection, most of a small model's compute, runs on ~15% of the tokens instead of all of them.
+        Models without a separable head fall back to the standard loss.
+        """
+
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            split = split_lm_head(self.accelerator.unwrap_model(model)) if "labels" in inputs else None
+            if split is None or return_outputs:
+                return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+            inputs = dict(inputs)
+            labels = inputs.pop("labels")
+            base, head = split
+            hidden = base(**inputs).last_hidden_state
+            sel = labels != -100
+            logits = head(hidden[sel])
+            loss = torch.nn.functional.cross_entropy(logits.float(), labels[sel], reduction="sum")
+            return loss / (num_items_in_batch if num_items_in_batch is not None else sel.sum().clamp(min=1))
+
+    return SparseHeadTrainer
+
+
+def __getattr__(name: str):
+    if name == "SparseHeadTrainer":  # built lazily: importing transformers' Trainer costs seconds
+        return _sparse_head_trainer()
+    raise AttributeError(name)
 
 
 def _last_state(state_dir: Path) -> Path | None:

@@ -44,6 +44,7 @@ from tqdm.auto import tqdm
 
 from ..corpus.errors import ToolkitError
 from ..identifiers.words import normalize_term, segment_corpus
+from ..models import split_lm_head
 from ..strategies import word_rows_of_positions
 from ..strategies.encoding import encode_corpus
 
@@ -93,18 +94,6 @@ def assign_passes(group_sizes: np.ndarray, n_pass: int, rng: np.random.Generator
 
 # ---------------------------------------------------------------------------------------------------------------------
 # model helpers
-
-
-def _split_head(model):
-    """``(base_model, head)`` when the model is a base model plus one LM-head module holding the output embeddings."""
-    base = getattr(model, "base_model", None)
-    out_emb = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
-    if base is None or base is model or out_emb is None:
-        return None
-    cands = [m for _, m in model.named_children() if m is not base and next(m.parameters(), None) is not None]
-    if len(cands) != 1 or not any(m is out_emb for m in cands[0].modules()):
-        return None
-    return base, cands[0]
 
 
 def _max_positions(model, tokenizer, max_length: int) -> int:
@@ -241,7 +230,7 @@ def probe_masked(model, tokenizer, corpus, *, positions: pd.DataFrame | None, ma
     dev = next(model.parameters()).device
     was_training = model.training
     model.eval()
-    split = _split_head(model)
+    split = split_lm_head(model)
     k = max(1, int(top_k))
     order = sorted(range(len(seqs)), key=lambda s: -len(enc.input_ids[seqs[s][0]]))
     tok_rows, tok_top = [], []
