@@ -26,3 +26,18 @@ def test_notebook_01_identifier_analysis(tmp_path):
     assert (tmp_path / "01_identifier_analysis.html").stat().st_size > 10_000
     text = "".join(str(o) for c in nb.cells for o in c.get("outputs", []))
     assert "of distinct words are used by fewer than k=2" in text
+
+
+@pytest.mark.slow
+def test_notebook_02_masked_lm_strategies(tmp_path):
+    executed = run_notebook(NOTEBOOKS / "02_masked_lm_strategies.ipynb", tmp_path,
+                            {"n_individuals": 12, "epochs": [1, 2], "dp_epochs": [1], "pretrain_epochs": 1,
+                             "strategies": ["mlm", "mlm_pseudo", "ppmlm", "mlm_dp"], "n_bootstrap": 20,
+                             "downstream_epochs": 1, "work_dir": str(tmp_path / "work")})
+    nb = nbformat.read(executed, as_version=4)
+    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
+              if o.get("output_type") == "error"]
+    assert not errors
+    text = "".join(str(o) for c in nb.cells for o in c.get("outputs", []))
+    assert "MIA AUC" in text and "privacy" in text
+    assert (tmp_path / "work" / "audit" / "ppmlm" / "epoch-2" / "metrics.json").is_file()

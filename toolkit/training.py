@@ -128,6 +128,9 @@ def train(corpus: Corpus, base: str | Path, run_dir: str | Path, strategy: str |
         if old.get("strategy") != strat.name or old.get("corpus") != fingerprint:
             raise ToolkitError(f"{run} holds a run of strategy {old.get('strategy')!r} on another corpus or strategy; "
                                f"use a new run directory")
+        done = {e for e, _ in checkpoint_dirs(run)}
+        if old.get("status") == "done" and old.get("config") == asdict(cfg) and set(cfg.epochs) <= done:
+            return checkpoint_dirs(run)  # finished earlier with the same settings: nothing to do
     if model is None:
         model, tokenizer = load_model(base, kind=strat.kind)
     if model_kind(model) != strat.kind:

@@ -1,0 +1,217 @@
+# ---
+# jupyter:
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 02 — Masked-LM strategies: does the model remember who was in the data?
+#
+# We fine-tune a masked language model (BERT-style) on clinical notes with each strategy of paper 000 (SPEC.md §3)
+# and audit every checkpoint the way a privacy office would (SPEC §4–5):
+#
+# | strategy | what it trains on | which words may be prediction targets |
+# |---|---|---|
+# | `mlm` | the original notes | every word |
+# | `mlm_pseudo` (MLMA) | notes with every PII span replaced by `X` | every word |
+# | `ppmlm` | the original notes | no direct or indirect identifier (they stay visible as context) |
+# | `dppmlm` / `ippmlm` | the original notes | no direct / no indirect identifier |
+# | `mlm_dp` | the original notes | every word, with DP-SGD (ε = 8, δ = 1e-5, C = 10) |
+#
+# **The audit**: every word of every training note is masked once; the model's prediction is compared with the
+# original. *Utility* = accuracy on ordinary words; *privacy* = share of identifier types the model never
+# predicts, anywhere. The **membership inference attack** counts, for each patient, how many of their indirect
+# identifiers the model predicts on their notes: a model that memorised the training data gives members higher
+# counts than patients it never saw.
+#
+# The CPU profile uses a tiny model built from the sample data, so absolute numbers are not the paper's; the
+# direction of the effects is what to look at. Everything is cached under `work_dir`: re-running only computes what
+# is missing.
+
+# %% tags=["parameters"]
+profile = "cpu"
+corpus_path = "../data_samples/clinical/notes.jsonl"
+n_individuals = 100  # members (train split) and as many non-members (heldout split)
+strategies = ["mlm", "mlm_pseudo", "ppmlm", "dppmlm", "ippmlm", "mlm_dp"]
+epochs = None  # checkpoint epochs; None = those of the profile
+dp_epochs = None  # checkpoint epochs of mlm_dp; None = same as epochs
+pretrain_epochs = None  # pre-training epochs of the tiny base model; None = those of the profile
+detector = "oracle"  # gold PHI; "spacy+patterns" to include detector errors
+work_dir = "../outputs/work/02_masked_lm"
+n_bootstrap = 1000
+known_categories = ["drug", "condition"]  # the auxiliary-knowledge attacker (001 §6.1)
+downstream_epochs = 6  # SPEC §8; 0 to skip
+
+# %%
+import json
+from pathlib import Path
+
+import pandas as pd
+from IPython.display import Markdown, display
+
+from toolkit import plots
+from toolkit.audit import downstream_f1, majority_baseline_f1
+from toolkit.audit.evaluate import corpus_word_types, indirect_by_person, regurgitation
+from toolkit.config import load_profile
+from toolkit.corpus import load_corpus
+from toolkit.metrics import auxiliary_knowledge_identifiable, mia_report, mia_scores
+from toolkit.pipeline import audit_masked, ensure_base, ensure_identifiers
+from toolkit.training import train
+
+plots.setup_notebook()
+work = Path(work_dir)
+prof = load_profile(profile)
+cfg = prof.finetune["mlm"]
+if epochs:
+    cfg.epochs = sorted(int(e) for e in epochs)
+cfg.__post_init__()
+if pretrain_epochs and "mlm" in prof.pretrain:
+    prof.pretrain["mlm"].epochs = [int(pretrain_epochs)]
+
+# %% [markdown]
+# ## 1. Data: members, non-members and the base model's own data
+# The base model is built from the `public` split only (its tokenizer and weights never saw a member). Members are
+# the first `n_individuals` patients of `train`; non-members the first `n_individuals` of `heldout`.
+
+# %%
+corpus = load_corpus(corpus_path)
+public = corpus.filter(split="public")
+members = corpus.filter(person_ids=corpus.filter(split="train").person_ids[:n_individuals])
+nonmembers = corpus.filter(person_ids=corpus.filter(split="heldout").person_ids[:n_individuals])
+pd.DataFrame({"individuals": [len(c.person_ids) for c in (public, members, nonmembers)],
+              "notes": [len(c) for c in (public, members, nonmembers)]},
+             index=["public (base model)", "members (fine-tuning)", "non-members (held out)"])
+
+# %%
+base = ensure_base(public, work / "base_mlm", "mlm", profile=prof)
+ids_train = ensure_identifiers(members, work / "identifiers_members", detector=detector)
+ids_all = ensure_identifiers(members.__class__(list(members) + list(nonmembers)), work / "identifiers_all",
+                             detector=detector)
+base_vocabulary = corpus_word_types(public)
+pd.Series({k: ids_train["summary"][k] for k in ("n_words", "n_I_direct", "n_I_indirect", "n_I",
+                                                "share_protected_positions")}).to_frame("members")
+
+# %% [markdown]
+# ## 2. Train every strategy
+# One trainer for all (Hugging Face `Trainer`; Opacus for DP), checkpoints at the profile's epochs. Training is
+# skipped for runs already finished with the same settings.
+
+# %%
+runs = {}
+for name in strategies:
+    run_cfg = cfg
+    if name == "mlm_dp" and dp_epochs:
+        run_cfg = type(cfg)(**{**cfg.__dict__, "epochs": list(dp_epochs)})
+    runs[name] = train(members, base, work / "runs" / name, name, run_cfg, positions=ids_train["positions"],
+                       spans=ids_train["spans"])
+run_info = {name: json.loads((work / "runs" / name / "run.json").read_text()) for name in strategies}
+pd.DataFrame({name: {"checkpoints": ", ".join(str(e) for e, _ in runs[name]),
+                     "seconds": info.get("seconds"), "tokens/s": info.get("tokens_per_second"),
+                     "spent ε": (info.get("dp") or {}).get("spent_epsilon")}
+              for name, info in run_info.items()}).T
+
+# %% [markdown]
+# ## 3. Audit every checkpoint (and the base model, epoch 0)
+# Each audit probes members and non-members once; privacy is measured on members, the attack uses both. The base
+# model's row shows what it "leaks" before any fine-tuning (pooled doctors, common first names it saw in `public`):
+# those leaks are not caused by fine-tuning, which is why *novel* privacy (identifiers absent from `public`) is
+# reported too.
+
+# %%
+audits = {("base", 0): audit_masked(base, members, nonmembers, ids_train, ids_all, out_dir=work / "audit" / "base",
+                                    base_vocabulary=base_vocabulary, n_bootstrap=n_bootstrap)}
+for name in strategies:
+    for epoch, path in runs[name]:
+        audits[(name, epoch)] = audit_masked(path, members, nonmembers, ids_train, ids_all,
+                                             out_dir=work / "audit" / name / f"epoch-{epoch}",
+                                             base_vocabulary=base_vocabulary, n_bootstrap=n_bootstrap)
+rows = []
+for (name, epoch), a in audits.items():
+    m, r = a["metrics"], a["roc"]
+    rows.append({"strategy": name, "epoch": epoch, "utility": m["utility"], "privacy": m["privacy"],
+                 "novel_privacy": m.get("novel_privacy"), "direct_privacy": m["direct_privacy"],
+                 "indirect_privacy": m["indirect_privacy"], "n_leaked": m["n_leaked"], "mia_auc": r["auc"],
+                 "tpr@1%": r["tpr_at_fpr"]["0.01"], "tpr@10%": r["tpr_at_fpr"]["0.1"]})
+results = pd.DataFrame(rows)
+results.round(3)
+
+# %% [markdown]
+# ## 4. Privacy–utility trade-off (000 Fig. 4, 7)
+# One line per strategy, one point per checkpoint (the label is the epoch). Up and to the right is better.
+
+# %%
+points = results[results["strategy"] != "base"]
+plots.privacy_utility(points).show()
+plots.privacy_variants(points).show()
+
+# %% [markdown]
+# ## 5. Membership inference (000 Fig. 6, Table 2)
+# ROC of the count-based attack at the last checkpoint of each strategy, log-log axes; the dashed line is chance.
+# With `n_individuals` non-members, an FPR below 1/`n_individuals` cannot be measured: the table says **n/r**.
+
+# %%
+last = {name: audits[(name, runs[name][-1][0])] for name in strategies}
+plots.roc_curves({name: a["roc"] for name, a in last.items()}).show()
+plots.tpr_table({name: a["roc"] for name, a in last.items()}, with_ci=True)
+
+# %% [markdown]
+# **Auxiliary knowledge** (001 §6.1): an attacker who only knows some categories of words (here drugs and
+# conditions) can only use those indirect identifiers.
+
+# %%
+term_categories = pd.read_csv(Path(corpus_path).parent / "term_categories.csv")
+cat_map = dict(zip(term_categories["term"], term_categories["category"]))
+both = members.__class__(list(members) + list(nonmembers))
+aux = auxiliary_knowledge_identifiable(indirect_by_person(ids_all, both), cat_map, known_categories)
+aux_rows = {}
+for name, a in last.items():
+    scores = mia_scores(a["predictions"], indirect_by_person(ids_all, both), restrict_to=aux["restrict_to"])
+    rep = mia_report(scores[scores.index.isin(members.person_ids)], scores[scores.index.isin(nonmembers.person_ids)],
+                     n_bootstrap=0)
+    aux_rows[name] = {"AUC (known categories only)": rep["auc"], "TPR@10%": rep["tpr_at_fpr"]["0.1"]}
+print(f"{aux['share_identifiable']:.0%} of individuals have at least one indirect identifier in "
+      f"{', '.join(known_categories)}")
+pd.DataFrame(aux_rows).T.round(3)
+
+# %% [markdown]
+# ## 6. What leaks: regurgitation against training frequency (000 Fig. 5) and leaked identifier types
+
+# %%
+plots.regurgitation_cdf({name: regurgitation(a["predictions"][a["predictions"]["person_id"].isin(members.person_ids)],
+                                             ids_train) for name, a in last.items()}).show()
+pd.DataFrame({name: {cat: v["n_leaked"] for cat, v in a["metrics"]["leaked_by_category"].items()}
+              for name, a in last.items()}).fillna(0).astype(int)
+
+# %% [markdown]
+# ## 7. Downstream utility (SPEC §8): smoking status from the fine-tuned encoder
+# All layers frozen but the last, 6 epochs, warm-up to 2e-5. With a tiny model this mostly shows whether the
+# strategies *damage* the encoder; compare with the majority-class baseline.
+
+# %%
+if downstream_epochs:
+    seen_labels = {d.labels["smoking"] for d in members}
+    test = corpus.filter(split="test")
+    test = test.__class__([d for d in test if d.labels["smoking"] in seen_labels])  # classes the members have
+    f1 = {name: downstream_f1(last_path, members, test, epochs=downstream_epochs, progress=False)["macro_f1"]
+          for name, last_path in [(n, runs[n][-1][1]) for n in strategies]}
+    f1["majority baseline"] = majority_baseline_f1(members, test)["macro_f1"]
+    display(pd.Series(f1, name="macro F1").round(3).to_frame())
+
+# %% [markdown]
+# ## 8. What the figures show on this run
+# Computed from the results above (not written in advance).
+
+# %%
+final = results.sort_values("epoch").groupby("strategy").tail(1).set_index("strategy")
+first = results[results["strategy"] != "base"].sort_values("epoch").groupby("strategy").head(1).set_index("strategy")
+lines = []
+for name in final.index:
+    if name == "base":
+        continue
+    lines.append(f"- **{name}**: privacy {first.loc[name, 'privacy']:.3f} at epoch {first.loc[name, 'epoch']} → "
+                 f"{final.loc[name, 'privacy']:.3f} at epoch {final.loc[name, 'epoch']} "
+                 f"(indirect {final.loc[name, 'indirect_privacy']:.3f}); utility {final.loc[name, 'utility']:.3f}; "
+                 f"MIA AUC {final.loc[name, 'mia_auc']:.3f}")
+display(Markdown("\n".join(lines)))
