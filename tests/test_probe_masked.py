@@ -254,7 +254,7 @@ def test_head_only_matches_full_logits(names_corpus, tokenizer, random_model, mo
     pos = _positions(names_corpus)
     fast = probe_masked(random_model, tokenizer, names_corpus, positions=pos, progress=False)
     assert fast.attrs["head_only"]
-    monkeypatch.setattr(pm, "_split_head", lambda model: None)
+    monkeypatch.setattr(pm, "split_lm_head", lambda model: None)
     slow = probe_masked(random_model, tokenizer, names_corpus, positions=pos, progress=False)
     assert not slow.attrs["head_only"]
     pd.testing.assert_frame_equal(fast, slow)
