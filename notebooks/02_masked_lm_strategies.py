@@ -33,10 +33,10 @@
 # %% tags=["parameters"]
 profile = "cpu"
 corpus_path = "../data_samples/clinical/notes.jsonl"
-n_individuals = 100  # members (train split) and as many non-members (heldout split)
+n_individuals = 50  # members (train split) and as many non-members (heldout split)
 strategies = ["mlm", "mlm_pseudo", "ppmlm", "dppmlm", "ippmlm", "mlm_dp"]
 epochs = None  # checkpoint epochs; None = those of the profile
-dp_epochs = None  # checkpoint epochs of mlm_dp; None = same as epochs
+dp_epochs = [16, 32]  # checkpoint epochs of mlm_dp (DP-SGD is ~3x slower per epoch); None = same as epochs
 pretrain_epochs = None  # pre-training epochs of the tiny base model; None = those of the profile
 detector = "oracle"  # gold PHI; "spacy+patterns" to include detector errors
 work_dir = "../outputs/work/02_masked_lm"
