@@ -35,9 +35,9 @@ profile = "cpu"
 corpus_path = "../data_samples/clinical/notes.jsonl"
 n_individuals = 50  # members (train split) and as many non-members (heldout split)
 strategies = ["mlm", "mlm_pseudo", "ppmlm", "dppmlm", "ippmlm", "mlm_dp"]
-epochs = None  # checkpoint epochs; None = those of the profile
-dp_epochs = [16, 32]  # checkpoint epochs of mlm_dp (DP-SGD is ~3x slower per epoch); None = same as epochs
-pretrain_epochs = None  # pre-training epochs of the tiny base model; None = those of the profile
+epochs = None  # checkpoint epochs (None: those of the profile)
+dp_epochs = [16, 32]  # checkpoint epochs of mlm_dp, DP-SGD being about 3x slower per epoch (None: same as epochs)
+pretrain_epochs = None  # pre-training epochs of the tiny base model (None: those of the profile)
 detector = "oracle"  # gold PHI; "spacy+patterns" to include detector errors
 work_dir = "../outputs/work/02_masked_lm"
 n_bootstrap = 1000
