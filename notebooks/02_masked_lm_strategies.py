@@ -57,7 +57,7 @@ from toolkit.audit.evaluate import corpus_word_types, indirect_by_person, regurg
 from toolkit.config import load_profile
 from toolkit.corpus import load_corpus
 from toolkit.metrics import auxiliary_knowledge_identifiable, mia_report, mia_scores
-from toolkit.pipeline import audit_masked, ensure_base, ensure_identifiers
+from toolkit.pipeline import audit_checkpoint, ensure_base, ensure_identifiers, findings, results_table
 from toolkit.training import train
 
 plots.setup_notebook()
@@ -120,21 +120,14 @@ pd.DataFrame({name: {"checkpoints": ", ".join(str(e) for e, _ in runs[name]),
 # reported too.
 
 # %%
-audits = {("base", 0): audit_masked(base, members, nonmembers, ids_train, ids_all, out_dir=work / "audit" / "base",
+audits = {("base", 0): audit_checkpoint(base, members, nonmembers, ids_train, ids_all, out_dir=work / "audit" / "base",
                                     base_vocabulary=base_vocabulary, n_bootstrap=n_bootstrap)}
 for name in strategies:
     for epoch, path in runs[name]:
-        audits[(name, epoch)] = audit_masked(path, members, nonmembers, ids_train, ids_all,
+        audits[(name, epoch)] = audit_checkpoint(path, members, nonmembers, ids_train, ids_all,
                                              out_dir=work / "audit" / name / f"epoch-{epoch}",
                                              base_vocabulary=base_vocabulary, n_bootstrap=n_bootstrap)
-rows = []
-for (name, epoch), a in audits.items():
-    m, r = a["metrics"], a["roc"]
-    rows.append({"strategy": name, "epoch": epoch, "utility": m["utility"], "privacy": m["privacy"],
-                 "novel_privacy": m.get("novel_privacy"), "direct_privacy": m["direct_privacy"],
-                 "indirect_privacy": m["indirect_privacy"], "n_leaked": m["n_leaked"], "mia_auc": r["auc"],
-                 "tpr@1%": r["tpr_at_fpr"]["0.01"], "tpr@10%": r["tpr_at_fpr"]["0.1"]})
-results = pd.DataFrame(rows)
+results = results_table(audits)
 results.round(3)
 
 # %% [markdown]
@@ -204,14 +197,4 @@ if downstream_epochs:
 # Computed from the results above (not written in advance).
 
 # %%
-final = results.sort_values("epoch").groupby("strategy").tail(1).set_index("strategy")
-first = results[results["strategy"] != "base"].sort_values("epoch").groupby("strategy").head(1).set_index("strategy")
-lines = []
-for name in final.index:
-    if name == "base":
-        continue
-    lines.append(f"- **{name}**: privacy {first.loc[name, 'privacy']:.3f} at epoch {first.loc[name, 'epoch']} → "
-                 f"{final.loc[name, 'privacy']:.3f} at epoch {final.loc[name, 'epoch']} "
-                 f"(indirect {final.loc[name, 'indirect_privacy']:.3f}); utility {final.loc[name, 'utility']:.3f}; "
-                 f"MIA AUC {final.loc[name, 'mia_auc']:.3f}")
-display(Markdown("\n".join(lines)))
+display(Markdown(findings(results)))

@@ -41,3 +41,18 @@ def test_notebook_02_masked_lm_strategies(tmp_path):
     text = "".join(str(o) for c in nb.cells for o in c.get("outputs", []))
     assert "MIA AUC" in text and "privacy" in text
     assert (tmp_path / "work" / "audit" / "ppmlm" / "epoch-2" / "metrics.json").is_file()
+
+
+@pytest.mark.slow
+def test_notebook_03_causal_lm_strategies(tmp_path):
+    executed = run_notebook(NOTEBOOKS / "03_causal_lm_strategies.ipynb", tmp_path,
+                            {"n_individuals": 12, "epochs": [1, 2], "dp_epochs": [1], "pretrain_epochs": 1,
+                             "strategies": ["clm", "clm_pseudo", "ppclm", "clm_dp"], "n_bootstrap": 20,
+                             "regurgitation_new_tokens": 8, "work_dir": str(tmp_path / "work")})
+    nb = nbformat.read(executed, as_version=4)
+    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
+              if o.get("output_type") == "error"]
+    assert not errors
+    text = "".join(str(o) for c in nb.cells for o in c.get("outputs", []))
+    assert "MIA AUC" in text and "share_reproduced" in text
+    assert (tmp_path / "work" / "audit" / "ppclm" / "epoch-2" / "metrics.json").is_file()

@@ -40,14 +40,15 @@ def ensure_identifiers(corpus: Corpus, out_dir: str | Path, **config) -> dict[st
     return load_identifiers(out)
 
 
-def audit_masked(checkpoint: str | Path, members: Corpus, nonmembers: Corpus, ids_train: dict, ids_all: dict, *,
-                 out_dir: str | Path, base_vocabulary: set[str] | None = None, max_length: int = 256,
-                 n_bootstrap: int = 1000, progress: bool = False, **probe_kw) -> dict[str, Any]:
-    """Probe a masked-LM checkpoint on members and non-members once; privacy metrics on members (SPEC §4) and the
+def audit_checkpoint(checkpoint: str | Path, members: Corpus, nonmembers: Corpus, ids_train: dict, ids_all: dict, *,
+                     out_dir: str | Path, base_vocabulary: set[str] | None = None, max_length: int = 256,
+                     n_bootstrap: int = 1000, progress: bool = False, **probe_kw) -> dict[str, Any]:
+    """Probe a checkpoint on members and non-members once — fill-mask for a masked LM, teacher-forced next-word for a
+    causal LM (chosen from the checkpoint's architecture) — then privacy metrics on members (SPEC §4) and the
     membership inference attack (SPEC §5). Cached as ``metrics.json``, ``roc.json``, ``predictions.parquet``."""
-    from .audit import probe_masked
+    from .audit import probe_causal, probe_masked
     from .audit.evaluate import evaluate_predictions, membership_report, membership_scores
-    from .models import load_model
+    from .models import load_model, model_kind
 
     out = Path(out_dir)
     if (out / "metrics.json").is_file() and (out / "roc.json").is_file():
@@ -56,12 +57,15 @@ def audit_masked(checkpoint: str | Path, members: Corpus, nonmembers: Corpus, id
                 "predictions": pd.read_parquet(out / "predictions.parquet")}
     member_ids, nonmember_ids = set(members.person_ids), set(nonmembers.person_ids)
     both = Corpus(list(members) + list(nonmembers))
-    model, tokenizer = load_model(checkpoint, kind="mlm")
-    preds = probe_masked(model, tokenizer, both, positions=ids_all["positions"], max_length=max_length,
+    model, tokenizer = load_model(checkpoint)
+    probe = probe_masked if model_kind(model) == "mlm" else probe_causal
+    preds = probe(model, tokenizer, both, positions=ids_all["positions"], max_length=max_length,
                          progress=progress, **probe_kw)
     member_preds = preds[preds["person_id"].isin(member_ids)]
     report = evaluate_predictions(member_preds, ids_train, base_vocabulary=base_vocabulary)
     report["checkpoint"] = str(checkpoint)
+    if preds.attrs.get("token_accuracy") is not None:
+        report["token_accuracy"] = float(preds.attrs["token_accuracy"])
     scores = membership_scores(preds, ids_all, both)
     roc = membership_report(scores, member_ids, nonmember_ids, n_bootstrap=n_bootstrap)
     out.mkdir(parents=True, exist_ok=True)
@@ -69,3 +73,29 @@ def audit_masked(checkpoint: str | Path, members: Corpus, nonmembers: Corpus, id
     atomic_write_json(roc, out / "roc.json")
     atomic_write_json(report, out / "metrics.json")
     return {"metrics": report, "roc": roc, "predictions": preds}
+
+
+
+def results_table(audits: dict[tuple[str, int], dict[str, Any]]) -> pd.DataFrame:
+    """One row per (strategy, epoch) audit: utility, privacy variants, leaks and the attack's AUC / TPR@FPR."""
+    rows = []
+    for (name, epoch), a in audits.items():
+        m, r = a["metrics"], a["roc"]
+        rows.append({"strategy": name, "epoch": epoch, "utility": m["utility"],
+                     "token_accuracy": m.get("token_accuracy"), "privacy": m["privacy"],
+                     "novel_privacy": m.get("novel_privacy"), "direct_privacy": m["direct_privacy"],
+                     "indirect_privacy": m["indirect_privacy"], "n_leaked": m["n_leaked"], "mia_auc": r["auc"],
+                     "tpr@1%": r["tpr_at_fpr"]["0.01"], "tpr@10%": r["tpr_at_fpr"]["0.1"]})
+    return pd.DataFrame(rows).dropna(axis=1, how="all")
+
+
+def findings(results: pd.DataFrame) -> str:
+    """Markdown bullets: each strategy's privacy, utility and MIA AUC from its first to its last checkpoint."""
+    trained = results[results["strategy"] != "base"].sort_values("epoch")
+    lines = []
+    for name, g in trained.groupby("strategy", sort=False):
+        a, b = g.iloc[0], g.iloc[-1]
+        lines.append(f"- **{name}**: privacy {a['privacy']:.3f} at epoch {a['epoch']} → {b['privacy']:.3f} at epoch "
+                     f"{b['epoch']} (indirect {b['indirect_privacy']:.3f}); utility {b['utility']:.3f}; "
+                     f"MIA AUC {b['mia_auc']:.3f}")
+    return "\n".join(lines)
