@@ -6,7 +6,6 @@ from __future__ import annotations
 import importlib
 from types import SimpleNamespace
 
-import numpy as np
 import pandas as pd
 import pytest
 import torch
