@@ -24,7 +24,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 
 from .corpus import Corpus
 from .corpus.errors import ToolkitError
@@ -294,13 +293,3 @@ def build_base(corpus: Corpus, out_dir: str | Path, kind: str, *, tiny=None, con
     shutil.copytree(ckpts[-1][1], out)
     shutil.rmtree(work)
     return out
-
-
-def set_seed(seed: int) -> None:
-    import random
-
-    import torch
-
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
