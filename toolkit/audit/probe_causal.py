@@ -66,7 +66,7 @@ from ..models import split_lm_head
 from ..strategies import word_rows_of_positions
 from ..strategies.encoding import encode_corpus, special_template
 from .probe_masked import COLUMNS as MASKED_COLUMNS
-from .probe_masked import _max_positions
+from .probe_masked import _max_positions, decode_word_predictions
 
 COLUMNS = MASKED_COLUMNS + ["counted", "n_tokens_correct"]
 
@@ -323,22 +323,7 @@ def probe_causal(model, tokenizer, corpus, *, positions: pd.DataFrame | None, ma
     n_ok = np.add.reduceat((argmax == t_true).astype(np.int64), first) if len(first) else np.zeros(0, np.int64)
     norm = _normaliser(lowercase)
 
-    single = n_tok == 1
-    uniq_ids = np.unique(t_top[first[single]])
-    one = dict(zip(uniq_ids.tolist(),
-                   tokenizer.batch_decode([[i] for i in uniq_ids.tolist()], skip_special_tokens=True)))
-    predicted = np.empty(len(w_rows), dtype=object)
-    topk_col = np.empty(len(w_rows), dtype=object)
-    for j in np.flatnonzero(single):
-        predicted[j] = norm(one[int(argmax[first[j]])])
-        topk_col[j] = [norm(one[int(i)]) or "" for i in t_top[first[j], :top_k]] if top_k else []
-    multi = np.flatnonzero(~single)
-    if len(multi):
-        decoded = tokenizer.batch_decode([argmax[first[j]:first[j] + n_tok[j]].tolist() for j in multi],
-                                         skip_special_tokens=True)
-        for j, s in zip(multi, decoded):
-            predicted[j] = norm(s)
-            topk_col[j] = []
+    predicted, topk_col = decode_word_predictions(tokenizer, t_top, first, n_tok, top_k, norm)
 
     person = np.asarray([d.person_id for d in docs], dtype=object)
     doc_arr = np.asarray(doc_ids, dtype=object)

@@ -114,6 +114,35 @@ def _max_positions(model, tokenizer, max_length: int) -> int:
 # the probe
 
 
+def decode_word_predictions(tokenizer, top_ids: np.ndarray, first: np.ndarray, n_tok: np.ndarray, top_k: int,
+                            norm) -> tuple[np.ndarray, np.ndarray]:
+    """Predicted word and top-k alternatives of every probed word (shared by the masked and causal probes).
+
+    ``top_ids[t]`` holds the top token ids predicted at token ``t`` (column 0: the arg-max); word ``j`` covers tokens
+    ``first[j] : first[j] + n_tok[j]``. The predicted word is the decoded arg-max tokens (special tokens skipped),
+    normalised by ``norm``; single-token words also get their ``top_k`` alternatives, multi-token words ``[]``.
+    Each distinct single token is decoded once.
+    """
+    single = n_tok == 1
+    argmax = top_ids[:, 0]
+    uniq_ids = np.unique(top_ids[first[single]])
+    one = dict(zip(uniq_ids.tolist(),
+                   tokenizer.batch_decode([[i] for i in uniq_ids.tolist()], skip_special_tokens=True)))
+    predicted = np.empty(len(first), dtype=object)
+    topk_col = np.empty(len(first), dtype=object)
+    for j in np.flatnonzero(single):
+        predicted[j] = norm(one[int(argmax[first[j]])])
+        topk_col[j] = [norm(one[int(i)]) or "" for i in top_ids[first[j], :top_k]] if top_k else []
+    multi = np.flatnonzero(~single)
+    if len(multi):
+        decoded = tokenizer.batch_decode([argmax[first[j]:first[j] + n_tok[j]].tolist() for j in multi],
+                                         skip_special_tokens=True)
+        for j, text in zip(multi, decoded):
+            predicted[j] = norm(text)
+            topk_col[j] = []
+    return predicted, topk_col
+
+
 def probe_masked(model, tokenizer, corpus, *, positions: pd.DataFrame | None, max_length: int = 256,
                  mask_rate: float = 0.15, seed: int = 0, top_k: int = 5, batch_size: int = 64,
                  progress: bool = True, device=None, lowercase: bool = True) -> pd.DataFrame:
@@ -297,23 +326,7 @@ def probe_masked(model, tokenizer, corpus, *, positions: pd.DataFrame | None, ma
             v = norm_cache[s] = normalize_term(s, lowercase)
         return v
 
-    single = n_tok == 1
-    uniq_ids = np.unique(t_top[first[single]])  # arg-max (column 0) and alternatives of single-token words
-    one = dict(zip(uniq_ids.tolist(),
-                   tokenizer.batch_decode([[i] for i in uniq_ids.tolist()], skip_special_tokens=True)))
-    predicted = np.empty(len(w_rows), dtype=object)
-    topk_col = np.empty(len(w_rows), dtype=object)
-    argmax = t_top[:, 0]
-    for j in np.flatnonzero(single):
-        predicted[j] = norm(one[int(argmax[first[j]])])
-        topk_col[j] = [norm(one[int(i)]) or "" for i in t_top[first[j], :top_k]] if top_k else []
-    multi = np.flatnonzero(~single)
-    if len(multi):
-        decoded = tokenizer.batch_decode([argmax[first[j]:first[j] + n_tok[j]].tolist() for j in multi],
-                                         skip_special_tokens=True)
-        for j, s in zip(multi, decoded):
-            predicted[j] = norm(s)
-            topk_col[j] = []
+    predicted, topk_col = decode_word_predictions(tokenizer, t_top, first, n_tok, top_k, norm)
 
     person = np.asarray([d.person_id for d in docs], dtype=object)
     doc_arr = np.asarray(doc_ids, dtype=object)
