@@ -66,7 +66,7 @@ from ..models import split_lm_head
 from ..strategies import word_rows_of_positions
 from ..strategies.encoding import encode_corpus, special_template
 from .probe_masked import COLUMNS as MASKED_COLUMNS
-from .probe_masked import _max_positions, decode_word_predictions
+from .probe_masked import _max_positions, decode_word_predictions, prediction_frame, word_normaliser
 
 COLUMNS = MASKED_COLUMNS + ["counted", "n_tokens_correct"]
 
@@ -116,21 +116,6 @@ def counted_occurrences(words, protected: np.ndarray) -> np.ndarray:
     is_first = np.zeros(n, dtype=bool)
     is_first[first] = True
     return ~np.isin(key, prot_keys) | is_first
-
-
-def _normaliser(lowercase: bool):
-    cache: dict[str, str] = {}
-
-    def norm(s: str) -> str | None:
-        s = s.strip()
-        if not s:
-            return None
-        v = cache.get(s)
-        if v is None:
-            v = cache[s] = normalize_term(s, lowercase)
-        return v
-
-    return norm
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -321,23 +306,15 @@ def probe_causal(model, tokenizer, corpus, *, positions: pd.DataFrame | None, ma
     argmax = t_top[:, 0]
     w_rows, first, n_tok = np.unique(t_row, return_index=True, return_counts=True)
     n_ok = np.add.reduceat((argmax == t_true).astype(np.int64), first) if len(first) else np.zeros(0, np.int64)
-    norm = _normaliser(lowercase)
+    norm = word_normaliser(lowercase)
 
     predicted, topk_col = decode_word_predictions(tokenizer, t_top, first, n_tok, top_k, norm)
 
-    person = np.asarray([d.person_id for d in docs], dtype=object)
-    doc_arr = np.asarray(doc_ids, dtype=object)
-    wd = words.doc[w_rows] if len(w_rows) else np.zeros(0, dtype=np.int64)
-    original = words.vocab[words.term[w_rows]] if len(w_rows) else np.zeros(0, dtype=object)
-    out = pd.DataFrame({
-        "doc_id": doc_arr[wd], "person_id": person[wd], "word_row": w_rows.astype(np.int64),
-        "start": words.start[w_rows].astype(np.int64), "end": words.end[w_rows].astype(np.int64),
-        "original": pd.Series(original, dtype=object).to_numpy(), "predicted": predicted,
-        "correct": np.asarray([p == o for p, o in zip(predicted, original)], dtype=bool),
-        "protected": protected[w_rows], "direct": direct[w_rows], "indirect": indirect[w_rows],
-        "n_tokens": n_tok.astype(np.int64), "top_k": topk_col, "pass_index": np.zeros(len(w_rows), dtype=np.int64),
-        "chunk": word_chunk[w_rows], "counted": counted[w_rows], "n_tokens_correct": n_ok.astype(np.int64),
-    }, columns=COLUMNS)
+    out = prediction_frame(docs, doc_ids, words, w_rows, predicted, topk_col, n_tok, protected, direct, indirect,
+                           pass_index=np.zeros(len(w_rows), dtype=np.int64), chunk=word_chunk[w_rows])
+    out["counted"] = counted[w_rows]
+    out["n_tokens_correct"] = n_ok.astype(np.int64)
+    out = out[COLUMNS]
     scored = out["counted"].to_numpy() & ~out["protected"].to_numpy()
     n_scored = int(out["n_tokens"].to_numpy()[scored].sum())
     n_uncounted = int((~out["counted"]).sum())

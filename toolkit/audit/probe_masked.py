@@ -114,6 +114,40 @@ def _max_positions(model, tokenizer, max_length: int) -> int:
 # the probe
 
 
+def word_normaliser(lowercase: bool):
+    """``norm(text)``: stripped, NFKC (and lower-cased) word, ``None`` for an empty prediction; cached per string."""
+    cache: dict[str, str] = {}
+
+    def norm(s: str) -> str | None:
+        s = s.strip()
+        if not s:
+            return None
+        v = cache.get(s)
+        if v is None:
+            v = cache[s] = normalize_term(s, lowercase)
+        return v
+
+    return norm
+
+
+def prediction_frame(docs, doc_ids, words, w_rows: np.ndarray, predicted: np.ndarray, topk_col: np.ndarray,
+                     n_tok: np.ndarray, protected: np.ndarray, direct: np.ndarray, indirect: np.ndarray, *,
+                     pass_index: np.ndarray, chunk: np.ndarray) -> pd.DataFrame:
+    """The probes' output: one row per probed word-table row ``w_rows``, in the :data:`COLUMNS` layout."""
+    person = np.asarray([d.person_id for d in docs], dtype=object)
+    doc_arr = np.asarray(doc_ids, dtype=object)
+    wd = words.doc[w_rows] if len(w_rows) else np.zeros(0, dtype=np.int64)
+    original = words.vocab[words.term[w_rows]] if len(w_rows) else np.zeros(0, dtype=object)
+    return pd.DataFrame({
+        "doc_id": doc_arr[wd], "person_id": person[wd], "word_row": w_rows.astype(np.int64),
+        "start": words.start[w_rows].astype(np.int64), "end": words.end[w_rows].astype(np.int64),
+        "original": pd.Series(original, dtype=object).to_numpy(), "predicted": predicted,
+        "correct": np.asarray([p == o for p, o in zip(predicted, original)], dtype=bool),
+        "protected": protected[w_rows], "direct": direct[w_rows], "indirect": indirect[w_rows],
+        "n_tokens": n_tok.astype(np.int64), "top_k": topk_col, "pass_index": pass_index, "chunk": chunk,
+    }, columns=COLUMNS)
+
+
 def decode_word_predictions(tokenizer, top_ids: np.ndarray, first: np.ndarray, n_tok: np.ndarray, top_k: int,
                             norm) -> tuple[np.ndarray, np.ndarray]:
     """Predicted word and top-k alternatives of every probed word (shared by the masked and causal probes).
@@ -315,32 +349,12 @@ def probe_masked(model, tokenizer, corpus, *, positions: pd.DataFrame | None, ma
     srt = np.argsort(t_row, kind="stable")  # tokens of one word come from one sequence, in order
     t_row, t_top = t_row[srt], t_top[srt]
     w_rows, first, n_tok = np.unique(t_row, return_index=True, return_counts=True)
-    norm_cache: dict[str, str] = {}
-
-    def norm(s: str) -> str | None:
-        s = s.strip()
-        if not s:
-            return None
-        v = norm_cache.get(s)
-        if v is None:
-            v = norm_cache[s] = normalize_term(s, lowercase)
-        return v
+    norm = word_normaliser(lowercase)
 
     predicted, topk_col = decode_word_predictions(tokenizer, t_top, first, n_tok, top_k, norm)
 
-    person = np.asarray([d.person_id for d in docs], dtype=object)
-    doc_arr = np.asarray(doc_ids, dtype=object)
-    wd = words.doc[w_rows] if len(w_rows) else np.zeros(0, dtype=np.int64)
-    original = words.vocab[words.term[w_rows]] if len(w_rows) else np.zeros(0, dtype=object)
-    out = pd.DataFrame({
-        "doc_id": doc_arr[wd], "person_id": person[wd], "word_row": w_rows.astype(np.int64),
-        "start": words.start[w_rows].astype(np.int64), "end": words.end[w_rows].astype(np.int64),
-        "original": pd.Series(original, dtype=object).to_numpy(), "predicted": predicted,
-        "correct": np.asarray([p == o for p, o in zip(predicted, original)], dtype=bool),
-        "protected": protected[w_rows], "direct": direct[w_rows], "indirect": indirect[w_rows],
-        "n_tokens": n_tok.astype(np.int64), "top_k": topk_col, "pass_index": word_pass[w_rows],
-        "chunk": word_chunk[w_rows],
-    }, columns=COLUMNS)
+    out = prediction_frame(docs, doc_ids, words, w_rows, predicted, topk_col, n_tok, protected, direct, indirect,
+                           pass_index=word_pass[w_rows], chunk=word_chunk[w_rows])
     out.attrs.update({"n_words_without_tokens": int(n_words - len(w_rows)), "n_sequences": len(seqs),
                       "n_chunks": len(enc), "head_only": split is not None, "mask_rate": float(mask_rate),
                       "seed": int(seed)})
