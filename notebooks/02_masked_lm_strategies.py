@@ -45,7 +45,6 @@ known_categories = ["drug", "condition"]  # the auxiliary-knowledge attacker (00
 downstream_epochs = 6  # SPEC §8; 0 to skip
 
 # %%
-import json
 from pathlib import Path
 
 import pandas as pd
@@ -57,8 +56,8 @@ from toolkit.audit.evaluate import corpus_word_types, indirect_by_person, regurg
 from toolkit.config import load_profile
 from toolkit.corpus import load_corpus
 from toolkit.metrics import auxiliary_knowledge_identifiable, mia_report, mia_scores
-from toolkit.pipeline import audit_checkpoint, ensure_base, ensure_identifiers, findings, results_table
-from toolkit.training import train
+from toolkit.pipeline import (audit_runs, ensure_base, ensure_identifiers, findings, results_table,
+                              runs_table, train_strategies)
 
 plots.setup_notebook()
 work = Path(work_dir)
@@ -99,18 +98,8 @@ pd.Series({k: ids_train["summary"][k] for k in ("n_words", "n_I_direct", "n_I_in
 # skipped for runs already finished with the same settings.
 
 # %%
-runs = {}
-for name in strategies:
-    run_cfg = cfg
-    if name == "mlm_dp" and dp_epochs:
-        run_cfg = type(cfg)(**{**cfg.__dict__, "epochs": list(dp_epochs)})
-    runs[name] = train(members, base, work / "runs" / name, name, run_cfg, positions=ids_train["positions"],
-                       spans=ids_train["spans"])
-run_info = {name: json.loads((work / "runs" / name / "run.json").read_text()) for name in strategies}
-pd.DataFrame({name: {"checkpoints": ", ".join(str(e) for e, _ in runs[name]),
-                     "seconds": info.get("seconds"), "tokens/s": info.get("tokens_per_second"),
-                     "spent ε": (info.get("dp") or {}).get("spent_epsilon")}
-              for name, info in run_info.items()}).T
+runs = train_strategies(members, base, work / "runs", strategies, cfg, ids=ids_train, dp_epochs=dp_epochs)
+runs_table(runs, work / "runs")
 
 # %% [markdown]
 # ## 3. Audit every checkpoint (and the base model, epoch 0)
@@ -120,13 +109,8 @@ pd.DataFrame({name: {"checkpoints": ", ".join(str(e) for e, _ in runs[name]),
 # reported too.
 
 # %%
-audits = {("base", 0): audit_checkpoint(base, members, nonmembers, ids_train, ids_all, out_dir=work / "audit" / "base",
-                                    base_vocabulary=base_vocabulary, n_bootstrap=n_bootstrap)}
-for name in strategies:
-    for epoch, path in runs[name]:
-        audits[(name, epoch)] = audit_checkpoint(path, members, nonmembers, ids_train, ids_all,
-                                             out_dir=work / "audit" / name / f"epoch-{epoch}",
-                                             base_vocabulary=base_vocabulary, n_bootstrap=n_bootstrap)
+audits = audit_runs(base, runs, members, nonmembers, ids_train, ids_all, out_dir=work / "audit",
+                    base_vocabulary=base_vocabulary, n_bootstrap=n_bootstrap)
 results = results_table(audits)
 results.round(3)
 

@@ -41,7 +41,6 @@ regurgitation_prefix = 32  # prompt = the first tokens of each member note
 regurgitation_new_tokens = 64
 
 # %%
-import json
 from pathlib import Path
 
 import pandas as pd
@@ -53,8 +52,8 @@ from toolkit.audit.evaluate import corpus_word_types, identifier_sets
 from toolkit.config import load_profile
 from toolkit.corpus import Corpus, load_corpus
 from toolkit.models import load_model
-from toolkit.pipeline import audit_checkpoint, ensure_base, ensure_identifiers, findings, results_table
-from toolkit.training import train
+from toolkit.pipeline import (audit_runs, ensure_base, ensure_identifiers, findings, results_table,
+                              runs_table, train_strategies)
 
 plots.setup_notebook()
 work = Path(work_dir)
@@ -85,30 +84,15 @@ pd.Series({k: ids_train["summary"][k] for k in ("n_words", "n_I_direct", "n_I_in
 # ## 2. Train every strategy
 
 # %%
-runs = {}
-for name in strategies:
-    run_cfg = cfg
-    if name == "clm_dp" and dp_epochs:
-        run_cfg = type(cfg)(**{**cfg.__dict__, "epochs": list(dp_epochs)})
-    runs[name] = train(members, base, work / "runs" / name, name, run_cfg, positions=ids_train["positions"],
-                       spans=ids_train["spans"])
-pd.DataFrame({name: {"checkpoints": ", ".join(str(e) for e, _ in runs[name]),
-                     "seconds": info.get("seconds"), "tokens/s": info.get("tokens_per_second"),
-                     "spent ε": (info.get("dp") or {}).get("spent_epsilon")}
-              for name, info in ((n, json.loads((work / "runs" / n / "run.json").read_text()))
-                                 for n in strategies)}).T
+runs = train_strategies(members, base, work / "runs", strategies, cfg, ids=ids_train, dp_epochs=dp_epochs)
+runs_table(runs, work / "runs")
 
 # %% [markdown]
 # ## 3. Teacher-forced audit of every checkpoint (and the base model)
 
 # %%
-audits = {("base", 0): audit_checkpoint(base, members, nonmembers, ids_train, ids_all, out_dir=work / "audit" / "base",
-                                        base_vocabulary=base_vocabulary, n_bootstrap=n_bootstrap)}
-for name in strategies:
-    for epoch, path in runs[name]:
-        audits[(name, epoch)] = audit_checkpoint(path, members, nonmembers, ids_train, ids_all,
-                                                 out_dir=work / "audit" / name / f"epoch-{epoch}",
-                                                 base_vocabulary=base_vocabulary, n_bootstrap=n_bootstrap)
+audits = audit_runs(base, runs, members, nonmembers, ids_train, ids_all, out_dir=work / "audit",
+                    base_vocabulary=base_vocabulary, n_bootstrap=n_bootstrap)
 results = results_table(audits)
 results.round(3)
 

@@ -13,46 +13,41 @@ ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
 
 
-@pytest.mark.slow
-def test_notebook_01_identifier_analysis(tmp_path):
-    out_ids = tmp_path / "identifiers"
-    executed = run_notebook(NOTEBOOKS / "01_identifier_analysis.ipynb", tmp_path,
-                            {"max_documents": 150, "ns": [1, 2], "ks": [2, 3], "out_dir": str(out_ids)})
+def execute(tmp_path, name: str, parameters: dict) -> str:
+    """Run a notebook with papermill, check that no cell failed, return the text of all outputs."""
+    executed = run_notebook(NOTEBOOKS / name, tmp_path, parameters)
     nb = nbformat.read(executed, as_version=4)
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
               if o.get("output_type") == "error"]
     assert not errors
+    return "".join(str(o) for c in nb.cells for o in c.get("outputs", []))
+
+
+@pytest.mark.slow
+def test_notebook_01_identifier_analysis(tmp_path):
+    out_ids = tmp_path / "identifiers"
+    text = execute(tmp_path, "01_identifier_analysis.ipynb",
+                   {"max_documents": 150, "ns": [1, 2], "ks": [2, 3], "out_dir": str(out_ids)})
     assert (out_ids / "terms.parquet").is_file() and (out_ids / "summary.json").is_file()
     assert (tmp_path / "01_identifier_analysis.html").stat().st_size > 10_000
-    text = "".join(str(o) for c in nb.cells for o in c.get("outputs", []))
     assert "of distinct words are used by fewer than k=2" in text
 
 
 @pytest.mark.slow
 def test_notebook_02_masked_lm_strategies(tmp_path):
-    executed = run_notebook(NOTEBOOKS / "02_masked_lm_strategies.ipynb", tmp_path,
-                            {"n_individuals": 12, "epochs": [1, 2], "dp_epochs": [1], "pretrain_epochs": 1,
-                             "strategies": ["mlm", "mlm_pseudo", "ppmlm", "mlm_dp"], "n_bootstrap": 20,
-                             "downstream_epochs": 1, "work_dir": str(tmp_path / "work")})
-    nb = nbformat.read(executed, as_version=4)
-    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
-              if o.get("output_type") == "error"]
-    assert not errors
-    text = "".join(str(o) for c in nb.cells for o in c.get("outputs", []))
+    text = execute(tmp_path, "02_masked_lm_strategies.ipynb",
+                   {"n_individuals": 12, "epochs": [1, 2], "dp_epochs": [1], "pretrain_epochs": 1,
+                    "strategies": ["mlm", "mlm_pseudo", "ppmlm", "mlm_dp"], "n_bootstrap": 20,
+                    "downstream_epochs": 1, "work_dir": str(tmp_path / "work")})
     assert "MIA AUC" in text and "privacy" in text
     assert (tmp_path / "work" / "audit" / "ppmlm" / "epoch-2" / "metrics.json").is_file()
 
 
 @pytest.mark.slow
 def test_notebook_03_causal_lm_strategies(tmp_path):
-    executed = run_notebook(NOTEBOOKS / "03_causal_lm_strategies.ipynb", tmp_path,
-                            {"n_individuals": 12, "epochs": [1, 2], "dp_epochs": [1], "pretrain_epochs": 1,
-                             "strategies": ["clm", "clm_pseudo", "ppclm", "clm_dp"], "n_bootstrap": 20,
-                             "regurgitation_new_tokens": 8, "work_dir": str(tmp_path / "work")})
-    nb = nbformat.read(executed, as_version=4)
-    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
-              if o.get("output_type") == "error"]
-    assert not errors
-    text = "".join(str(o) for c in nb.cells for o in c.get("outputs", []))
+    text = execute(tmp_path, "03_causal_lm_strategies.ipynb",
+                   {"n_individuals": 12, "epochs": [1, 2], "dp_epochs": [1], "pretrain_epochs": 1,
+                    "strategies": ["clm", "clm_pseudo", "ppclm", "clm_dp"], "n_bootstrap": 20,
+                    "regurgitation_new_tokens": 8, "work_dir": str(tmp_path / "work")})
     assert "MIA AUC" in text and "share_reproduced" in text
     assert (tmp_path / "work" / "audit" / "ppclm" / "epoch-2" / "metrics.json").is_file()

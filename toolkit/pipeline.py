@@ -99,3 +99,43 @@ def findings(results: pd.DataFrame) -> str:
                      f"{b['epoch']} (indirect {b['indirect_privacy']:.3f}); utility {b['utility']:.3f}; "
                      f"MIA AUC {b['mia_auc']:.3f}")
     return "\n".join(lines)
+
+
+def train_strategies(members: Corpus, base, run_root: str | Path, strategies: list[str], config, *, ids: dict,
+                     dp_epochs: list[int] | None = None, progress: bool = True) -> dict[str, list[tuple[int, Path]]]:
+    """Train every strategy into ``run_root/NAME`` (finished runs are not retrained); DP strategies use
+    ``dp_epochs`` when given (DP-SGD costs several times more per epoch)."""
+    from dataclasses import replace
+
+    from .strategies import get_strategy
+    from .training import train
+
+    runs = {}
+    for name in strategies:
+        cfg = replace(config, epochs=list(dp_epochs)) if dp_epochs and get_strategy(name).dp else config
+        runs[name] = train(members, base, Path(run_root) / name, name, cfg, positions=ids["positions"],
+                           spans=ids["spans"], progress=progress)
+    return runs
+
+
+def runs_table(runs: dict[str, list[tuple[int, Path]]], run_root: str | Path) -> pd.DataFrame:
+    """Checkpoints, training seconds, tokens/s and (DP) spent ε of each run, from its ``run.json``."""
+    rows = {}
+    for name, ckpts in runs.items():
+        info = json.loads((Path(run_root) / name / "run.json").read_text())
+        rows[name] = {"checkpoints": ", ".join(str(e) for e, _ in ckpts), "seconds": info.get("seconds"),
+                      "tokens/s": info.get("tokens_per_second"),
+                      "spent ε": (info.get("dp") or {}).get("spent_epsilon")}
+    return pd.DataFrame(rows).T
+
+
+def audit_runs(base, runs: dict[str, list[tuple[int, Path]]], members: Corpus, nonmembers: Corpus, ids_train: dict,
+               ids_all: dict, *, out_dir: str | Path, **kw) -> dict[tuple[str, int], dict[str, Any]]:
+    """:func:`audit_checkpoint` on the base model (epoch 0) and every checkpoint, cached under ``out_dir``."""
+    out = Path(out_dir)
+    audits = {("base", 0): audit_checkpoint(base, members, nonmembers, ids_train, ids_all, out_dir=out / "base", **kw)}
+    for name, ckpts in runs.items():
+        for epoch, path in ckpts:
+            audits[(name, epoch)] = audit_checkpoint(path, members, nonmembers, ids_train, ids_all,
+                                                     out_dir=out / name / f"epoch-{epoch}", **kw)
+    return audits
