@@ -118,12 +118,11 @@ def training_examples(corpus: Corpus, tokenizer, strategy: Strategy | str, *, po
     Causal LM: ``{"input_ids", "labels"}`` with label -100 on tokens of protected words.
     """
     strategy = get_strategy(strategy) if isinstance(strategy, str) else strategy
-    texts = strategy_texts(corpus, strategy, spans)
-    words = segment_corpus(texts, progress=False)
-    protected = protected_words(words, [d.doc_id for d in corpus], positions, strategy.protect) \
-        if strategy.protect else np.zeros(len(words), dtype=bool)
     if strategy.protect and positions is None:
         raise ToolkitError(f"strategy {strategy.name} needs identifier positions (positions.parquet)")
+    texts = strategy_texts(corpus, strategy, spans)
+    words = segment_corpus(texts, progress=False)
+    protected = protected_words(words, [d.doc_id for d in corpus], positions, strategy.protect)
     enc = encode_corpus(texts, tokenizer, max_length=max_length, words=words, progress=progress)
     return examples_from_encoding(enc, protected, strategy.kind)
 
