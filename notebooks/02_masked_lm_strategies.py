@@ -33,7 +33,7 @@
 # %% tags=["parameters"]
 profile = "cpu"
 corpus_path = "../data_samples/clinical/notes.jsonl"
-n_individuals = 50  # members (train split) and as many non-members (heldout split)
+n_individuals = 35  # members (train split) and as many non-members (heldout split)
 strategies = ["mlm", "mlm_pseudo", "ppmlm", "dppmlm", "ippmlm", "mlm_dp"]
 epochs = None  # checkpoint epochs (None: those of the profile)
 dp_epochs = [16, 32]  # checkpoint epochs of mlm_dp, DP-SGD being about 3x slower per epoch (None: same as epochs)
