@@ -29,7 +29,7 @@
 # %% tags=["parameters"]
 profile = "cpu"
 corpus_path = "../data_samples/clinical/notes.jsonl"
-n_individuals = 100  # members (train split) and as many non-members (heldout split)
+n_individuals = 40  # members (train split) and as many non-members (heldout split)
 strategies = ["clm", "clm_pseudo", "ppclm", "dppclm", "ippclm", "clm_dp"]
 epochs = None  # checkpoint epochs (None: those of the profile)
 dp_epochs = [4, 8]  # checkpoint epochs of clm_dp (None: same as epochs)
