@@ -8,7 +8,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 PIP    := $(PY) -m pip install --progress-bar off -c constraints.txt
 
-.PHONY: install test test-fast demo lab benchmark samples clean
+.PHONY: install test test-fast demo lab benchmark samples clean fuzz quickstart
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -33,8 +33,28 @@ lab: $(STAMP)
 benchmark: $(STAMP)
 	$(PY) benchmarks/identifiers.py
 
+fuzz: $(STAMP)
+	$(PY) benchmarks/fuzz_loaders.py
+
 samples: $(STAMP)
 	$(PY) -m toolkit.samples --out data_samples
 
+# The vocabulary review app (Voilà, opens in the browser) on notebook 05's candidates; REVIEW_FILE=... to choose the
+# review file (default: review-<reviewer>.jsonl beside the candidates; add ?reviewer=NAME to the page address).
+REVIEW_CANDIDATES ?= outputs/work/05_vocabulary_scrubbing/candidates.parquet
+.PHONY: review
+review: $(STAMP)
+	REVIEW_CANDIDATES=$(abspath $(REVIEW_CANDIDATES)) $(VENV)/bin/voila apps/review.ipynb
+
 clean:
 	rm -rf outputs .pytest_cache
+
+# the workshop experiment from the command line: a tiny GPT-2, clm vs ppclm on 30 patients, then the HTML report
+quickstart: $(STAMP)
+	$(PY) -m toolkit run configs/quickstart.yaml --out runs/quickstart
+	$(PY) -m toolkit report runs/quickstart --out runs/quickstart/report.html
+
+.PHONY: benchmark-extraction
+benchmark-extraction: $(STAMP)  ## RMFT vs dedup vs per-address scan on 10,000 e-mails; batched vs per-prompt extraction
+	$(PY) benchmarks/rmft.py
+	$(PY) benchmarks/extraction.py

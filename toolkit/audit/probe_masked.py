@@ -110,6 +110,79 @@ def _max_positions(model, tokenizer, max_length: int) -> int:
     return min(limits)
 
 
+def topk_at_masks(model, sequences: list[tuple[np.ndarray, np.ndarray]], *, mask_id: int, pad_id: int, k: int,
+                  batch_size: int = 64, progress: bool = False, device=None, desc: str = "fill-mask",
+                  with_probs: bool = False):
+    """Top-``k`` token ids (and, ``with_probs``, their softmax probabilities) at masked positions, batched.
+
+    ``sequences[j] = (ids, t)``: token ids (special tokens included) and the positions ``t`` to replace by ``mask_id``.
+    Sequences are sorted by length and run ``batch_size`` at a time, padded with ``pad_id``, under
+    ``torch.inference_mode()``; when the model splits into a base model and one LM-head module
+    (:func:`toolkit.models.split_lm_head`) only the masked positions go through the head (checked once against the
+    full model's logits, abandoned if they disagree). Returns ``(tops, head_only)`` — ``tops[j]`` an array
+    ``(len(t), k)`` of ids, best first (``(ids, probs)`` pairs when ``with_probs``), in the order of ``sequences``.
+    """
+    import torch
+
+    if device is not None:
+        model.to(device)
+    dev = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    split = split_lm_head(model)
+    order = sorted(range(len(sequences)), key=lambda s: -len(sequences[s][0]))
+    out: list = [None] * len(sequences)
+    head_checked = False
+    try:
+        with torch.inference_mode():
+            for b0 in tqdm(range(0, len(order), batch_size), desc=desc, unit="batch", disable=not progress,
+                           mininterval=1.0):
+                idx = order[b0:b0 + batch_size]
+                batch = [sequences[s] for s in idx]
+                L = max(len(ids) for ids, _ in batch)
+                x = np.full((len(batch), L), pad_id, dtype=np.int64)
+                att = np.zeros((len(batch), L), dtype=np.int64)
+                bi, ti = [], []
+                for j, (ids, t) in enumerate(batch):
+                    x[j, :len(ids)] = ids
+                    x[j, t] = mask_id
+                    att[j, :len(ids)] = 1
+                    bi.append(np.full(len(t), j))
+                    ti.append(np.asarray(t, dtype=np.int64))
+                b_idx = torch.from_numpy(np.concatenate(bi)).to(dev)
+                t_idx = torch.from_numpy(np.concatenate(ti)).to(dev)
+                xt, at = torch.from_numpy(x).to(dev), torch.from_numpy(att).to(dev)
+                logits = None
+                if split is not None:
+                    try:
+                        hidden = split[0](input_ids=xt, attention_mask=at)[0]
+                        logits = split[1](hidden[b_idx, t_idx])
+                    except Exception:  # noqa: BLE001 - an unusual head signature: use the full model instead
+                        split, logits = None, None
+                    if split is not None and not head_checked:
+                        head_checked = True
+                        first = b_idx == 0
+                        full = model(input_ids=xt[:1], attention_mask=at[:1]).logits[0, t_idx[first]]
+                        if full.shape != logits[first].shape or not torch.allclose(
+                                full.float(), logits[first].float(), rtol=1e-3, atol=1e-3):
+                            split, logits = None, None
+                if logits is None:
+                    logits = model(input_ids=xt, attention_mask=at).logits[b_idx, t_idx]
+                logits = logits.float()
+                top = torch.topk(logits, min(k, logits.shape[-1]), dim=-1)
+                ids_np = top.indices.cpu().numpy()
+                probs_np = (top.values - torch.logsumexp(logits, dim=-1, keepdim=True)).exp().cpu().numpy() \
+                    if with_probs else None
+                bounds = np.cumsum([0] + [len(t) for _, t in batch])
+                for j, s in enumerate(idx):
+                    lo, hi = bounds[j], bounds[j + 1]
+                    out[s] = (ids_np[lo:hi], probs_np[lo:hi]) if with_probs else ids_np[lo:hi]
+    finally:
+        if was_training:
+            model.train()
+    return out, split is not None
+
+
 # ---------------------------------------------------------------------------------------------------------------------
 # the probe
 
@@ -218,8 +291,6 @@ def probe_masked(model, tokenizer, corpus, *, positions: pd.DataFrame | None, ma
     ``df.attrs``: ``n_words_without_tokens`` (words no token was assigned to: dropped), ``n_sequences``,
     ``n_chunks``, ``head_only`` (whether the LM head was applied only at masked positions).
     """
-    import torch
-
     if not 0.0 < float(mask_rate) <= 1.0:
         raise ToolkitError(f"mask_rate must lie in (0, 1], got {mask_rate!r}")
     if top_k < 0 or batch_size < 1:
@@ -288,61 +359,15 @@ def probe_masked(model, tokenizer, corpus, *, positions: pd.DataFrame | None, ma
                 seqs.append((c, t))
 
     # ---- forward passes -------------------------------------------------------------------------------------------
-    if device is not None:
-        model.to(device)
-    dev = next(model.parameters()).device
-    was_training = model.training
-    model.eval()
-    split = split_lm_head(model)
+    tops, head_only = topk_at_masks(model, [(enc.input_ids[c], t) for c, t in seqs], mask_id=mask_id, pad_id=pad_id,
+                                    k=max(1, int(top_k)), batch_size=batch_size, progress=progress, device=device,
+                                    desc="probing (fill-mask)")
     k = max(1, int(top_k))
-    order = sorted(range(len(seqs)), key=lambda s: -len(enc.input_ids[seqs[s][0]]))
-    tok_rows, tok_top = [], []
-    head_checked = False
-    try:
-        with torch.inference_mode():
-            for b0 in tqdm(range(0, len(order), batch_size), desc="probing (fill-mask)", unit="batch",
-                           disable=not progress, mininterval=1.0):
-                batch = [seqs[s] for s in order[b0:b0 + batch_size]]
-                L = max(len(enc.input_ids[c]) for c, _ in batch)
-                x = np.full((len(batch), L), pad_id, dtype=np.int64)
-                att = np.zeros((len(batch), L), dtype=np.int64)
-                bi, ti = [], []
-                for j, (c, t) in enumerate(batch):
-                    ids = enc.input_ids[c]
-                    x[j, :len(ids)] = ids
-                    x[j, t] = mask_id
-                    att[j, :len(ids)] = 1
-                    bi.append(np.full(len(t), j))
-                    ti.append(t)
-                    tok_rows.append(enc.word_row[c][t])
-                b_idx = torch.from_numpy(np.concatenate(bi)).to(dev)
-                t_idx = torch.from_numpy(np.concatenate(ti)).to(dev)
-                xt, at = torch.from_numpy(x).to(dev), torch.from_numpy(att).to(dev)
-                logits = None
-                if split is not None:
-                    try:
-                        hidden = split[0](input_ids=xt, attention_mask=at)[0]
-                        logits = split[1](hidden[b_idx, t_idx])
-                    except Exception:  # noqa: BLE001 - an unusual head signature: use the full model instead
-                        split, logits = None, None
-                    if split is not None and not head_checked:
-                        head_checked = True
-                        first = b_idx == 0
-                        full = model(input_ids=xt[:1], attention_mask=at[:1]).logits[0, t_idx[first]]
-                        if full.shape != logits[first].shape or not torch.allclose(
-                                full.float(), logits[first].float(), rtol=1e-3, atol=1e-3):
-                            split, logits = None, None
-                if logits is None:
-                    logits = model(input_ids=xt, attention_mask=at).logits[b_idx, t_idx]
-                tok_top.append(torch.topk(logits.float(), min(k, logits.shape[-1]), dim=-1).indices.cpu().numpy())
-    finally:
-        if was_training:
-            model.train()
 
     # ---- words from tokens ------------------------------------------------------------------------------------------
-    if tok_rows:
-        t_row = np.concatenate(tok_rows)
-        t_top = np.concatenate(tok_top)
+    if seqs:
+        t_row = np.concatenate([enc.word_row[c][t] for c, t in seqs])
+        t_top = np.concatenate(tops)
     else:
         t_row = np.zeros(0, dtype=np.int64)
         t_top = np.zeros((0, k), dtype=np.int64)
@@ -356,9 +381,9 @@ def probe_masked(model, tokenizer, corpus, *, positions: pd.DataFrame | None, ma
     out = prediction_frame(docs, doc_ids, words, w_rows, predicted, topk_col, n_tok, protected, direct, indirect,
                            pass_index=word_pass[w_rows], chunk=word_chunk[w_rows])
     out.attrs.update({"n_words_without_tokens": int(n_words - len(w_rows)), "n_sequences": len(seqs),
-                      "n_chunks": len(enc), "head_only": split is not None, "mask_rate": float(mask_rate),
+                      "n_chunks": len(enc), "head_only": head_only, "mask_rate": float(mask_rate),
                       "seed": int(seed)})
     return out
 
 
-__all__ = ["COLUMNS", "assign_passes", "n_passes", "probe_masked"]
+__all__ = ["COLUMNS", "assign_passes", "n_passes", "probe_masked", "topk_at_masks"]

@@ -1,0 +1,285 @@
+"""Review state and review file (SPEC §7.4): decisions, undo, filters, resume, crash safety, merge, comparison."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import warnings
+
+import pandas as pd
+import pytest
+
+from toolkit.corpus.errors import ToolkitError
+from toolkit.scrubbing.review import (FORMAT_VERSION, ReviewFileWarning, ReviewSession, ReviewStore, compare_reviews,
+                                      judged_names, load_decisions, merge_reviews, read_review)
+
+TOKENS = ["okafor", "Bowers", "nurse", "lindqvist", "Mrs", "patient"]
+
+
+def candidates() -> pd.DataFrame:
+    return pd.DataFrame({"token": TOKENS, "score": [0.9, 0.8, 0.7, 0.6, 0.5, 0.4],
+                         "n_sentences": [3, 9, 1, 5, 2, 7], "best_rank": [4, 1, 6, 2, 3, 5],
+                         "examples": [[f"seen by nurse <mask> ({t})."] for t in TOKENS]})
+
+
+def test_decide_advance_undo_and_file(tmp_path):
+    path = tmp_path / "review.jsonl"
+    s = ReviewSession(candidates(), path, "alice")
+    assert s.current == "okafor" and s.progress()["n_pending"] == 6
+    rec = s.decide("name")
+    assert rec["token"] == "okafor" and s.current == "Bowers"
+    s.decide("not_name")
+    s.decide("unsure")
+    assert s.current == "lindqvist"
+    assert s.progress() == {"n_total": 6, "n_decided": 3, "n_pending": 3, "name": 1, "not_name": 1, "unsure": 1}
+    undone = s.undo()
+    assert undone["token"] == "nurse" and s.current == "nurse" and s.decision("nurse") is None
+    s.decide("name", "nurse", advance=False)
+    assert s.current == "nurse"
+    recs = read_review(path)
+    assert [(r["token"], r["decision"]) for r in recs] == [
+        ("okafor", "name"), ("Bowers", "not_name"), ("nurse", "unsure"), ("nurse", "undo"), ("nurse", "name")]
+    assert all(r["format_version"] == FORMAT_VERSION and r["reviewer"] == "alice" and r["session"] == s.session
+               for r in recs)
+    assert recs[0]["context"] == "seen by nurse <mask> (okafor)." and recs[0]["score"] == 0.9
+    assert recs[0]["timestamp"].endswith("+00:00")
+    with pytest.raises(ToolkitError, match="unknown decision"):
+        s.decide("maybe")
+    with pytest.raises(ToolkitError, match="not a candidate"):
+        s.decide("name", "someone-else")
+
+
+def test_undo_restores_the_previous_decision_and_resumes(tmp_path):
+    path = tmp_path / "review.jsonl"
+    s = ReviewSession(candidates(), path, "alice")
+    s.decide("name", "Mrs")
+    s.decide("not_name", "Mrs")          # changed their mind
+    s.decide("name", "okafor")
+    s2 = ReviewSession(candidates(), path, "alice")  # a second session: resumes, undo reaches the first's decisions
+    assert s2.decisions == {"Mrs": "not_name", "okafor": "name"}
+    assert s2.current == "Bowers"                     # first pending in score order
+    assert s2.undo()["token"] == "okafor"
+    assert s2.undo()["token"] == "Mrs" and s2.decision("Mrs") == "name"  # the earlier decision stands again
+    assert s2.undo()["token"] == "Mrs" and s2.decision("Mrs") is None
+    assert s2.undo() is None
+    assert load_decisions(path).empty
+
+
+def test_filters_sort_and_table(tmp_path):
+    s = ReviewSession(candidates(), tmp_path / "r.jsonl", "alice")
+    s.decide("name", "lindqvist", advance=False)
+    s.set_filter(sort_by="n_sentences")
+    assert s.order == ["Bowers", "patient", "lindqvist", "okafor", "Mrs", "nurse"]
+    s.set_filter(show="pending", min_score=0.55)
+    assert s.order == ["Bowers", "okafor", "nurse"]
+    s.set_filter(contains="o", sort_by="token", ascending=True)
+    assert s.order == ["Bowers", "okafor"]
+    s.set_filter(show="name", contains="", min_score=None)
+    assert s.order == ["lindqvist"] and s.table()["decision"].tolist() == ["name"]
+    s.set_filter(show="pending", sort_by="score", ascending=False)
+    s.goto("okafor")
+    s.decide("name")                       # leaves the "pending" view: the next shown token becomes current
+    assert s.current == "Bowers"
+    assert "okafor" not in s.order
+    s.goto("okafor")                       # a token outside the filter: the filter opens up to show it
+    assert s.current == "okafor" and s.filter.show == "all"
+    with pytest.raises(ToolkitError):
+        s.set_filter(show="everything")
+
+
+def test_apply_script_and_resume(tmp_path):
+    script = tmp_path / "script.csv"
+    script.write_text("token,decision\nokafor,name\nlindqvist,name\nMrs,unsure\nunknown_token,name\n", "utf-8")
+    path = tmp_path / "review.jsonl"
+    s = ReviewSession(candidates(), path, "script")
+    s.decide("not_name", "okafor")          # decided by hand first: the script leaves it alone
+    assert s.apply_script(script, default="not_name") == 5
+    d = load_decisions(path).set_index("token")["decision"].to_dict()
+    assert d == {"okafor": "not_name", "lindqvist": "name", "Mrs": "unsure", "Bowers": "not_name",
+                 "nurse": "not_name", "patient": "not_name"}
+    bad = tmp_path / "bad.csv"
+    bad.write_text("token,decision\nokafor,perhaps\n", "utf-8")
+    with pytest.raises(ToolkitError, match="perhaps"):
+        ReviewSession(candidates(), tmp_path / "other.jsonl", "x").apply_script(bad)
+
+
+def test_newer_format_version_is_a_clear_error(tmp_path):
+    path = tmp_path / "review.jsonl"
+    ok = {"format_version": 1, "token": "a", "decision": "name", "reviewer": "r", "timestamp": "t"}
+    path.write_text(json.dumps(ok) + "\n" + json.dumps({**ok, "format_version": FORMAT_VERSION + 1}) + "\n", "utf-8")
+    with pytest.raises(ToolkitError, match=r"review\.jsonl, line 2: review file format version 2 is newer"):
+        read_review(path)
+    with pytest.raises(ToolkitError, match="newer"):
+        ReviewSession(candidates(), path, "alice")
+    before = path.read_bytes()
+    with pytest.raises(ToolkitError, match="newer"):
+        ReviewStore(path).append({"token": "b", "decision": "name", "reviewer": "r", "timestamp": "t"})
+    assert path.read_bytes() == before     # nothing appended to a file this toolkit cannot read
+
+
+def test_damaged_middle_line_is_an_error_not_skipped(tmp_path):
+    path = tmp_path / "review.jsonl"
+    ok = json.dumps({"format_version": 1, "token": "a", "decision": "name", "reviewer": "r", "timestamp": "t"})
+    path.write_text(ok + "\n{broken\n" + ok + "\n", "utf-8")
+    with pytest.raises(ToolkitError, match="line 2: not a JSON record"):
+        read_review(path)
+    path.write_text(ok.replace('"name"', '"perhaps"') + "\n", "utf-8")
+    with pytest.raises(ToolkitError, match="line 1: unknown decision 'perhaps'"):
+        read_review(path)
+
+
+def test_torn_last_line_is_skipped_then_cut(tmp_path):
+    path = tmp_path / "review.jsonl"
+    s = ReviewSession(candidates(), path, "alice")
+    s.decide("name")
+    s.decide("not_name")
+    with open(path, "ab") as fh:          # what a crash in the middle of a write leaves behind
+        fh.write(b'{"format_version": 1, "token": "nurse", "deci')
+    with pytest.warns(ReviewFileWarning, match="unfinished last line"):
+        s2 = ReviewSession(candidates(), path, "alice")
+    assert s2.decisions == {"okafor": "name", "Bowers": "not_name"}
+    with pytest.warns(ReviewFileWarning):
+        s2.decide("unsure")                # the append cuts the torn line first
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert [r["token"] for r in read_review(path)] == ["okafor", "Bowers", "nurse"]
+
+
+WRITER = textwrap.dedent("""
+    import sys, time
+    import pandas as pd
+    from toolkit.scrubbing.review import ReviewSession
+    tokens = [f"tok{i:04d}" for i in range(2000)]
+    cand = pd.DataFrame({"token": tokens, "score": [1 - i / 4000 for i in range(2000)]})
+    s = ReviewSession(cand, sys.argv[1], sys.argv[2])
+    print("ready", flush=True)
+    while s.current is not None and s.decision(s.current) is None:
+        tok = s.current
+        s.decide("name" if int(tok[3:]) % 3 == 0 else "not_name")
+        print("saved", tok, flush=True)   # acknowledged: the line is on disk
+        time.sleep(0.002)
+""")
+
+
+def _killed_writer(path, reviewer, n_ack: int) -> list[str]:
+    """Start a writer, SIGKILL it after ``n_ack`` acknowledged decisions (a crash); return what it acknowledged."""
+    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(path), reviewer], stdout=subprocess.PIPE, text=True)
+    acked: list[str] = []
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        deadline = time.monotonic() + 120
+        while len(acked) < n_ack and time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            acked.append(line.split()[1])
+        os.kill(proc.pid, signal.SIGKILL)
+        rest = proc.stdout.read()          # acknowledgements printed before the kill landed
+        acked += [ln.split()[1] for ln in rest.splitlines() if ln.startswith("saved")]
+    finally:
+        proc.wait(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+    return acked
+
+
+@pytest.mark.slow
+def test_crash_resume_and_merge(tmp_path):
+    a, b = tmp_path / "alice.jsonl", tmp_path / "bob.jsonl"
+    acked = _killed_writer(a, "alice", 40)
+    assert len(acked) >= 40
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ReviewFileWarning)  # the kill may have cut a line: skipped, never lost data
+        recs = read_review(a)
+    on_disk = [r["token"] for r in recs]
+    assert on_disk[:len(acked)] == acked  # every acknowledged decision survived the crash, in order
+    tokens = [f"tok{i:04d}" for i in range(2000)]
+    cand = pd.DataFrame({"token": tokens, "score": [1 - i / 4000 for i in range(2000)]})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ReviewFileWarning)
+        s = ReviewSession(cand, a, "alice")
+    assert s.current == tokens[len(on_disk)]  # resumes at the first pending candidate
+    for _ in range(5):
+        s.decide("name")
+    final = read_review(a)                     # a clean file again (no warning, no torn line)
+    assert [r["token"] for r in final] == tokens[:len(on_disk) + 5]
+
+    # a second reviewer crashes too; merging both files uses every acknowledged decision
+    acked_b = _killed_writer(b, "bob", 25)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ReviewFileWarning)
+        merged = merge_reviews([a, b]).set_index("token")
+        db = load_decisions(b).set_index("token")["decision"]
+    assert set(acked_b) <= set(db.index)
+    assert set(merged.index) == set(load_decisions(a)["token"]) | set(db.index)
+    assert (merged.loc[[f"tok{i:04d}" for i in range(0, 25, 3)], "n_reviewers"] == 2).all()
+
+
+def _write(path, decisions: dict[str, str], reviewer: str) -> None:
+    st = ReviewStore(path)
+    for tok, d in decisions.items():
+        st.append({"token": tok, "decision": d, "reviewer": reviewer, "timestamp": "2025-01-01T00:00:00+00:00"})
+
+
+def test_compare_reviews_kappa_and_conflicts(tmp_path):
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    _write(a, {"t1": "name", "t2": "name", "t3": "not_name", "t4": "not_name", "t5": "unsure", "only_a": "name"},
+           "alice")
+    _write(b, {"t1": "name", "t2": "not_name", "t3": "not_name", "t4": "not_name", "t5": "name", "only_b": "name"},
+           "bob")
+    r = compare_reviews(a, b)
+    assert (r["n_common"], r["n_agree"], r["agreement"]) == (5, 3, 0.6)
+    # by hand: p_o = 3/5; marginals a = (name 2, not 2, unsure 1), b = (name 2, not 3, unsure 0)
+    p_e = (2 * 2 + 2 * 3 + 1 * 0) / 25
+    assert r["cohen_kappa"] == pytest.approx((0.6 - p_e) / (1 - p_e))
+    assert {c["token"] for c in r["conflicts"]} == {"t2", "t5"}
+    assert r["confusion"]["unsure"]["name"] == 1 and (r["reviewer_a"], r["reviewer_b"]) == ("alice", "bob")
+
+
+def test_merge_policies(tmp_path):
+    a, b, c = tmp_path / "a.jsonl", tmp_path / "b.jsonl", tmp_path / "c.jsonl"
+    _write(a, {"x": "name", "y": "not_name", "z": "unsure"}, "a")
+    _write(b, {"x": "not_name", "y": "not_name", "z": "not_name"}, "b")
+    _write(c, {"x": "not_name", "y": "not_name"}, "c")
+    assert judged_names([a, b, c]) == ["x", "z"]                          # any reviewer; unsure counts as name
+    assert judged_names([a, b, c], unsure_as_name=False) == ["x"]
+    assert judged_names([a, b, c], policy="majority") == []
+    assert judged_names([a], policy="unanimous") == ["x", "z"]
+    m = merge_reviews([a, b, c]).set_index("token")
+    assert m.loc["x", "conflict"] and not m.loc["y", "conflict"] and m.loc["z", "n_reviewers"] == 2
+    with pytest.raises(ToolkitError, match="policy"):
+        merge_reviews([a], policy="vote")
+
+
+def test_widget_is_a_thin_view_over_the_session(tmp_path):
+    from toolkit.scrubbing.widget import ReviewWidget, highlight
+
+    w = ReviewWidget(ReviewSession(candidates(), tmp_path / "r.jsonl", "alice"))
+    assert "okafor" in w.token.value and "0 / 6 decided" in w.progress_label.value
+    w.act("name")                                   # a button
+    w._on_key(w.keyboard, {"key": "x"}, [])          # a keyboard shortcut from the browser
+    w._on_key(w.keyboard, {"key": "q"}, [])          # not a shortcut: ignored
+    assert [(r["token"], r["decision"]) for r in read_review(tmp_path / "r.jsonl")] == [("okafor", "name"),
+                                                                                       ("Bowers", "not_name")]
+    assert "2 / 6 decided" in w.progress_label.value and "nurse" in w.token.value
+    w.show.value = "name"                            # the filter goes to the session
+    assert w.session.order == ["okafor"] and "okafor" in w.table.value and "Bowers" not in w.table.value
+    w.act("undo")
+    assert "Undone" in w.status.value and w.session.decision("Bowers") is None
+    assert highlight("seen by <b> nurse <mask>.", "okafor") == \
+        "seen by &lt;b&gt; nurse <mark><b>okafor</b></mark>."
+
+
+def test_review_app_configuration(tmp_path):
+    from toolkit.scrubbing.candidates import save_candidates
+    from toolkit.scrubbing.widget import review_app
+
+    missing = review_app({"REVIEW_CANDIDATES": str(tmp_path / "none.parquet")})
+    assert "candidate file not found" in missing.value and "notebook" in missing.value
+    save_candidates(candidates(), tmp_path / "cand.parquet")
+    app = review_app({"REVIEW_CANDIDATES": str(tmp_path / "cand.parquet"), "QUERY_STRING": "reviewer=Dr%20Bob/x"})
+    assert "review-Dr_Bob_x.jsonl" in app.children[0].value   # one file per reviewer, from the page address

@@ -1,0 +1,150 @@
+"""The Voilà review app end to end in a real headless Chromium (Debian's ``chromium`` + ``chromedriver``).
+
+Voilà serves ``apps/review.ipynb`` on a free localhost port; Selenium drives the system browser (``Service`` with the
+system chromedriver, so selenium-manager never downloads anything). The test marks three candidates (two buttons and
+one keyboard shortcut), reloads the page, and checks that the decisions are still there — in the page (a new kernel
+replays the review file) and in the file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+APP = ROOT / "apps" / "review.ipynb"
+CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--disable-dev-shm-usage", "--window-size=1280,1600"]
+TOKENS = ["okafor", "Bowers", "nurse", "lindqvist", "Mrs", "patient"]
+
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(not (CHROMIUM.exists() and CHROMEDRIVER.exists()),
+                                 reason="needs Debian's chromium and chromium-driver (apt-get install chromium "
+                                        "chromium-driver; .ci/run installs them)")]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _candidates(path: Path) -> None:
+    from toolkit.scrubbing.candidates import save_candidates
+
+    rows = [{"token": t, "score": round(0.9 - 0.1 * i, 2), "n_sentences": 10 - i, "best_rank": i + 1,
+             "ner_share": 0.5, "capitalised": t[0].isupper(), "common_word": t in ("nurse", "patient"),
+             "examples": ["seen by nurse <mask>.", "plan d/w dr. <mask>, pt agrees."]} for i, t in enumerate(TOKENS)]
+    save_candidates(pd.DataFrame(rows), path)
+
+
+@pytest.fixture
+def app(tmp_path):
+    cand, review = tmp_path / "candidates.parquet", tmp_path / "review.jsonl"
+    _candidates(cand)
+    port = _free_port()
+    env = {**os.environ, "REVIEW_CANDIDATES": str(cand), "REVIEW_FILE": str(review), "REVIEWER": "tester"}
+    log = open(tmp_path / "voila.log", "wb")
+    proc = subprocess.Popen([sys.executable, "-m", "voila", str(APP), "--no-browser", f"--port={port}",
+                             "--Voila.ip=127.0.0.1", "--show_tracebacks=True"],
+                            env=env, stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"voila exited: {(tmp_path / 'voila.log').read_text()[-2000:]}")
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("voila did not start in 60 s") from None
+                time.sleep(0.2)
+        yield f"http://127.0.0.1:{port}/", review
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+@pytest.fixture
+def browser(tmp_path):
+    from selenium import webdriver
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+
+    opts = Options()
+    opts.binary_location = str(CHROMIUM)
+    for flag in FLAGS:
+        opts.add_argument(flag)
+    opts.add_argument(f"--user-data-dir={tmp_path / 'chrome-profile'}")
+    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=opts)
+    driver.set_page_load_timeout(60)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def _text(driver, css: str) -> str:
+    from selenium.webdriver.common.by import By
+
+    els = driver.find_elements(By.CSS_SELECTOR, css)
+    return els[0].get_attribute("textContent") if els else ""
+
+
+def _wait_text(driver, css: str, fragment: str, timeout: float = 60) -> str:
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    WebDriverWait(driver, timeout, poll_frequency=0.2).until(lambda d: fragment in _text(d, css))
+    return _text(driver, css)
+
+
+def _click(driver, css: str) -> None:
+    from selenium.webdriver.common.by import By
+
+    driver.find_element(By.CSS_SELECTOR, css).click()
+
+
+def test_mark_three_reload_keeps_decisions(app, browser):
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    url, review = app
+    browser.get(url)
+    _wait_text(browser, ".review-progress", f"0 / {len(TOKENS)} decided", timeout=90)
+    assert TOKENS[0] in _text(browser, ".review-token")
+
+    _click(browser, "button.review-name")                          # okafor -> name
+    _wait_text(browser, ".review-progress", f"1 / {len(TOKENS)} decided")
+    assert TOKENS[1] in _wait_text(browser, ".review-token", TOKENS[1])
+    _click(browser, "button.review-not-name")                      # Bowers -> not a name
+    _wait_text(browser, ".review-progress", f"2 / {len(TOKENS)} decided")
+    _wait_text(browser, ".review-token", TOKENS[2])
+    ActionChains(browser).send_keys("u").perform()                 # nurse -> unsure, by keyboard shortcut
+    _wait_text(browser, ".review-progress", f"3 / {len(TOKENS)} decided")
+
+    records = [json.loads(line) for line in review.read_text(encoding="utf-8").splitlines()]
+    assert [(r["token"], r["decision"], r["reviewer"]) for r in records] == [
+        ("okafor", "name", "tester"), ("Bowers", "not_name", "tester"), ("nurse", "unsure", "tester")]
+    assert all(r["format_version"] == 1 and r["context"] == "seen by nurse <mask>." for r in records)
+
+    browser.refresh()                                              # a new kernel replays the review file
+    _wait_text(browser, ".review-progress", f"3 / {len(TOKENS)} decided", timeout=90)
+    assert TOKENS[3] in _text(browser, ".review-token")            # resumes at the first pending candidate
+    shown = {tok: _text(browser, f".review-table tr[data-token='{tok}'] .review-row-decision") for tok in TOKENS}
+    assert shown == {"okafor": "name", "Bowers": "not a name", "nurse": "unsure", "lindqvist": "pending",
+                     "Mrs": "pending", "patient": "pending"}
+    assert len(review.read_text(encoding="utf-8").splitlines()) == 3  # reloading wrote nothing
