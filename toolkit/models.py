@@ -19,6 +19,11 @@ from pathlib import Path
 from .corpus.errors import ToolkitError
 
 MODEL_KINDS = ("mlm", "clm")
+#: Files that hold a tokenizer's vocabulary (fast ``tokenizer.json``, WordPiece, BPE, SentencePiece). A saved model
+#: directory without any of them would otherwise load an *empty* tokenizer built from the config's model type
+#: (transformers 5 does that silently: every word becomes ``[UNK]``).
+TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model", "sentencepiece.bpe.model",
+                   "tokenizer.model")
 
 
 @dataclass
@@ -120,14 +125,24 @@ def load_model(name_or_path: str | Path, kind: str | None = None):
     """Load ``(model, tokenizer)`` from a Hugging Face id or a local directory, without network access by default.
 
     ``kind`` (``"mlm"``/``"clm"``) selects the head; when omitted it is read from the saved config's architecture.
-    A directory without a tokenizer, a corrupt checkpoint, or a model of the wrong kind is a :class:`ToolkitError`.
+    A missing directory, a directory without config or tokenizer files (:data:`TOKENIZER_FILES`), a corrupt or
+    truncated checkpoint (config, tokenizer or weights), weights that do not fit the config, a tokenizer larger than
+    the model's embedding, or a model of the wrong kind is a :class:`ToolkitError` naming the directory.
     """
+    import pickle
+
+    from safetensors import SafetensorError
     from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
 
     src = str(name_or_path)
     local = Path(src).exists()
+    if not local and (Path(src).is_absolute() or src.startswith(("./", "../", "~"))):
+        raise ToolkitError(f"{src}: no such model directory")
     if local and not (Path(src) / "config.json").is_file():
         raise ToolkitError(f"{src}: no config.json — not a saved Hugging Face model directory")
+    if local and not any((Path(src) / f).is_file() for f in TOKENIZER_FILES):
+        raise ToolkitError(f"{src}: no tokenizer files (expected one of {', '.join(TOKENIZER_FILES)}); save the "
+                           "tokenizer with the model (tokenizer.save_pretrained)")
     try:
         config = AutoConfig.from_pretrained(src)
     except (OSError, ValueError) as exc:
@@ -145,15 +160,22 @@ def load_model(name_or_path: str | Path, kind: str | None = None):
                            f"this step needs a {'masked' if kind == 'mlm' else 'causal'} one")
     try:
         tokenizer = AutoTokenizer.from_pretrained(src)
-    except (OSError, ValueError) as exc:
-        raise ToolkitError(f"{src}: cannot load the tokenizer ({exc})") from exc
+    except Exception as exc:  # noqa: BLE001 - a truncated or hand-edited tokenizer file fails in the Rust parser
+        # (a bare Exception) or in the Python glue (KeyError, TypeError ...): all mean "this tokenizer is broken"
+        raise ToolkitError(f"{src}: cannot load the tokenizer ({type(exc).__name__}: {exc})") from exc
     if not getattr(tokenizer, "is_fast", False):
         raise ToolkitError(f"{src}: a fast tokenizer (tokenizer.json) is required for word offsets")
     auto = AutoModelForMaskedLM if kind == "mlm" else AutoModelForCausalLM
     try:
         model = auto.from_pretrained(src)
-    except (OSError, ValueError, RuntimeError) as exc:
-        raise ToolkitError(f"{src}: cannot load the model weights ({exc})") from exc
+    except (OSError, ValueError, RuntimeError, SafetensorError, pickle.UnpicklingError, EOFError) as exc:
+        # SafetensorError: truncated or overwritten model.safetensors; the others: pytorch_model.bin, size mismatch
+        raise ToolkitError(f"{src}: cannot load the model weights, the checkpoint is incomplete or corrupt "
+                           f"({type(exc).__name__}: {exc})") from exc
+    n_embeddings = model.get_input_embeddings().num_embeddings
+    if len(tokenizer) > n_embeddings:
+        raise ToolkitError(f"{src}: the tokenizer has {len(tokenizer)} tokens but the model's embedding only "
+                           f"{n_embeddings} rows: tokenizer and weights do not belong together")
     if kind == "clm" and tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     return model, tokenizer

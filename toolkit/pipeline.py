@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 
 from .corpus import Corpus
-from .io import atomic_write_json, atomic_write_parquet
+from .io import atomic_write_json, atomic_write_parquet, make_private_dir
 
 
 def ensure_base(corpus: Corpus, out_dir: str | Path, kind: str, *, profile, progress: bool = True) -> Path:
@@ -68,7 +68,7 @@ def audit_checkpoint(checkpoint: str | Path, members: Corpus, nonmembers: Corpus
         report["token_accuracy"] = float(preds.attrs["token_accuracy"])
     scores = membership_scores(preds, ids_all, both)
     roc = membership_report(scores, member_ids, nonmember_ids, n_bootstrap=n_bootstrap)
-    out.mkdir(parents=True, exist_ok=True)
+    make_private_dir(out)  # predictions hold predicted identifiers: owner-only
     atomic_write_parquet(preds.assign(top_k=preds["top_k"].map(list)), out / "predictions.parquet")
     atomic_write_json(roc, out / "roc.json")
     atomic_write_json(report, out / "metrics.json")

@@ -10,6 +10,16 @@ Layout of a run directory::
       trainer/checkpoint-*  the full training state of the last checkpoint epoch (optimizer, scheduler, RNG): resume
 
 Only the last full-state checkpoint is kept; ``epoch-N`` folders hold the weights the audits load.
+
+Step checkpoints (``TrainConfig.checkpoints_per_epoch = k > 0``, paper 002 §4: "checkpointing the LLM at every 10%
+training steps" and "the data seen until every checkpoint"): besides the epoch checkpoints, the weights are exported
+every ``1/k`` of an epoch's optimizer steps as ``RUN_DIR/step-S/`` (``S`` = global step); its
+``training_log.json`` holds ``checkpoint`` (1, 2, … in training order), ``epoch`` (``S`` / steps per epoch) and
+``consumed_examples``: the sorted indices of the training examples (chunks, in the order
+:func:`~toolkit.strategies.training_examples` builds them) of every batch actually consumed up to step ``S``. The
+indices are recorded inside the trainer's ``training_step`` (not at collation, which runs a batch ahead), stored
+with every full-state checkpoint and restored on resume, so an interrupted run records what an uninterrupted one
+would. The step exports are weights only; a run resumes from the last full state (an epoch in ``epochs``).
 """
 
 from __future__ import annotations
@@ -27,7 +37,7 @@ from typing import Any
 
 from .corpus import Corpus
 from .corpus.errors import ToolkitError
-from .io import atomic_write_json
+from .io import atomic_write_json, make_private_dir, restrict_tree
 from .strategies import Strategy, get_strategy, training_examples
 
 log = logging.getLogger(__name__)
@@ -47,6 +57,9 @@ class TrainConfig:
     """Schedule shared by every strategy (a named profile fills it; see ``toolkit/configs``).
 
     ``epochs`` are the checkpoint epochs (``[4, 8, 16, 32]`` in the papers); training runs to the largest.
+    ``checkpoints_per_epoch`` = k > 0 adds step checkpoints every ``1/k`` of an epoch's optimizer steps with the
+    examples consumed so far (``RUN_DIR/step-S``, see the module docstring; paper 002: k = 10); 0 (default) keeps
+    the epoch checkpoints only. Not available with DP-SGD.
     """
 
     epochs: list[int] = field(default_factory=lambda: [4, 8, 16, 32])
@@ -59,6 +72,7 @@ class TrainConfig:
     mlm_probability: float = 0.15
     sparse_mlm_head: bool = True  # apply the MLM head only at target positions (same loss, less compute)
     seed: int = 0
+    checkpoints_per_epoch: int = 0  # k > 0: also export RUN_DIR/step-S every 1/k epoch with the consumed examples
     dp: DPConfig = field(default_factory=DPConfig)
 
     def __post_init__(self) -> None:
@@ -72,6 +86,9 @@ class TrainConfig:
             raise ToolkitError(f"lr_schedule must be 'linear' or 'constant', got {self.lr_schedule!r}")
         if self.batch_size < 1 or self.learning_rate <= 0 or self.max_length < 8:
             raise ToolkitError("batch_size >= 1, learning_rate > 0 and max_length >= 8 are required")
+        if isinstance(self.checkpoints_per_epoch, bool) or not isinstance(self.checkpoints_per_epoch, int) \
+                or self.checkpoints_per_epoch < 0:
+            raise ToolkitError(f"checkpoints_per_epoch must be an integer >= 0, got {self.checkpoints_per_epoch!r}")
 
 
 def corpus_fingerprint(corpus: Corpus) -> dict[str, Any]:
@@ -91,6 +108,24 @@ def checkpoint_dirs(run_dir: str | Path) -> list[tuple[int, Path]]:
     return sorted(out)
 
 
+def step_checkpoint_dirs(run_dir: str | Path) -> list[tuple[int, Path]]:
+    """``(global step, path)`` of the finished ``step-S`` checkpoints of a run (``checkpoints_per_epoch > 0``)."""
+    out = []
+    for p in Path(run_dir).glob("step-*"):
+        if p.is_dir() and (p / "config.json").is_file() and p.name[5:].isdigit():
+            out.append((int(p.name[5:]), p))
+    return sorted(out)
+
+
+def checkpoint_steps(n_examples: int, batch_size: int, epochs: int, per_epoch: int) -> dict[int, int]:
+    """``{global step: checkpoint number}`` of step checkpoints: ``per_epoch`` per epoch at steps
+    ``e·n + ceil(j·n / per_epoch)`` (``n`` = optimizer steps per epoch, ``j`` = 1..per_epoch), numbered 1, 2, … in
+    order; duplicates (an epoch shorter than ``per_epoch`` steps) collapse."""
+    n = math.ceil(n_examples / batch_size)
+    steps = sorted({e * n + -(-j * n // per_epoch) for e in range(epochs) for j in range(1, per_epoch + 1)} - {0})
+    return {s: i for i, s in enumerate(steps, 1)}
+
+
 def _save_checkpoint(model, tokenizer, out: Path, log_entry: dict[str, Any]) -> None:
     tmp = out.with_name(f".{out.name}.tmp")
     if tmp.exists():
@@ -98,6 +133,7 @@ def _save_checkpoint(model, tokenizer, out: Path, log_entry: dict[str, Any]) -> 
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
     atomic_write_json(log_entry, tmp / "training_log.json")
+    restrict_tree(tmp)  # owner-only like the run directory: 0700 folder, 0600 files
     if out.exists():
         shutil.rmtree(out)
     tmp.rename(out)
@@ -117,13 +153,15 @@ def train(corpus: Corpus, base: str | Path, run_dir: str | Path, strategy: str |
 
     cfg = config or TrainConfig()
     strat = get_strategy(strategy) if isinstance(strategy, str) else strategy
-    run = Path(run_dir)
-    run.mkdir(parents=True, exist_ok=True)
+    run = make_private_dir(run_dir)
     run.chmod(0o700)
     fingerprint = corpus_fingerprint(corpus)
     meta_path = run / "run.json"
     if meta_path.is_file():
-        old = json.loads(meta_path.read_text())
+        try:
+            old = json.loads(meta_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:  # written atomically by the toolkit: this file was edited or damaged
+            raise ToolkitError(f"{meta_path}: unreadable ({exc}); use a new run directory") from exc
         if old.get("strategy") != strat.name or old.get("corpus") != fingerprint:
             raise ToolkitError(f"{run} holds a run of strategy {old.get('strategy')!r} on another corpus or strategy; "
                                f"use a new run directory")
@@ -144,6 +182,9 @@ def train(corpus: Corpus, base: str | Path, run_dir: str | Path, strategy: str |
     t0 = time.perf_counter()
     if strat.dp:
         from .strategies.dp import train_dp
+
+        if cfg.checkpoints_per_epoch:
+            raise ToolkitError("checkpoints_per_epoch (step checkpoints) is not available with DP-SGD strategies")
 
         stats = train_dp(model, tokenizer, examples, strat, cfg, run, progress=progress)
     else:
@@ -189,6 +230,23 @@ def _train_hf(model, tokenizer, examples: list[dict], strat: Strategy, cfg: Trai
     state_dir = run / "trainer"
     wanted = set(cfg.epochs)
     history: list[dict[str, Any]] = []
+    record = cfg.checkpoints_per_epoch > 0
+    consumed: set[int] = set()  # indices of the examples of every batch consumed so far (step checkpoints only)
+    steps_per_epoch = math.ceil(len(examples) / cfg.batch_size)
+    step_index = checkpoint_steps(len(examples), cfg.batch_size, max(cfg.epochs), cfg.checkpoints_per_epoch) \
+        if record else {}
+
+    if record:
+        class IndexedDataset(ListDataset):
+            def __getitem__(self, i: int) -> dict:
+                return {**examples[i], "example_index": i}
+
+        dataset = IndexedDataset()
+    else:
+        dataset = ListDataset()
+
+    def consumed_log() -> dict[str, Any]:
+        return {"consumed_examples": sorted(consumed), "n_examples": len(examples)} if record else {}
 
     class EpochCheckpoints(TrainerCallback):
         """Save the full state and export ``epoch-N`` at the configured epochs only."""
@@ -204,12 +262,28 @@ def _train_hf(model, tokenizer, examples: list[dict], strat: Strategy, cfg: Trai
 
         def on_save(self, args, state, control, model=None, **kw):
             epoch = round(state.epoch)
+            if record:  # the consumed examples travel with the full state, for resume
+                ckpt = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+                if ckpt.is_dir():
+                    atomic_write_json(consumed_log(), ckpt / "consumed_examples.json")
             if epoch in wanted:
                 _save_checkpoint(model, tokenizer, run / f"epoch-{epoch}",
                                  {"strategy": strat.name, "epoch": epoch, "global_step": state.global_step,
-                                  "log_history": history + [h for h in state.log_history if h not in history]})
+                                  "log_history": history + [h for h in state.log_history if h not in history],
+                                  **consumed_log()})
 
-    steps_per_epoch = math.ceil(len(examples) / cfg.batch_size)
+    class StepCheckpoints(TrainerCallback):
+        """Export ``step-S`` (weights + consumed examples) every ``1/checkpoints_per_epoch`` of an epoch."""
+
+        def on_step_end(self, args, state, control, model=None, **kw):
+            if state.global_step in step_index:
+                _save_checkpoint(model, tokenizer, run / f"step-{state.global_step}",
+                                 {"strategy": strat.name, "checkpoint": step_index[state.global_step],
+                                  "global_step": state.global_step,
+                                  "epoch": round(state.global_step / steps_per_epoch, 6),
+                                  "checkpoints_per_epoch": cfg.checkpoints_per_epoch,
+                                  "log_history": list(history), **consumed_log()})
+
     args = TrainingArguments(
         output_dir=str(state_dir), num_train_epochs=max(cfg.epochs), per_device_train_batch_size=cfg.batch_size,
         learning_rate=cfg.learning_rate, lr_scheduler_type=cfg.lr_schedule if cfg.lr_schedule == "linear"
@@ -218,16 +292,61 @@ def _train_hf(model, tokenizer, examples: list[dict], strat: Strategy, cfg: Trai
         seed=cfg.seed, data_seed=cfg.seed, remove_unused_columns=False, disable_tqdm=not progress, use_cpu=not
         torch.cuda.is_available(), dataloader_num_workers=0, log_level="error")
     trainer_cls = SparseHeadTrainer if (strat.kind == "mlm" and cfg.sparse_mlm_head) else Trainer
-    trainer = trainer_cls(model=model, args=args, train_dataset=ListDataset(),
-                      data_collator=make_collator(tokenizer, strat, cfg), callbacks=[EpochCheckpoints(), *callbacks])
+    collator = make_collator(tokenizer, strat, cfg)
+    extra_callbacks = []
+    if record:
+        trainer_cls = _recording_trainer(trainer_cls, consumed)
+        collator = _IndexedCollator(collator)
+        extra_callbacks.append(StepCheckpoints())
+    trainer = trainer_cls(model=model, args=args, train_dataset=dataset, data_collator=collator,
+                          callbacks=[EpochCheckpoints(), *extra_callbacks, *callbacks])
     resume = _last_state(state_dir)
+    if resume is not None:
+        _export_missing_epoch(resume, model, tokenizer, run, strat, wanted)
     if resume is not None and round(json.loads((resume / "trainer_state.json").read_text())["epoch"]) >= max(wanted):
         return {"resumed_from": str(resume), "steps": None}
+    if resume is not None and record:
+        saved = resume / "consumed_examples.json"
+        if not saved.is_file():
+            raise ToolkitError(f"{resume} has no consumed_examples.json (the run was interrupted while saving); "
+                               f"delete {state_dir} to restart the run from scratch")
+        consumed.update(json.loads(saved.read_text())["consumed_examples"])
     out = trainer.train(resume_from_checkpoint=str(resume) if resume else None)
     tokens = int(sum(len(e["input_ids"]) for e in examples)) * max(cfg.epochs)
     return {"resumed_from": str(resume) if resume else None, "steps": out.global_step,
             "train_seconds": round(out.metrics.get("train_runtime", 0.0), 1),
             "tokens_per_second": round(tokens / max(out.metrics.get("train_runtime", 1e-9), 1e-9), 1)}
+
+
+class _IndexedCollator:
+    """Wraps a collator: takes each feature's ``example_index`` out before collating and returns the batch's
+    indices as the tensor ``batch["example_index"]`` (read and removed by :func:`_recording_trainer`)."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def __call__(self, features):
+        import torch
+
+        features = [dict(f) for f in features]
+        idx = [int(f.pop("example_index")) for f in features]
+        batch = self.inner(features)
+        batch["example_index"] = torch.tensor(idx, dtype=torch.long)
+        return batch
+
+
+def _recording_trainer(base_cls, consumed: set[int]):
+    """A subclass of ``base_cls`` whose ``training_step`` adds the batch's example indices to ``consumed`` (the
+    batch actually trained on: the dataloader prefetches, so collation time would be one batch early)."""
+
+    class RecordingTrainer(base_cls):
+        def training_step(self, model, inputs, num_items_in_batch=None):
+            idx = inputs.pop("example_index", None)
+            if idx is not None:
+                consumed.update(int(i) for i in idx.tolist())
+            return super().training_step(model, inputs, num_items_in_batch)
+
+    return RecordingTrainer
 
 
 def _sparse_head_trainer():
@@ -267,8 +386,36 @@ def __getattr__(name: str):
 
 
 def _last_state(state_dir: Path) -> Path | None:
-    cands = [p for p in state_dir.glob("checkpoint-*") if (p / "trainer_state.json").is_file()]
+    """The newest complete full-state checkpoint. The Trainer writes ``trainer_state.json`` last and not atomically,
+    so a run killed while saving leaves a folder without it, or with a truncated one: such a folder is skipped (the
+    previous checkpoint is only deleted after the new one is complete)."""
+    def complete(p: Path) -> bool:
+        try:
+            json.loads((p / "trainer_state.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return False
+        return p.name.split("-")[-1].isdigit()
+
+    cands = [p for p in state_dir.glob("checkpoint-*") if complete(p)]
     return max(cands, key=lambda p: int(p.name.split("-")[1])) if cands else None
+
+
+def _export_missing_epoch(resume: Path, model, tokenizer, run: Path, strat: Strategy, wanted: set[int]) -> None:
+    """Re-export ``epoch-N`` from the full-state checkpoint when a kill fell between the two saves of epoch N.
+
+    The Trainer saves its checkpoint first and the ``epoch-N`` export follows in ``on_save``; a run killed between
+    them would resume after epoch N and never write ``epoch-N``. Its weights are the checkpoint's weights.
+    """
+    state = json.loads((resume / "trainer_state.json").read_text(encoding="utf-8"))
+    epoch = round(state.get("epoch") or 0)
+    if epoch not in wanted or any(e == epoch for e, _ in checkpoint_dirs(run)):
+        return
+    if not (resume / "config.json").is_file():
+        return
+    saved = type(model).from_pretrained(resume)  # the weights exactly as the Trainer will restore them
+    _save_checkpoint(saved, tokenizer, run / f"epoch-{epoch}",
+                     {"strategy": strat.name, "epoch": epoch, "global_step": state.get("global_step"),
+                      "log_history": state.get("log_history", []), "exported_from": resume.name})
 
 
 def build_base(corpus: Corpus, out_dir: str | Path, kind: str, *, tiny=None, config: TrainConfig | None = None,

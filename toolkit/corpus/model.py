@@ -10,11 +10,16 @@ non-empty strings. Readers pass ``source`` (file, line/record) so that a problem
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import CorpusError
+
+#: UTF-16 surrogate code points: a Python string can hold them (e.g. from an unpaired ``\ud800`` JSON escape), but they
+#: are not Unicode scalar values, cannot be encoded as UTF-8 and make Arrow, Parquet and tokenizers fail later.
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +76,8 @@ def make_document(doc_id: Any, person_id: Any, text: Any, spans: Iterable[Any] |
 
     ``spans`` may hold :class:`Span` objects, ``{"start", "end", "label"}`` mappings or ``(start, end, label)`` tuples.
     Spans are sorted by start; overlapping spans, spans outside ``[0, len(text)]``, empty spans and non-integer
-    offsets are errors (never silently dropped).
+    offsets are errors (never silently dropped). A lone surrogate code point in ``text``, an id, ``split`` or a span
+    label is an error too: it is not Unicode text and would only fail later, inside Arrow or a tokenizer.
     """
 
     def fail(msg: str) -> CorpusError:
@@ -86,6 +92,11 @@ def make_document(doc_id: Any, person_id: Any, text: Any, spans: Iterable[Any] |
         raise fail("missing field 'text'")
     if not isinstance(text, str):
         raise fail(f"field 'text' must be a string, got {type(text).__name__}")
+    for name, value in (("doc_id", doc_id), ("person_id", person_id), ("text", text), ("split", split)):
+        bad = _SURROGATE.search(value) if isinstance(value, str) else None
+        if bad is not None:
+            raise fail(f"field {name!r} holds a lone surrogate U+{ord(bad.group()):04X} at character {bad.start()}: "
+                       "not valid Unicode text (in JSON, an unpaired \\uD800-\\uDFFF escape); fix the export")
     if split is not None and not isinstance(split, str):
         raise fail(f"field 'split' must be a string, got {type(split).__name__}")
     if labels is None:
@@ -108,8 +119,8 @@ def make_document(doc_id: Any, person_id: Any, text: Any, spans: Iterable[Any] |
             raise fail(f"span #{i} must be an object with start, end, label; got {s!r:.80}")
         if isinstance(start, bool) or isinstance(end, bool) or not isinstance(start, int) or not isinstance(end, int):
             raise fail(f"span #{i} offsets must be integers, got start={start!r}, end={end!r}")
-        if not isinstance(label, str) or not label.strip():
-            raise fail(f"span #{i} label must be a non-empty string, got {label!r}")
+        if not isinstance(label, str) or not label.strip() or _SURROGATE.search(label):
+            raise fail(f"span #{i} label must be a non-empty string of valid Unicode, got {label!r}")
         if not 0 <= start < end <= len(text):
             raise fail(f"span #{i} [{start}, {end}) {label} lies outside the text (length {len(text)}) or is empty")
         parsed.append(Span(start, end, label))

@@ -25,6 +25,7 @@ unfolded (see :func:`read_mbox`).
 
 from __future__ import annotations
 
+import bisect
 import codecs
 import contextlib
 import csv
@@ -221,12 +222,17 @@ def _resolve_overlaps(cands: list[tuple[int, int, str, str]], *, strict: bool, p
     ``(start, end, label)`` sorted by start and the number dropped. With ``strict=True`` the first overlap raises.
     """
     order = sorted(cands, key=lambda c: (-(c[1] - c[0]), c[0], c[1], c[2], c[3]))
+    # kept spans sorted by start (non-overlapping, so sorted by end too): only the two neighbours can clash
     kept: list[tuple[int, int, str, str]] = []
+    starts: list[int] = []
     dropped = 0
     for c in order:
-        clash = next((k for k in kept if c[0] < k[1] and k[0] < c[1]), None)
+        i = bisect.bisect_right(starts, c[0])
+        clash = kept[i - 1] if i > 0 and kept[i - 1][1] > c[0] else \
+            kept[i] if i < len(kept) and kept[i][0] < c[1] else None
         if clash is None:
-            kept.append(c)
+            kept.insert(i, c)
+            starts.insert(i, c[0])
             continue
         if strict:
             raise CorpusError(f"overlapping mentions {clash[3]} [{clash[0]}, {clash[1]}) {clash[2]} and {c[3]} "
@@ -304,8 +310,10 @@ def _parse_json_line(line: str, path: Path, lineno: int) -> dict[str, Any]:
         obj = json.loads(line, object_pairs_hook=_json_object_no_duplicates)
     except json.JSONDecodeError as e:
         raise CorpusError(f"invalid JSON: {e.msg} (column {e.colno})", path, line=lineno) from e
-    except ValueError as e:  # duplicate key
+    except ValueError as e:  # duplicate key, or an integer with more digits than Python converts
         raise CorpusError(str(e), path, line=lineno) from e
+    except RecursionError as e:  # "[[[[..." nested deeper than the parser's recursion limit
+        raise CorpusError("invalid JSON: nested too deeply", path, line=lineno) from e
     if not isinstance(obj, dict):
         raise CorpusError(f"expected a JSON object with fields {', '.join(_JSONL_FIELDS)}; got a "
                           f"{type(obj).__name__}", path, line=lineno)
@@ -500,6 +508,9 @@ def _csv_document(row: list[str], header: list[str], columns: dict[str, Any], pa
             spans = json.loads(row[columns["spans"]])
         except json.JSONDecodeError as e:
             raise fail(f"column {header[columns['spans']]!r} is not valid JSON: {e.msg} (column {e.colno})") from e
+        except (ValueError, RecursionError) as e:  # an over-long integer; nesting beyond the recursion limit
+            raise fail(f"column {header[columns['spans']]!r} is not valid JSON: "
+                       f"{'nested too deeply' if isinstance(e, RecursionError) else e}") from e
         if not isinstance(spans, list):
             raise fail(f"column {header[columns['spans']]!r} must hold a JSON list, got {type(spans).__name__}")
     labels = {name: row[i] for name, i in columns["labels"].items()}
@@ -754,6 +765,9 @@ def _load_json(path: Path) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as e:
         raise CorpusError(f"invalid JSON: {e.msg} (column {e.colno})", path, line=e.lineno) from e
+    except (ValueError, RecursionError) as e:  # an over-long integer; nesting beyond the recursion limit
+        raise CorpusError(f"invalid JSON: {'nested too deeply' if isinstance(e, RecursionError) else e}",
+                          path) from e
 
 
 def _tab_document(item: Any, i: int, path: Path, *, annotator: str | None, wanted: set[str],
@@ -826,6 +840,9 @@ def _tab_span(m: Any, k: int, text: str, path: Path, record: str,
     if missing:
         raise CorpusError(f"missing field(s) {', '.join(map(repr, missing))}", path, record=where)
     start, end, etype, itype = m["start_offset"], m["end_offset"], m["entity_type"], m["identifier_type"]
+    if not isinstance(itype, str) or not isinstance(etype, str):
+        raise CorpusError(f"entity_type and identifier_type must be strings, got entity_type={etype!r:.40}, "
+                          f"identifier_type={itype!r:.40}", path, record=where)
     if itype not in wanted:
         return None
     if isinstance(start, bool) or isinstance(end, bool) or not isinstance(start, int) or not isinstance(end, int):
@@ -1069,8 +1086,9 @@ def read_txt_folder(path: PathLike, *, person_rule: PersonRule = "stem", pattern
     Raises
     ------
     CorpusError
-        Naming the file: bytes invalid in ``encoding`` (with line and byte offset), a regex that does not match
-        (or has no group), no matching files, a duplicate ``doc_id`` (``a.txt`` and ``a.TXT``).
+        Naming the file: bytes invalid in ``encoding`` (with line and byte offset), a file name that is not UTF-8,
+        a regex that does not match (or has no group), no matching files, a duplicate ``doc_id`` (``a.txt`` and
+        ``a.TXT``).
     """
     p = _existing(path)
     root, files = (p.parent, [p]) if p.is_file() else (p, sorted(f for f in p.glob(pattern) if f.is_file()))
@@ -1082,6 +1100,11 @@ def read_txt_folder(path: PathLike, *, person_rule: PersonRule = "stem", pattern
     hint = f"pass encoding= if the files are not {encoding}"
     for f in files:
         rel = f.relative_to(root).as_posix()
+        try:
+            rel.encode("utf-8")
+        except UnicodeEncodeError as e:  # os.fsdecode keeps undecodable name bytes as lone surrogates
+            raise CorpusError("the file name is not valid UTF-8; rename the file (doc_id and person_id are taken "
+                              "from it)", f) from e
         text = _decode(_read_bytes(f), f, encoding, hint=hint)
         person = rule(rel, file=f)
         doc_id = str(PurePosixPath(rel).with_suffix(""))

@@ -229,16 +229,46 @@ class IdentifierAnalysis:
         n_indirect, n_indirect_unigrams, n_indirect_occurrences, n_protected. ``positions``: see :meth:`positions`.
         Each file is written to a temporary name and renamed, so an interrupted run never leaves a half file.
         """
-        from ..io import atomic_write_json, atomic_write_parquet
+        from ..io import atomic_write_json, atomic_write_parquet, make_private_dir
 
-        out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
+        out = make_private_dir(out_dir)  # a new folder is owner-only (0700), its files 0600
         atomic_write_parquet(self.terms, out / "terms.parquet")
         atomic_write_parquet(self.individuals, out / "individuals.parquet")
         atomic_write_parquet(self.positions(), out / "positions.parquet")
         atomic_write_parquet(self.span_table(), out / "spans.parquet")
         atomic_write_json(self.summary, out / "summary.json")
         return out
+
+
+def check_spans(spans: Any, docs: list, *, source: str = "spans") -> list[list[Span]]:
+    """Check detector spans before they are used: one list per document, each entry a :class:`Span` with integer
+    offsets inside the document's text (``0 <= start < end <= len(text)``), a string label, no two overlapping.
+
+    :func:`mark_direct` relies on this (it looks up, for each word, the last span starting before the word's end);
+    overlapping or out-of-range spans would silently mark the wrong words. Returns the lists sorted by start.
+    """
+    if not isinstance(spans, (list, tuple)) or len(spans) != len(docs):
+        n = len(spans) if isinstance(spans, (list, tuple)) else type(spans).__name__
+        raise ToolkitError(f"{source}: expected one list of spans per document ({len(docs)}), got {n}")
+    out: list[list[Span]] = []
+    for d, per_doc in zip(docs, spans):
+        try:
+            items = sorted(per_doc, key=lambda sp: (sp.start, sp.end))
+        except (TypeError, AttributeError) as exc:
+            raise ToolkitError(f"{source}: document {d.doc_id!r}: spans must be toolkit.corpus.Span objects "
+                               f"({exc})") from exc
+        for i, sp in enumerate(items):
+            ok = (isinstance(sp, Span) and isinstance(sp.label, str) and all(
+                isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in (sp.start, sp.end)))
+            if not ok or not 0 <= sp.start < sp.end <= len(d.text):
+                raise ToolkitError(f"{source}: document {d.doc_id!r}: span [{sp.start!r}, {sp.end!r}) is not a Span "
+                                   f"with integer offsets inside the text (length {len(d.text)}) or is empty")
+            if i and items[i - 1].end > sp.start:
+                a = items[i - 1]
+                raise ToolkitError(f"{source}: document {d.doc_id!r}: spans [{a.start}, {a.end}) and "
+                                   f"[{sp.start}, {sp.end}) overlap; detectors must return non-overlapping spans")
+        out.append(items)
+    return out
 
 
 def analyze(corpus: Corpus, config: IdentifierConfig | None = None, *, spans: list[list[Span]] | None = None,
@@ -253,6 +283,8 @@ def analyze(corpus: Corpus, config: IdentifierConfig | None = None, *, spans: li
         An :class:`IdentifierConfig`; keyword ``overrides`` (``k=3``, ``detector="oracle"`` ...) replace its fields.
     spans:
         Precomputed detector spans per document (skips detection; e.g. to compare k/n without re-running NER).
+        Checked like a detector's output: :class:`~toolkit.corpus.Span` objects inside the text, non-overlapping
+        (:func:`check_spans`); anything else is a :class:`ToolkitError` naming the document.
     progress:
         Show ``tqdm`` progress bars.
     """
@@ -266,9 +298,12 @@ def analyze(corpus: Corpus, config: IdentifierConfig | None = None, *, spans: li
 
     t0 = time.perf_counter()
     if spans is None:
-        spans = cfg.make_detector().detect(docs, progress=progress)
-    elif len(spans) != len(docs):
-        raise ToolkitError(f"spans given for {len(spans)} documents, corpus has {len(docs)}")
+        detector = cfg.make_detector()
+        spans = detector.detect(docs, progress=progress)
+        if not isinstance(cfg.detector, str):  # a user's Detector object: hold it to the same contract
+            spans = check_spans(spans, docs, source=f"detector {detector!r}")
+    else:
+        spans = check_spans(spans, docs, source="spans=")
     timings["detect_s"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
@@ -386,13 +421,13 @@ def load_identifiers(directory: str | Path) -> dict[str, Any]:
     """
     d = Path(directory)
     out: dict[str, Any] = {}
-    for name in ("terms", "individuals", "positions", "spans"):
-        p = d / f"{name}.parquet"
+    for name in ("terms", "individuals", "positions", "spans", "summary"):
+        p = d / (f"{name}.parquet" if name != "summary" else "summary.json")
         if not p.is_file():
             raise ToolkitError(f"{p}: missing (expected the output of `python -m toolkit identifiers`)")
-        out[name] = pd.read_parquet(p)
-    p = d / "summary.json"
-    if not p.is_file():
-        raise ToolkitError(f"{p}: missing (expected the output of `python -m toolkit identifiers`)")
-    out["summary"] = json.loads(p.read_text(encoding="utf-8"))
+        try:
+            out[name] = pd.read_parquet(p) if name != "summary" else json.loads(p.read_text(encoding="utf-8"))
+        except (OSError, ValueError, UnicodeDecodeError) as exc:  # pyarrow's ArrowInvalid is a ValueError
+            raise ToolkitError(f"{p}: unreadable or corrupt ({type(exc).__name__}: {str(exc)[:200]}); re-run "
+                               "`python -m toolkit identifiers`") from exc
     return out
