@@ -142,3 +142,16 @@ def test_sparse_head_loss_equals_full_model_loss(data):
         sparse = trainer.compute_loss(model, dict(batch))
         full = model(**batch).loss
     assert torch.allclose(sparse, full, atol=1e-5)
+
+
+def test_same_config_tolerates_fields_added_later():
+    from dataclasses import asdict
+
+    from toolkit.training import TrainConfig, _same_config
+
+    cfg = TrainConfig(epochs=[2, 4])
+    saved = asdict(cfg)
+    saved.pop("checkpoints_per_epoch")  # a run saved before the field existed
+    assert _same_config(saved, cfg)
+    assert not _same_config(saved, TrainConfig(epochs=[2, 4], checkpoints_per_epoch=10))
+    assert not _same_config({**saved, "learning_rate": 1.0}, cfg)

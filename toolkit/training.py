@@ -166,7 +166,7 @@ def train(corpus: Corpus, base: str | Path, run_dir: str | Path, strategy: str |
             raise ToolkitError(f"{run} holds a run of strategy {old.get('strategy')!r} on another corpus or strategy; "
                                f"use a new run directory")
         done = {e for e, _ in checkpoint_dirs(run)}
-        if old.get("status") == "done" and old.get("config") == asdict(cfg) and set(cfg.epochs) <= done:
+        if old.get("status") == "done" and _same_config(old.get("config") or {}, cfg) and set(cfg.epochs) <= done:
             return checkpoint_dirs(run)  # finished earlier with the same settings: nothing to do
     if model is None:
         model, tokenizer = load_model(base, kind=strat.kind)
@@ -189,9 +189,21 @@ def train(corpus: Corpus, base: str | Path, run_dir: str | Path, strategy: str |
         stats = train_dp(model, tokenizer, examples, strat, cfg, run, progress=progress)
     else:
         stats = _train_hf(model, tokenizer, examples, strat, cfg, run, progress=progress, callbacks=callbacks)
-    meta.update(status="done", seconds=round(time.perf_counter() - t0, 1), **stats)
+    if stats.get("steps") is None and meta_path.is_file():  # nothing left to train: keep the first run's figures
+        earlier = json.loads(meta_path.read_text(encoding="utf-8"))
+        stats = {**stats, **{k: earlier[k] for k in ("seconds", "train_seconds", "tokens_per_second", "steps")
+                              if earlier.get(k) is not None}}
+    meta.update({"status": "done", "seconds": round(time.perf_counter() - t0, 1), **stats})
     atomic_write_json(meta, meta_path)
     return checkpoint_dirs(run)
+
+
+def _same_config(saved: dict[str, Any], cfg: TrainConfig) -> bool:
+    """A saved run's config equals ``cfg``; a field added to ``TrainConfig`` after the run was saved counts as equal
+    when ``cfg`` keeps its default (so upgrading the toolkit does not retrain finished runs)."""
+    current, default = asdict(cfg), asdict(TrainConfig())
+    return all(current.get(k) == v for k, v in saved.items()) and \
+        all(current[k] == default[k] for k in current.keys() - saved.keys())
 
 
 def _model_max_length(model) -> int:
