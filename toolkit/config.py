@@ -13,6 +13,7 @@ from typing import Any
 import yaml
 
 from .corpus.errors import ToolkitError
+from .extraction.config import EmailProfile
 from .models import TinyModelConfig
 from .training import TrainConfig
 
@@ -25,6 +26,7 @@ class Profile:
     base: dict[str, TinyModelConfig | str]  # kind -> architecture to build from scratch, or a model id / path
     pretrain: dict[str, TrainConfig]
     finetune: dict[str, TrainConfig]
+    email: "EmailProfile | None" = None  # e-mail extraction experiment (paper 002), ``toolkit.extraction.config``
 
 
 def _typed(cls, data: Any, where: str):
@@ -51,11 +53,13 @@ def load_profile(name_or_path: str | Path) -> Profile:
         raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except yaml.YAMLError as exc:
         raise ToolkitError(f"{path}: invalid YAML ({exc})") from exc
-    unknown = sorted(set(raw) - {"name", "base", "pretrain", "finetune"})
+    unknown = sorted(set(raw) - {"name", "base", "pretrain", "finetune", "email"})
     if unknown:
         raise ToolkitError(f"{path}: unknown key(s) {unknown}")
     base = {k: v if isinstance(v, str) else _typed(TinyModelConfig, v, f"{path}: base.{k}")
             for k, v in (raw.get("base") or {}).items()}
     pretrain = {k: _typed(TrainConfig, v, f"{path}: pretrain.{k}") for k, v in (raw.get("pretrain") or {}).items()}
     finetune = {k: _typed(TrainConfig, v, f"{path}: finetune.{k}") for k, v in (raw.get("finetune") or {}).items()}
-    return Profile(name=str(raw.get("name", path.stem)), base=base, pretrain=pretrain, finetune=finetune)
+    email = EmailProfile.from_dict(raw["email"], f"{path}: email") if raw.get("email") is not None else None
+    return Profile(name=str(raw.get("name", path.stem)), base=base, pretrain=pretrain, finetune=finetune,
+                   email=email)

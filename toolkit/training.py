@@ -30,6 +30,7 @@ import logging
 import math
 import shutil
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -59,7 +60,9 @@ class TrainConfig:
     ``epochs`` are the checkpoint epochs (``[4, 8, 16, 32]`` in the papers); training runs to the largest.
     ``checkpoints_per_epoch`` = k > 0 adds step checkpoints every ``1/k`` of an epoch's optimizer steps with the
     examples consumed so far (``RUN_DIR/step-S``, see the module docstring; paper 002: k = 10); 0 (default) keeps
-    the epoch checkpoints only. Not available with DP-SGD.
+    the epoch checkpoints only. Not available with DP-SGD. ``group_by_length`` draws batches of chunks of similar
+    length (Hugging Face's ``LengthGroupedSampler``: random mega-batches of 50 batches, sorted inside), so less
+    compute goes to padding; every example is still seen once per epoch.
     """
 
     epochs: list[int] = field(default_factory=lambda: [4, 8, 16, 32])
@@ -73,6 +76,7 @@ class TrainConfig:
     sparse_mlm_head: bool = True  # apply the MLM head only at target positions (same loss, less compute)
     seed: int = 0
     checkpoints_per_epoch: int = 0  # k > 0: also export RUN_DIR/step-S every 1/k epoch with the consumed examples
+    group_by_length: bool = False  # batches of similar lengths (HF LengthGroupedSampler): less padding, same data
     dp: DPConfig = field(default_factory=DPConfig)
 
     def __post_init__(self) -> None:
@@ -108,6 +112,20 @@ def checkpoint_dirs(run_dir: str | Path) -> list[tuple[int, Path]]:
     return sorted(out)
 
 
+@contextmanager
+def quiet_hf_progress():
+    """Hide the Hugging Face loading / saving progress bars inside the block (restored afterwards)."""
+    from transformers.utils import logging as hf_logging
+
+    was = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was:
+            hf_logging.enable_progress_bar()
+
+
 def step_checkpoint_dirs(run_dir: str | Path) -> list[tuple[int, Path]]:
     """``(global step, path)`` of the finished ``step-S`` checkpoints of a run (``checkpoints_per_epoch > 0``)."""
     out = []
@@ -130,7 +148,8 @@ def _save_checkpoint(model, tokenizer, out: Path, log_entry: dict[str, Any]) -> 
     tmp = out.with_name(f".{out.name}.tmp")
     if tmp.exists():
         shutil.rmtree(tmp)
-    model.save_pretrained(tmp)
+    with quiet_hf_progress():  # no "Writing model shards" bar for every checkpoint
+        model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
     atomic_write_json(log_entry, tmp / "training_log.json")
     restrict_tree(tmp)  # owner-only like the run directory: 0700 folder, 0600 files
@@ -301,6 +320,7 @@ def _train_hf(model, tokenizer, examples: list[dict], strat: Strategy, cfg: Trai
         learning_rate=cfg.learning_rate, lr_scheduler_type=cfg.lr_schedule if cfg.lr_schedule == "linear"
         else "constant_with_warmup", warmup_steps=cfg.warmup_steps, weight_decay=cfg.weight_decay,
         save_strategy="no", save_total_limit=1, save_only_model=False, logging_steps=max(1, steps_per_epoch), report_to="none",
+        train_sampling_strategy="group_by_length" if cfg.group_by_length else "random",
         seed=cfg.seed, data_seed=cfg.seed, remove_unused_columns=False, disable_tqdm=not progress, use_cpu=not
         torch.cuda.is_available(), dataloader_num_workers=0, log_level="error")
     trainer_cls = SparseHeadTrainer if (strat.kind == "mlm" and cfg.sparse_mlm_head) else Trainer
