@@ -49,7 +49,7 @@ review: $(STAMP)
 clean:
 	rm -rf outputs .pytest_cache
 
-# the workshop experiment from the command line: a tiny GPT-2, clm vs ppclm on 30 patients, then the HTML report
+# the workshop experiment from the command line: a tiny GPT-2, clm vs ppclm on 24 patients, then the HTML report
 quickstart: $(STAMP)
 	$(PY) -m toolkit run configs/quickstart.yaml --out runs/quickstart
 	$(PY) -m toolkit report runs/quickstart --out runs/quickstart/report.html

@@ -1,0 +1,172 @@
+# ---
+# jupyter:
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 06 — Results side by side, and the audit report
+#
+# The earlier notebooks each leave a finished run on disk (`../outputs/work/…`): the masked-LM strategies (02), the
+# causal-LM strategies (03), the e-mail extraction experiment (04) and the vocabulary scrubbing (05), and the quick
+# start (00). Nothing is trained or probed here: this notebook **reads** those runs, draws them next to each other
+# (membership-inference ROC, privacy–utility trade-offs, MaxTER/AURC) with widgets to pick runs, strategies and
+# checkpoints, and writes the **audit report**: one self-contained HTML file a privacy office can open offline
+# (`python -m toolkit report RUN_DIR … --out report.html` does the same from the command line).
+#
+# A run that has not been made yet is skipped with a message: run its notebook (or `python -m toolkit run
+# configs/….yaml`) and come back.
+
+# %% tags=["parameters"]
+run_dirs = {
+    "00 quick start": "../outputs/work/00_quickstart",
+    "02 masked LM": "../outputs/work/02_masked_lm",
+    "03 causal LM": "../outputs/work/03_causal_lm",
+    "04 e-mail extraction": "../outputs/work/04_email_extraction",
+    "05 vocabulary scrubbing": "../outputs/work/05_vocabulary_scrubbing",
+}  # label -> run directory (a `python -m toolkit run` output or a notebook work directory)
+report_path = "../outputs/report.html"
+show_identifiers = False  # True prints leaked identifiers in clear: the report is then personal data
+
+# %%
+from pathlib import Path
+
+import ipywidgets as widgets
+import pandas as pd
+from IPython.display import HTML, Markdown, display
+
+from toolkit import plots
+from toolkit.corpus.errors import ToolkitError
+from toolkit.report import build_report, collect_run, run_findings
+from toolkit.report.figures import (aurc_by_group, extraction_figure, last_checkpoints, maxter_figure,
+                                    results_frame, roc_reports)
+
+plots.setup_notebook()
+
+# %% [markdown]
+# ## 1. Which runs are there?
+
+# %%
+runs, status = [], {}
+for label, path in run_dirs.items():
+    if not Path(path).is_dir():
+        status[label] = "missing: skipped (run its notebook first)"
+        continue
+    try:
+        runs.append(collect_run(path, label))
+        status[label] = "found"
+    except ToolkitError as exc:
+        status[label] = f"skipped: {exc}"
+display(pd.Series(status, name="status").to_frame())
+if not runs:
+    display(Markdown("**No finished run found.** Run notebooks 00–05 (or `make demo`) first; the sections below "
+                     "stay empty."))
+
+# %% [markdown]
+# ## 2. Every strategy at its last checkpoint
+# Privacy = share of identifier types the model never predicts when every word of its training notes is probed;
+# utility = accuracy on ordinary words; `mia_auc` = how well the count-based attack separates members from
+# non-members (0.5 = chance). Epoch 0 is the base model before fine-tuning.
+
+# %%
+summary = last_checkpoints(runs)
+summary.round(3) if len(summary) else Markdown("_No audited checkpoint in the runs found._")
+
+# %% [markdown]
+# ## 3. Privacy–utility trade-offs
+# One line per strategy (and run), a point per checkpoint. The runs use different models and probes (fill-mask for
+# a masked LM, next word for a causal LM), so compare strategies *within* a run; across runs compare directions.
+
+# %%
+points = results_frame(runs)
+points = points[points["strategy"] != "base"] if len(points) else points
+if len(points):
+    points = points.assign(strategy=points["run"] + ": " + points["strategy"])
+    plots.privacy_utility(points).show()
+else:
+    display(Markdown("_No trade-off to draw._"))
+
+# %% [markdown]
+# ## 4. Membership inference — pick a run, strategies and a checkpoint
+# The widgets redraw the ROC (log-log axes, dashed chance line) and the TPR at fixed FPR. Headless (papermill,
+# `make demo`) the first run's last checkpoints are drawn below the widgets.
+
+# %%
+audited = [r for r in runs if r.has_audits]
+
+
+def show_roc(run_label, strategies, epoch):
+    run = next(r for r in audited if r.label == run_label)
+    reports = roc_reports(run, list(strategies) or None, epoch)
+    if not reports:
+        print("no audit at this checkpoint for the chosen strategies")
+        return
+    plots.roc_curves(reports).show()
+    display(plots.tpr_table(reports, with_ci=True))
+
+
+if audited:
+    first = audited[0]
+    run_w = widgets.Dropdown(options=[r.label for r in audited], description="run")
+    strat_w = widgets.SelectMultiple(options=first.strategies, value=tuple(first.strategies),
+                                     description="strategies")
+    epoch_w = widgets.Dropdown(options=["last"] + sorted({e for s in first.strategies for e in first.epochs(s)}),
+                               description="checkpoint")
+
+    def _update_options(change):
+        run = next(r for r in audited if r.label == change["new"])
+        strat_w.options = run.strategies
+        strat_w.value = tuple(run.strategies)
+        epoch_w.options = ["last"] + sorted({e for s in run.strategies for e in run.epochs(s)})
+        epoch_w.value = "last"
+
+    run_w.observe(_update_options, names="value")
+    display(widgets.interactive(show_roc, run_label=run_w, strategies=strat_w, epoch=epoch_w))
+    show_roc(first.label, first.strategies, "last")  # static copy for the exported notebook
+else:
+    display(Markdown("_No membership-inference results in the runs found._"))
+
+# %% [markdown]
+# ## 5. E-mail extraction: TER per checkpoint, MaxTER and AURC (paper 002)
+# How many training addresses greedy continuations of training prompts write out (TER), and — for RMFT and
+# deduplication against the plain baseline — the largest TER drop reachable within a perplexity budget τ (MaxTER;
+# AURC is the area under it).
+
+# %%
+shown = False
+for run in runs:
+    if run.extraction is not None and len(run.extraction):
+        extraction_figure(run.extraction).update_layout(title=f"{run.label}: extraction rate per checkpoint").show()
+        shown = True
+    if run.maxter is not None and len(run.maxter):
+        fig = maxter_figure(run.maxter, aurc_by_group(run.aurc))
+        if fig is not None:
+            fig.update_layout(title=f"{run.label}: MaxTER").show()
+            shown = True
+if not shown:
+    display(Markdown("_No extraction results found (notebook 04 writes them)._"))
+
+# %% [markdown]
+# ## 6. What the runs show (computed from their numbers)
+
+# %%
+for run in runs:
+    findings = run_findings(run, results_frame([run]).drop(columns="run") if run.has_audits else None)
+    display(Markdown(f"**{run.label}**\n\n" + ("\n".join(f"- {f}" for f in findings) or "- no audit results")))
+
+# %% [markdown]
+# ## 7. The audit report
+# One HTML file with every section (corpus and identifier statistics, strategies, trade-offs, ROC and TPR@FPR,
+# regurgitation, extraction, vocabulary review and anonymity test, the manifests) and a plain-language reading of
+# what the figures show and do not show. Identifiers are hashed unless `show_identifiers`.
+
+# %%
+if runs:
+    out = build_report([r.path for r in runs], report_path, show_identifiers=show_identifiers,
+                       labels=[r.label for r in runs])
+    display(HTML(f"Report written: <a href='{out}' target='_blank'>{out}</a> "
+                 f"({out.stat().st_size / 1e6:.1f} MB, {len(runs)} run(s), opens offline)"))
+else:
+    display(Markdown("_No report written: no finished run._"))

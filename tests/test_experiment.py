@@ -1,0 +1,235 @@
+"""Experiment configs (validation errors name the file and the key) and `run` (cached steps, manifest)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from _experiment_fixtures import CORPUS, ROOT, TINY, tiny_run, write_config
+
+from toolkit.cli import main
+from toolkit.corpus.errors import ToolkitError
+from toolkit.experiment import (CONFIG_DIR, ExperimentConfig, load_experiment, parse_overrides, resolved_settings,
+                                run_experiment)
+
+# ---------------------------------------------------------------------------------------------------------------------
+# config validation
+
+
+def _cfg(**changes) -> dict:
+    """TINY with dotted-key changes (value None deletes the key)."""
+    data = copy.deepcopy(TINY)
+    for dotted, value in changes.items():
+        node = data
+        *parents, last = dotted.split("__")
+        for p in parents:
+            node = node.setdefault(p, {})
+        if value is None:
+            node.pop(last, None)
+        else:
+            node[last] = value
+    return data
+
+
+@pytest.mark.parametrize("changes, key, message", [
+    ({"training__strategies": ["clm", "ppclm_x"]}, "training.strategies[1]", "unknown strategy 'ppclm_x'"),
+    ({"training__strategies": ["ppmlm"]}, "training.strategies[0]", "ppmlm trains a mlm model but model.kind is clm"),
+    ({"training__strategies": []}, "training.strategies", "non-empty list"),
+    ({"training__epochs": [0, 2]}, "training.epochs", "positive integers"),
+    ({"training__epochs": "four"}, "training.epochs", "positive integers"),
+    ({"training__dp_epochs": [-1]}, "training.dp_epochs", "positive integers"),
+    ({"model__pretrain": {"epochs": []}}, "model.pretrain.epochs", "positive integers"),
+    ({"corpus__path": "no/such/notes.jsonl"}, "corpus.path", "does not exist"),
+    ({"corpus__n_individuals": 0}, "corpus.n_individuals", "integer >= 1"),
+    ({"corpus__nonmember_split": "train"}, "corpus.nonmember_split", "must differ"),
+    ({"colour": "blue"}, "", "unknown key(s) ['colour']"),
+    ({"audit__n_boostrap": 5}, "audit", "unknown key(s) ['n_boostrap']"),
+    ({"training__learning_rte": 0.1}, "training", "unknown key(s) ['learning_rte']"),
+    ({"model__architecture": {"hidden": 3}}, "model.architecture", "unknown key(s) ['hidden']"),
+    ({"model__kind": "seq2seq"}, "model.kind", "must be one of"),
+    ({"identifiers__k": 1}, "identifiers", "k must be an integer >= 2"),
+    ({"identifiers__detector": "magic"}, "identifiers", "magic"),
+    ({"profile": "gpu_cluster"}, "profile", "not found"),
+    ({"audit__checkpoints": "some"}, "audit.checkpoints", "'all' or 'last'"),
+    ({"training__seed": 3}, "training.seed", "top-level `seed`"),
+    ({"corpus": None}, "", "missing required key(s) ['corpus']"),
+])
+def test_config_errors_name_file_and_key(tmp_path, changes, key, message):
+    path = write_config(tmp_path / "bad.yaml", _cfg(**changes))
+    with pytest.raises(ToolkitError) as err:
+        load_experiment(path)
+    text = str(err.value)
+    assert text.startswith(str(path)), text
+    if key:
+        assert f": {key}:" in text, text
+    assert message in text, text
+
+
+def test_regurgitation_needs_a_causal_model(tmp_path):
+    data = _cfg(model__kind="mlm", training__strategies=["mlm"])
+    with pytest.raises(ToolkitError, match=r"audit\.regurgitation: free-running regurgitation needs a causal LM"):
+        load_experiment(write_config(tmp_path / "c.yaml", data))
+
+
+def test_duplicate_and_invalid_yaml(tmp_path):
+    p = tmp_path / "dup.yaml"
+    p.write_text("name: a\nseed: 1\nseed: 2\ncorpus: {path: x}\nmodel: {kind: clm}\ntraining: {strategies: [clm]}\n")
+    with pytest.raises(ToolkitError, match=r"dup\.yaml: invalid YAML .*duplicate key 'seed' \(first on line 2\)"):
+        load_experiment(p)
+    p.write_text("name: [unclosed\n")
+    with pytest.raises(ToolkitError, match="invalid YAML"):
+        load_experiment(p)
+    with pytest.raises(ToolkitError, match="not found"):
+        load_experiment(tmp_path / "missing.yaml")
+
+
+def test_overrides_and_resolution(tmp_path):
+    path = write_config(tmp_path / "c.yaml")
+    cfg = load_experiment(path, parse_overrides(["training.epochs=[2, 6]", "seed=7", "audit.n_bootstrap=0"]))
+    assert isinstance(cfg, ExperimentConfig)
+    s = resolved_settings(cfg)
+    assert s["finetune"].epochs == [2, 6] and s["finetune"].seed == 7 and s["pretrain"].seed == 7
+    assert s["finetune"].batch_size == 4 and s["finetune"].learning_rate == 2e-3  # config + cpu profile
+    assert s["base"].hidden_size == 64 and s["base"].num_layers == 2
+    assert cfg.audit.n_bootstrap == 0
+    with pytest.raises(ToolkitError, match=r"\(override\): training.strategies: is not a mapping"):
+        load_experiment(path, {"training.strategies.x": 1})
+    with pytest.raises(ToolkitError, match="KEY=VALUE"):
+        parse_overrides(["epochs"])
+    # relative corpus paths are resolved against the config's folder
+    (tmp_path / "sub" / "data").mkdir(parents=True)
+    (tmp_path / "sub" / "data" / "notes.jsonl").symlink_to(CORPUS)
+    rel = _cfg(corpus__path="data/notes.jsonl")
+    got = load_experiment(write_config(tmp_path / "sub" / "c.yaml", rel)).corpus.path
+    assert got == [str((tmp_path / "sub" / "data" / "notes.jsonl").resolve())] == [str(CORPUS.resolve())]
+    with pytest.raises(ToolkitError, match="corpus.path: .*data/notes.jsonl does not exist"):
+        load_experiment(write_config(tmp_path / "c2.yaml", rel))
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in CONFIG_DIR.glob("*.yaml")))
+def test_example_configs_load(name):
+    cfg = load_experiment(name)
+    s = resolved_settings(cfg)
+    if name.startswith("paper_"):
+        assert cfg.profile == "paper" and isinstance(s["base"], str) and s["pretrain"] is None
+        assert s["finetune"].epochs == [4, 8, 16, 32] and s["finetune"].lr_schedule == "linear"
+    else:
+        assert cfg.profile == "cpu" and not isinstance(s["base"], str)
+
+
+def test_cli_config_error_exit_status(tmp_path, capsys):
+    path = write_config(tmp_path / "bad.yaml", _cfg(training__strategies=["nope"]))
+    assert main(["run", str(path), "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert str(path) in err and "training.strategies[0]" in err and "unknown strategy 'nope'" in err
+    assert main(["run", str(path), "--set", "oops"]) == 2
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# the run: cache keys and manifest
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    return tiny_run(tmp_path_factory)
+
+
+def _statuses(run_dir: Path) -> dict[str, str]:
+    m = json.loads((run_dir / "manifest.json").read_text())
+    return {s["name"]: s["status"] for s in m["steps"]}
+
+
+ALL_STEPS = {"data", "base", "identifiers_members", "identifiers_all", "train/clm", "train/ppclm", "audit/base",
+             "audit/clm/epoch-4", "audit/clm/epoch-8", "audit/ppclm/epoch-4", "audit/ppclm/epoch-8",
+             "regurgitation/base", "regurgitation/clm", "regurgitation/ppclm"}
+
+
+def test_run_writes_every_step(run_dir):
+    assert set(_statuses(run_dir)) == ALL_STEPS
+    for d in ("base_clm", "identifiers_members", "identifiers_all", "runs/clm", "runs/ppclm/epoch-8",
+              "audit/ppclm/epoch-8", "regurgitation/clm"):
+        assert (run_dir / d).is_dir(), d
+    for d in ("audit/clm/epoch-4", "runs/ppclm", "identifiers_all"):
+        step = json.loads((run_dir / d / "step.json").read_text())
+        assert step["status"] == "done" and len(step["key"]) == 64
+    assert (run_dir / "audit/clm/epoch-8/metrics.json").is_file()
+    assert json.loads((run_dir / "regurgitation/clm/regurgitation.json").read_text())["epoch"] == 8
+
+
+def test_cache_reruns_only_dependent_steps(run_dir, tmp_path):
+    work = tmp_path / "copy"
+    shutil.copytree(run_dir, work)
+    cfg_path = write_config(tmp_path / "c.yaml")
+
+    def again(**overrides):
+        run_experiment(load_experiment(cfg_path, overrides), work, progress=False, echo=False)
+        st = _statuses(work)
+        return {n for n, s in st.items() if s == "ran"} - {"data"}, {n for n, s in st.items() if s == "cached"}
+
+    ran, cached = again()
+    assert ran == set() and cached == ALL_STEPS - {"data"}
+
+    ran, _ = again(**{"audit.n_bootstrap": 10})
+    assert ran == {s for s in ALL_STEPS if s.startswith("audit/")}
+    assert json.loads((work / "audit/clm/epoch-8/step.json").read_text())["inputs"]["audit"]["n_bootstrap"] == 10
+
+    ran, _ = again(**{"audit.n_bootstrap": 10, "audit.regurgitation.max_new_tokens": 4})
+    assert ran == {"regurgitation/base", "regurgitation/clm", "regurgitation/ppclm"}
+
+    # k changes the identifiers: ppclm (which protects them) retrains, clm (which ignores them) does not
+    before = (work / "runs/clm/epoch-8/model.safetensors").stat().st_mtime_ns
+    ran, cached = again(**{"audit.n_bootstrap": 10, "audit.regurgitation.max_new_tokens": 4, "identifiers.k": 3})
+    assert ran == ALL_STEPS - {"data", "base", "train/clm"}
+    assert {"base", "train/clm"} <= cached
+    assert (work / "runs/clm/epoch-8/model.safetensors").stat().st_mtime_ns == before
+    assert json.loads((work / "identifiers_members/summary.json").read_text())["config"]["k"] == 3
+
+    # an interrupted (non-resumable) step runs again; the others stay cached
+    step = work / "audit/ppclm/epoch-4/step.json"
+    info = json.loads(step.read_text())
+    step.write_text(json.dumps({**info, "status": "running"}))
+    ran, _ = again(**{"audit.n_bootstrap": 10, "audit.regurgitation.max_new_tokens": 4, "identifiers.k": 3})
+    assert ran == {"audit/ppclm/epoch-4"}
+
+
+def test_manifest_is_complete(run_dir):
+    m = json.loads((run_dir / "manifest.json").read_text())
+    assert m["status"] == "done" and m["name"] == "tiny_causal" and m["total_seconds"] >= 0
+    env = m["environment"]
+    for pkg in ("torch", "transformers", "tokenizers", "accelerate", "opacus", "pandas", "plotly"):
+        assert env["packages"][pkg], pkg
+    assert env["python"].startswith("3.") and env["hardware"]["cpu_count"] >= 1
+    assert env["git"] is None or len(env["git"]["commit"]) == 40
+    assert m["seeds"]["seed"] == 0 and m["seeds"]["training"] == 0 and m["seeds"]["pretraining"] == 0
+    assert m["config"]["training"]["strategies"] == ["clm", "ppclm"] and m["config_sha256"]
+    assert m["settings"]["finetune"]["epochs"] == [4, 8] and m["settings"]["base"]["hidden_size"] == 64
+    ds = m["datasets"]
+    assert ds["corpus_files"][0]["sha256"] and ds["corpus_files"][0]["bytes"] == CORPUS.stat().st_size
+    for role, people in (("members", 8), ("nonmembers", 8), ("public", 20)):
+        assert ds[role]["n_individuals"] == people and ds[role]["n_documents"] >= people
+        assert len(ds[role]["sha256"]) == 64
+    assert m["identifiers"]["members"]["n_individuals"] == 8 and m["identifiers"]["all"]["n_individuals"] == 16
+    assert m["identifiers"]["members"]["n_I_direct"] > 0
+    steps = {s["name"]: s for s in m["steps"]}
+    assert set(steps) == ALL_STEPS
+    for s in steps.values():
+        assert s["status"] in ("ran", "cached") and s["seconds"] >= 0
+        if s["status"] == "cached":
+            assert s["original_seconds"] is not None
+    # the manifest holds no document text: no member's text fragment of 40 characters appears in it
+    from toolkit.corpus import load_corpus
+
+    text = json.dumps(m)
+    docs = load_corpus(CORPUS).filter(split="train")
+    assert not any(d.text[100:140] in text for d in list(docs)[:20])
+
+
+def test_cli_run_reuses_the_cached_run(run_dir, tmp_path, capsys):
+    cfg_path = write_config(tmp_path / "c.yaml")
+    assert main(["run", str(cfg_path), "--out", str(run_dir), "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "0 steps ran" not in out  # the data step always runs
+    assert "13 up to date" in out and "manifest" in out

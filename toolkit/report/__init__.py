@@ -1,0 +1,11 @@
+"""The audit report: a self-contained offline HTML file for a privacy office (``python -m toolkit report``).
+
+* :func:`collect_run` reads a finished run directory (``python -m toolkit run`` or a notebook work directory).
+* :func:`build_report` writes the HTML for one or several run directories; :func:`render_report` returns it.
+"""
+
+from .builder import EDPB, READING, SECTIONS, build_report, render_report, run_findings
+from .collect import RunData, collect_run, read_review_log
+
+__all__ = ["EDPB", "READING", "RunData", "SECTIONS", "build_report", "collect_run", "read_review_log",
+           "render_report", "run_findings"]

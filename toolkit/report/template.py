@@ -1,0 +1,99 @@
+"""The report's Jinja2 template (kept in a module so that it ships with the package like any code)."""
+
+TEMPLATE = r"""<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="generator" content="lm-anonymity-toolkit {{ version }}">
+<title>{{ title }}</title>
+<style>
+body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 0; color: #222; line-height: 1.45; }
+main { max-width: 72em; margin: 0 auto; padding: 1em 2em 4em; }
+header.top { background: #24364b; color: #fff; padding: 1.2em 2em; }
+header.top h1 { margin: 0 0 .2em; font-size: 1.6em; }
+header.top p { margin: 0; opacity: .85; }
+nav { background: #f3f5f8; border-bottom: 1px solid #dde3ea; padding: .6em 2em; font-size: .92em; }
+nav a { margin-right: 1.1em; color: #24364b; }
+h2 { border-bottom: 2px solid #24364b; padding-bottom: .2em; margin-top: 2.2em; }
+h3 { margin-top: 1.8em; color: #24364b; }
+section.run > h2 { background: #eef2f7; border: none; padding: .4em .6em; }
+table.tbl { border-collapse: collapse; margin: .8em 0; font-size: .88em; }
+table.tbl th, table.tbl td { border-bottom: 1px solid #dde3ea; padding: .25em .7em; text-align: right; vertical-align: top; }
+table.tbl th { background: #f3f5f8; }
+table.tbl td:first-child, table.tbl th:first-child { text-align: left; }
+.note { background: #fff8e1; border-left: 4px solid #f0b400; padding: .6em 1em; margin: 1em 0; }
+.absent { color: #666; font-style: italic; }
+.privacy-mode { background: #e8f5e9; border-left: 4px solid #2e7d32; padding: .6em 1em; margin: 1em 0; }
+.privacy-mode.raw { background: #ffebee; border-left-color: #c62828; }
+pre { background: #f6f8fa; padding: .8em; overflow-x: auto; font-size: .8em; max-height: 40em; }
+.figure { margin: 1em 0 2em; }
+.caption { font-size: .88em; color: #555; margin-top: -.4em; }
+code { background: #f3f5f8; padding: 0 .2em; }
+ul.findings li { margin-bottom: .35em; }
+@media print { nav { display: none; } .figure { page-break-inside: avoid; } }
+</style>
+<script type="text/javascript">{{ plotly_js }}</script>
+</head>
+<body>
+<header class="top">
+  <h1>{{ title }}</h1>
+  <p>Generated {{ generated }} by the LM anonymity audit toolkit {{ version }} · {{ runs|length }} run(s)</p>
+</header>
+<nav>
+  <a href="#summary">Summary</a>
+  {% for run in runs %}<a href="#{{ run.id }}">{{ run.label }}</a>{% endfor %}
+  <a href="#reading">What the figures show and do not show</a>
+</nav>
+<main>
+{% if show_identifiers %}
+<div class="privacy-mode raw"><strong>This report contains raw identifiers</strong> (it was built with
+<code>--show-identifiers</code>). Handle it as personal data: do not share it outside the audit team.</div>
+{% else %}
+<div class="privacy-mode">No identifier of the audited corpora is printed in this report: identifiers are
+counted, or shown as the first 12 hexadecimal digits of the SHA-256 of the normalised word (so that two reports can be
+compared). Build it with <code>--show-identifiers</code> to see them.</div>
+{% endif %}
+
+<section id="summary">
+<h2>Summary in plain language</h2>
+{% for run in runs %}
+<h3>{{ run.label }}</h3>
+{% if run.findings %}<ul class="findings">{% for f in run.findings %}<li>{{ f }}</li>{% endfor %}</ul>
+{% else %}<p class="absent">No audit results in this run.</p>{% endif %}
+{% endfor %}
+<p>The last section, <a href="#reading">what the figures show and do not show</a>, says how far these numbers go.</p>
+</section>
+
+{% for run in runs %}
+<section class="run" id="{{ run.id }}">
+<h2>{{ run.label }}</h2>
+<p>Run directory: <code>{{ run.path }}</code>{% if run.kind %} · model kind: <strong>{{ run.kind_text }}</strong>{% endif %}{% if run.description %} · {{ run.description }}{% endif %}</p>
+{% for sec in run.sections %}
+<section id="{{ run.id }}-{{ sec.id }}" class="part">
+<h3>{{ sec.title }}</h3>
+{% for b in sec.blocks %}
+{% if b.kind == "p" %}<p>{{ b.body }}</p>
+{% elif b.kind == "absent" %}<p class="absent">{{ b.body }}</p>
+{% elif b.kind == "note" %}<div class="note">{{ b.body }}</div>
+{% elif b.kind == "list" %}<ul>{% for item in b.body %}<li>{{ item }}</li>{% endfor %}</ul>
+{% elif b.kind == "pre" %}<details><summary>{{ b.caption }}</summary><pre>{{ b.body }}</pre></details>
+{% elif b.kind == "table" %}{% if b.caption %}<p class="caption">{{ b.caption }}</p>{% endif %}{{ b.body|safe }}
+{% elif b.kind == "figure" %}<div class="figure">{{ b.body|safe }}{% if b.caption %}<p class="caption">{{ b.caption }}</p>{% endif %}</div>
+{% endif %}
+{% endfor %}
+</section>
+{% endfor %}
+</section>
+{% endfor %}
+
+<section id="reading">
+<h2>What the figures show and do not show</h2>
+{% for para in reading %}<p>{{ para }}</p>{% endfor %}
+<h3>Regulatory framing (EDPB Opinion 28/2024)</h3>
+{% for para in edpb %}<p>{{ para }}</p>{% endfor %}
+</section>
+</main>
+</body>
+</html>
+"""
