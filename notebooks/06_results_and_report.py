@@ -24,7 +24,7 @@ run_dirs = {
     "00 quick start": "../outputs/work/00_quickstart",
     "02 masked LM": "../outputs/work/02_masked_lm",
     "03 causal LM": "../outputs/work/03_causal_lm",
-    "04 e-mail extraction": "../outputs/work/04_email_extraction",
+    "04 e-mail extraction": "../outputs/work/04_rmft_extraction",
     "05 vocabulary scrubbing": "../outputs/work/05_vocabulary_scrubbing",
 }  # label -> run directory (a `python -m toolkit run` output or a notebook work directory)
 report_path = "../outputs/report.html"
