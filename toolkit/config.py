@@ -29,13 +29,19 @@ class Profile:
     email: "EmailProfile | None" = None  # e-mail extraction experiment (paper 002), ``toolkit.extraction.config``
 
 
-def _typed(cls, data: Any, where: str):
+def check_keys(cls, data: Any, where: str) -> None:
+    """``data`` is a mapping whose keys are fields of the dataclass ``cls``; else a ``ToolkitError`` naming ``where``."""
     if not isinstance(data, dict):
         raise ToolkitError(f"{where}: expected a mapping, got {type(data).__name__}")
     known = {f.name for f in fields(cls)}
     unknown = sorted(set(data) - known)
     if unknown:
         raise ToolkitError(f"{where}: unknown key(s) {unknown}; allowed: {sorted(known)}")
+
+
+def typed_section(cls, data: Any, where: str):
+    """The dataclass ``cls`` built from the YAML mapping ``data``; every problem is a ``ToolkitError`` naming ``where``."""
+    check_keys(cls, data, where)
     try:
         return cls(**data)
     except (TypeError, ValueError) as exc:
@@ -56,10 +62,10 @@ def load_profile(name_or_path: str | Path) -> Profile:
     unknown = sorted(set(raw) - {"name", "base", "pretrain", "finetune", "email"})
     if unknown:
         raise ToolkitError(f"{path}: unknown key(s) {unknown}")
-    base = {k: v if isinstance(v, str) else _typed(TinyModelConfig, v, f"{path}: base.{k}")
+    base = {k: v if isinstance(v, str) else typed_section(TinyModelConfig, v, f"{path}: base.{k}")
             for k, v in (raw.get("base") or {}).items()}
-    pretrain = {k: _typed(TrainConfig, v, f"{path}: pretrain.{k}") for k, v in (raw.get("pretrain") or {}).items()}
-    finetune = {k: _typed(TrainConfig, v, f"{path}: finetune.{k}") for k, v in (raw.get("finetune") or {}).items()}
+    pretrain = {k: typed_section(TrainConfig, v, f"{path}: pretrain.{k}") for k, v in (raw.get("pretrain") or {}).items()}
+    finetune = {k: typed_section(TrainConfig, v, f"{path}: finetune.{k}") for k, v in (raw.get("finetune") or {}).items()}
     email = EmailProfile.from_dict(raw["email"], f"{path}: email") if raw.get("email") is not None else None
     return Profile(name=str(raw.get("name", path.stem)), base=base, pretrain=pretrain, finetune=finetune,
                    email=email)

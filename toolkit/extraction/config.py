@@ -9,7 +9,7 @@ checkpoint every 10% of an epoch's steps (30 checkpoints; the paper averages "ov
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 
 from ..corpus.errors import ToolkitError
 from ..training import TrainConfig
@@ -78,19 +78,16 @@ class EmailProfile:
 
     @classmethod
     def from_dict(cls, data: dict, where: str) -> "EmailProfile":
-        if not isinstance(data, dict):
-            raise ToolkitError(f"{where}: expected a mapping, got {type(data).__name__}")
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ToolkitError(f"{where}: unknown key(s) {unknown}; allowed: {sorted(known)}")
+        from ..config import check_keys, typed_section  # lazy: toolkit.config imports this module
+
+        check_keys(cls, data, where)
         kw = dict(data)
         try:
             for key in ("finetune", "pretrain"):
                 if key in kw:
-                    kw[key] = _typed(TrainConfig, kw[key], f"{where}.{key}")
+                    kw[key] = typed_section(TrainConfig, kw[key], f"{where}.{key}")
             if "extraction" in kw:
-                kw["extraction"] = _typed(ExtractionConfig, kw["extraction"], f"{where}.extraction")
+                kw["extraction"] = typed_section(ExtractionConfig, kw["extraction"], f"{where}.extraction")
             out = cls(**kw)
         except (TypeError, ValueError) as exc:
             raise ToolkitError(f"{where}: {exc}") from exc
@@ -103,19 +100,6 @@ class EmailProfile:
             if not isinstance(v, int) or v < 0:
                 raise ToolkitError(f"{where}.{name}: an integer >= 0, got {v!r}")
         return out
-
-
-def _typed(cls, data, where: str):
-    if not isinstance(data, dict):
-        raise ToolkitError(f"{where}: expected a mapping, got {type(data).__name__}")
-    known = {f.name for f in fields(cls)}
-    unknown = sorted(set(data) - known)
-    if unknown:
-        raise ToolkitError(f"{where}: unknown key(s) {unknown}; allowed: {sorted(known)}")
-    try:
-        return cls(**data)
-    except (TypeError, ValueError) as exc:
-        raise ToolkitError(f"{where}: {exc}") from exc
 
 
 __all__ = ["EmailProfile", "ExtractionConfig"]
