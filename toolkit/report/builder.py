@@ -46,6 +46,10 @@ def _fmt(v: Any, digits: int = 3) -> str:
     return str(v)
 
 
+def _int(v: Any) -> Any:
+    return int(round(float(v))) if isinstance(v, (int, float, np.integer, np.floating)) and not math.isnan(v) else v
+
+
 def _pct(v: float | None, digits: int = 1) -> str:
     return "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{100 * float(v):.{digits}f}%"
 
@@ -136,9 +140,10 @@ def _strategies_section(run: RunData) -> list[dict]:
         cfg = info.get("config") or {}
         rows[s] = {"what it does": STRATEGIES[s].description if s in STRATEGIES else "",
                    "checkpoint epochs audited": ", ".join(map(str, run.epochs(s))) or "none",
-                   "batch": cfg.get("batch_size"), "learning rate": cfg.get("learning_rate"),
-                   "training s": info.get("seconds"), "tokens/s": info.get("tokens_per_second"),
-                   "spent ε (DP)": (info.get("dp") or {}).get("spent_epsilon")}
+                   "batch": _fmt(cfg.get("batch_size")), "learning rate": _fmt(cfg.get("learning_rate"), 6).rstrip("0"),
+                   "training s": _fmt(info.get("seconds"), 1), "tokens/s": _fmt(_int(info.get("tokens_per_second"))),
+                   "spent ε (DP)": _fmt((info.get("dp") or {}).get("spent_epsilon"))
+                   if STRATEGIES.get(s) is not None and STRATEGIES[s].dp else "not DP"}
     frame = pd.DataFrame(rows).T.rename_axis("strategy")
     return [_block("p", "Every strategy shares one trainer, data pipeline and schedule; only the training text or "
                         "the words allowed as prediction targets differ (SPEC §3)."),

@@ -64,6 +64,8 @@ def train_dp(model, tokenizer, examples: list[dict], strat: Strategy, cfg, run: 
     sampler = UniformWithReplacementSampler(num_samples=n, sample_rate=rate,
                                             generator=torch.Generator().manual_seed(cfg.seed))
     loader = torch.utils.data.DataLoader(examples, batch_sampler=sampler, collate_fn=collate)
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")  # as the Trainer of the other strategies
+    model.to(device)
     head = _untie_mlm_bias(model)
     model.train()
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=cfg.learning_rate,
@@ -87,6 +89,7 @@ def train_dp(model, tokenizer, examples: list[dict], strat: Strategy, cfg, run: 
             if batch is None:
                 skipped += 1
                 continue
+            batch = {k: v.to(device) for k, v in batch.items()}
             optimizer.zero_grad(set_to_none=True)
             loss = private(**batch).loss
             loss.backward()
