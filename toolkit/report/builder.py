@@ -408,10 +408,10 @@ def _manifest_section(run: RunData) -> list[dict]:
     for role, f in ds.items():
         if role == "corpus_files":
             for i, cf in enumerate(f):
-                rows[f"corpus file {i + 1}"] = {"documents": None, "individuals": None, "bytes": cf.get("bytes"),
+                rows[f"corpus file {i + 1}"] = {"documents": "—", "individuals": "—", "bytes": _fmt(cf.get("bytes")),
                                                 "SHA-256 (16 hex)": cf.get("sha256", "")[:16]}
         elif isinstance(f, dict):
-            rows[role] = {"documents": f.get("n_documents"), "individuals": f.get("n_individuals"), "bytes": None,
+            rows[role] = {"documents": _fmt(f.get("n_documents")), "individuals": _fmt(f.get("n_individuals")), "bytes": "—",
                           "SHA-256 (16 hex)": f.get("sha256", "")[:16]}
     if rows:
         blocks.append(_block("table", _table(pd.DataFrame(rows).T.rename_axis("data")),
