@@ -625,7 +625,13 @@ def run_experiment(cfg: ExperimentConfig, out_dir: str | Path, *, progress: bool
                 return train(data["members"], base, d, strat, tcfg, positions=ids_train["positions"],
                              spans=ids_train["spans"], progress=progress)
 
-            cache.run(f"train/{name}", d, inputs, train_one, resumable=True, check="run.json", all_processes=True)
+            # under `accelerate launch` every process trains (HF Trainer data parallelism); Opacus DP-SGD runs in the
+            # main process only (its Poisson sampling and accountant are single-process here): the others go on to
+            # the barrier after the loop
+            if strat.dp and not main:
+                continue
+            cache.run(f"train/{name}", d, inputs, train_one, resumable=True, check="run.json",
+                      all_processes=not strat.dp)
             checkpoints[name] = [(e, p) for e, p in checkpoint_dirs(d) if e in set(tcfg.epochs)]
             train_keys[name] = cache.key(f"train/{name}", inputs)
 

@@ -292,6 +292,8 @@ def _train_hf(model, tokenizer, examples: list[dict], strat: Strategy, cfg: Trai
             return control
 
         def on_save(self, args, state, control, model=None, **kw):
+            if not state.is_world_process_zero:  # several processes (accelerate launch): the first one exports
+                return
             epoch = round(state.epoch)
             if record:  # the consumed examples travel with the full state, for resume
                 ckpt = Path(args.output_dir) / f"checkpoint-{state.global_step}"
@@ -307,7 +309,7 @@ def _train_hf(model, tokenizer, examples: list[dict], strat: Strategy, cfg: Trai
         """Export ``step-S`` (weights + consumed examples) every ``1/checkpoints_per_epoch`` of an epoch."""
 
         def on_step_end(self, args, state, control, model=None, **kw):
-            if state.global_step in step_index:
+            if state.global_step in step_index and state.is_world_process_zero:
                 _save_checkpoint(model, tokenizer, run / f"step-{state.global_step}",
                                  {"strategy": strat.name, "checkpoint": step_index[state.global_step],
                                   "global_step": state.global_step,
