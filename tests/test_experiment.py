@@ -233,3 +233,38 @@ def test_cli_run_reuses_the_cached_run(run_dir, tmp_path, capsys):
     out = capsys.readouterr().out
     assert "0 steps ran" not in out  # the data step always runs
     assert "13 up to date" in out and "manifest" in out
+
+
+@pytest.mark.slow
+def test_two_processes_with_torchrun(tmp_path):
+    """`torchrun --nproc_per_node 2 -m toolkit run` (what `accelerate launch` starts): the HF Trainer splits the
+    batches between the processes (half the optimizer steps of one process), Opacus DP-SGD trains once in the main
+    process, every checkpoint is complete and the steps are announced once."""
+    import subprocess
+    import sys
+
+    data = copy.deepcopy(TINY)
+    data["training"] = {**data["training"], "strategies": ["ppclm"], "epochs": [1, 2]}
+    cfg = write_config(tmp_path / "c.yaml", data)
+    out = tmp_path / "run"
+    run_experiment(load_experiment(cfg), out, progress=False, echo=False)  # the base is built on one process
+    data["training"]["strategies"] = ["clm", "ppclm", "clm_dp"]
+    write_config(cfg, data)
+    torchrun = Path(sys.executable).with_name("torchrun")
+    proc = subprocess.run([str(torchrun), "--nproc_per_node", "2", "-m", "toolkit", "run", str(cfg), "--out", str(out),
+                           "--quiet"], capture_output=True, text=True, timeout=600,
+                          env={**__import__("os").environ, "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["environment"]["hardware"]["world_size"] == 2
+    steps = {s: json.loads((out / "runs" / s / "run.json").read_text())["steps"] for s in ("clm", "ppclm", "clm_dp")}
+    assert steps["ppclm"] >= 2 * steps["clm"] - 2  # ppclm ran on one process earlier, clm on two
+    assert steps["clm"] < steps["ppclm"]
+    for s in ("clm", "ppclm", "clm_dp"):
+        for e in (1, 2):
+            assert (out / "runs" / s / f"epoch-{e}" / "config.json").is_file()
+    log = proc.stdout + proc.stderr
+    assert log.count("[run] base: up to date (cached)") == 1  # only the main process announces and writes
+    assert log.count("[run] train/clm_dp: running") == 1 and log.count("[run] train/clm: running") == 1
+    assert "resuming" not in log
+    assert {st["name"]: st["status"] for st in manifest["steps"]}["audit/clm_dp/epoch-2"] == "ran"

@@ -523,9 +523,11 @@ def _distributed_state():
 
     if int(os.environ.get("WORLD_SIZE", "1") or 1) <= 1:
         return None
+    import torch
     from accelerate import PartialState
 
-    return PartialState()
+    # without a GPU accelerate only sets up a process group (gloo) when told to run on the CPU
+    return PartialState(cpu=not torch.cuda.is_available())
 
 
 def run_experiment(cfg: ExperimentConfig, out_dir: str | Path, *, progress: bool = True,
