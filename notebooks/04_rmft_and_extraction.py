@@ -58,12 +58,12 @@ from IPython.display import HTML, Markdown, display
 from toolkit import plots
 from toolkit.config import load_profile
 from toolkit.corpus import load_corpus
-from toolkit.extraction import (EmailProfile, address_counts, aurc_report, compare_to_baseline, dedup,
+from toolkit.extraction import (EmailProfile, address_counts, compare_to_baseline, dedup,
                                 load_extraction, maxter_table, optimal_checkpoints, read_prompts, rmft)
 from toolkit.extraction import plots as xplots
 from toolkit.extraction.examples import before_after_html
 from toolkit.extraction.pipeline import (ensure_email_base, extract_techniques, findings, runs_summary,
-                                         train_techniques)
+                                         train_techniques, write_maxter)
 from toolkit.extraction.prompts import address_prompts, combine_prompts
 
 plots.setup_notebook()
@@ -183,10 +183,11 @@ comparison.groupby("technique", sort=False)[["ter", "baseline_ter", "ter_drop", 
 # ## 6. MaxTER and AURC (002 Fig. 4)
 # For each allowed perplexity increase τ, the largest TER drop among the technique's checkpoints whose MDP% is at
 # most τ. Where no checkpoint qualifies the curve is undefined (shaded: *infeasible*). The table gives the
-# checkpoint to pick for `tau`.
+# checkpoint to pick for `tau`. The curves and AURC are saved under `work_dir/maxter` (what notebook 06 and the
+# HTML report read).
 
 # %%
-report = aurc_report(comparison, tau_max)
+report = write_maxter(comparison, work / "maxter", tau_max)
 xplots.maxter_curves(maxter_table(comparison, report["tau_max"]), report).show()
 optimal_checkpoints(comparison, tau)
 

@@ -276,8 +276,8 @@ def _named_dir(value: str) -> tuple[str, str]:
 
 
 def cmd_maxter(args: argparse.Namespace) -> int:
-    from .extraction import aurc_report, compare_to_baseline, load_extraction, maxter_table
-    from .io import atomic_write_json, atomic_write_parquet
+    from .extraction import compare_to_baseline, load_extraction
+    from .extraction.pipeline import write_maxter
 
     base = load_extraction(args.baseline)
     techniques = dict(_named_dir(v) for v in args.technique)
@@ -285,14 +285,8 @@ def cmd_maxter(args: argparse.Namespace) -> int:
     comparison = compare_to_baseline(base["extraction"], {n: x["extraction"] for n, x in loaded.items()},
                                      {n: x["perplexity"] for n, x in loaded.items() if x["perplexity"] is not None},
                                      base["perplexity"])
-    if comparison["perplexity"].isna().all():
-        raise ToolkitError("the extraction tables hold no perplexity: run `extract` with --heldout")
-    report = aurc_report(comparison, args.tau_max)
-    curves = maxter_table(comparison, report["tau_max"])
     out = Path(args.out)
-    atomic_write_parquet(curves, out / "maxter.parquet")
-    atomic_write_parquet(comparison, out / "checkpoints.parquet")
-    atomic_write_json(report, out / "aurc.json")
+    report = write_maxter(comparison, out, args.tau_max)
     for name, a in report["aurc"].items():
         t0 = report["infeasible_below"][name]
         print(f"{name}: AURC {a:.1f} %² over τ in [0, {report['tau_max']:g}]%; "

@@ -214,5 +214,22 @@ def findings(tables: dict[str, pd.DataFrame], comparison: pd.DataFrame, report: 
     return "\n".join(lines)
 
 
+def write_maxter(comparison: pd.DataFrame, out_dir: str | Path, tau_max: float | None = None) -> dict[str, Any]:
+    """Compute MaxTER curves and AURC (SPEC §6) from :func:`~.metrics.compare_to_baseline`'s table and write
+    ``maxter.parquet`` (curves), ``checkpoints.parquet`` (the comparison) and ``aurc.json`` (the report the HTML
+    report reads) into ``out_dir``; returns the AURC report."""
+    from ..io import atomic_write_parquet
+    from .metrics import aurc_report, maxter_table
+
+    if comparison["perplexity"].isna().all():
+        raise ToolkitError("the extraction tables hold no perplexity: run the extraction with a held-out corpus")
+    report = aurc_report(comparison, tau_max)
+    out = Path(out_dir)
+    atomic_write_parquet(maxter_table(comparison, report["tau_max"]), out / "maxter.parquet")
+    atomic_write_parquet(comparison, out / "checkpoints.parquet")
+    atomic_write_json(report, out / "aurc.json")
+    return report
+
+
 __all__ = ["TECHNIQUES", "ensure_email_base", "extract_techniques", "findings", "public_email_corpus",
-           "runs_summary", "technique_corpus", "train_technique", "train_techniques", "write_seen_addresses"]
+           "runs_summary", "technique_corpus", "train_technique", "train_techniques", "write_maxter", "write_seen_addresses"]

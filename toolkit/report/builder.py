@@ -348,13 +348,14 @@ def _vocabulary_section(run: RunData, ids: _Ids) -> list[dict]:
             vcol = next((c for c in ("format_version", "version") if c in rec.columns), None)
             if vcol:
                 row["format version"] = ", ".join(sorted(map(str, rec[vcol].dropna().unique())))
-            rows[f"log {i} ({Path(log['file']).parent})"] = {k: _fmt(v) for k, v in row.items()}
+            folder = str(Path(log["file"]).parent)
+            rows[f"log {i}" + ("" if folder in ("", ".") else f" ({folder})")] = {k: _fmt(v) for k, v in row.items()}
             if len(cur):
                 names |= set(cur.loc[cur["decision"].astype(str) == "name", "token"].astype(str))
         blocks.append(_block("table", _table(pd.DataFrame(rows).rename_axis("review log")),
                              "One column per review log file (file and reviewer names are not shown, only their number)."))
         if names:
-            shown = sorted(ids(t) for t in names)
+            shown = sorted({ids(t) for t in names})  # case variants of one word hash alike: listed once
             blocks.append(_block("p", f"Tokens judged names by at least one reviewer: {len(names)}"
                                       + (" (in clear" if ids.show else " (hashed") + ", first 40): "
                                       + ", ".join(shown[:40])))
@@ -479,11 +480,26 @@ def run_findings(run: RunData, results: pd.DataFrame | None) -> list[str]:
             out.append(f"Writing freely from the first tokens of each note, {name} reproduced {r['n_reproduced']} of "
                        f"{r['n_identifier_occurrences']} later identifiers ({_pct(r['share_reproduced'])}).")
     if run.extraction is not None and "ter" in run.extraction.columns and len(run.extraction):
-        i = run.extraction["ter"].astype(float).idxmax()
-        row = run.extraction.loc[i]
         g = figures.group_column(run.extraction)
-        out.append(f"E-mail extraction: the highest TER is {float(row['ter']):.2f}% ({g} {row[g]}"
-                   + (f", checkpoint {row['checkpoint']}" if "checkpoint" in row else "") + ").")
+        parts = []
+        for name, sub in run.extraction.groupby(g, sort=False):
+            if "checkpoint" in sub.columns:
+                sub = sub[sub["checkpoint"].astype(float) > 0].sort_values("checkpoint")
+            if len(sub):
+                last = sub.iloc[-1]
+                parts.append(f"{str(name).rsplit('/', 1)[-1]} {float(last['ter']):.2f}%"
+                             + (f" ({int(last['n_leaked'])} of {int(last['n_original'])} training addresses)"
+                                if {"n_leaked", "n_original"} <= set(sub.columns) else ""))
+        if parts:
+            out.append("E-mail extraction, TER at the last checkpoint: " + "; ".join(parts) + ".")
+    for item in run.aurc:
+        rep = item["data"] or {}
+        for name, a in (rep.get("aurc") or {}).items():
+            t0 = (rep.get("infeasible_below") or {}).get(name)
+            out.append(f"{name}: AURC {float(a):,.0f} %² over τ ≤ {rep.get('tau_max', float('nan')):g}% (the larger, the "
+                       f"more extraction it removes for a given perplexity cost)"
+                       + ("; no checkpoint within any τ" if t0 is None else
+                          f"; no checkpoint costs less than {t0:.1f}% perplexity" if t0 > 0 else "") + ".")
     for item in run.anonymity:
         a = item["data"]
         if "n_name_like" in a and "n_predictions" in a:

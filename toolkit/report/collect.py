@@ -47,8 +47,11 @@ class RunData:
     @property
     def strategies(self) -> list[str]:
         """Fine-tuned strategies with at least one audit, in config order when known."""
+        from ..strategies import STRATEGIES
+
         found = list(dict.fromkeys(s for s, _ in sorted(self.audits, key=lambda k: (k[0], k[1])) if s != "base"))
-        order = ((self.config or {}).get("training") or {}).get("strategies") or []
+        # the config's order; for a notebook work directory (no config) the toolkit's own (mlm, mlm_pseudo, ppmlm …)
+        order = ((self.config or {}).get("training") or {}).get("strategies") or list(STRATEGIES)
         return [s for s in order if s in found] + [s for s in found if s not in order]
 
     def epochs(self, strategy: str) -> list[int]:
