@@ -309,7 +309,6 @@ def main() -> None:
     from toolkit.corpus import Corpus, load_corpus
     from toolkit.identifiers import analyze
     from toolkit.strategies import get_strategy
-    from toolkit.training import quiet_hf_progress
 
     import logging
     import warnings
@@ -357,7 +356,7 @@ def main() -> None:
             cfg.epochs = [1]
             cfg.__post_init__()
             t0 = time.perf_counter()
-            with quiet_hf_progress(), quiet_fd_stdout():  # no progress bars of the tokenizer trainer
+            with quiet_fd_stdout():  # no progress bars of the tokenizer trainer (HF's own bars are off above)
                 base = build_base([d.text for d in public], kind, a, tmp / f"base-{kind}")
             from transformers import AutoTokenizer
 

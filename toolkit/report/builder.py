@@ -46,6 +46,11 @@ def _fmt(v: Any, digits: int = 3) -> str:
     return str(v)
 
 
+def _fmt_lr(v: Any) -> str:
+    """A learning rate as written in the config (0.002, 2e-05), not rounded to a fixed number of decimals."""
+    return f"{float(v):g}" if isinstance(v, (int, float, np.integer, np.floating)) else _fmt(v)
+
+
 def _int(v: Any) -> Any:
     return int(round(float(v))) if isinstance(v, (int, float, np.integer, np.floating)) and not math.isnan(v) else v
 
@@ -140,7 +145,7 @@ def _strategies_section(run: RunData) -> list[dict]:
         cfg = info.get("config") or {}
         rows[s] = {"what it does": STRATEGIES[s].description if s in STRATEGIES else "",
                    "checkpoint epochs audited": ", ".join(map(str, run.epochs(s))) or "none",
-                   "batch": _fmt(cfg.get("batch_size")), "learning rate": _fmt(cfg.get("learning_rate"), 6).rstrip("0"),
+                   "batch": _fmt(cfg.get("batch_size")), "learning rate": _fmt_lr(cfg.get("learning_rate")),
                    "training s": _fmt(info.get("seconds"), 1), "tokens/s": _fmt(_int(info.get("tokens_per_second"))),
                    "spent ε (DP)": _fmt((info.get("dp") or {}).get("spent_epsilon"))
                    if STRATEGIES.get(s) is not None and STRATEGIES[s].dp else "not DP"}
