@@ -17,6 +17,6 @@
 # you stopped. Add `?reviewer=YOUR_NAME` to the address so that your decisions go to a file of your own.
 
 # %%
-from toolkit.scrubbing.widget import review_app
+from toolkit.review.widget import review_app
 
 review_app()

@@ -5,7 +5,7 @@ on the first ``--train`` training messages of ``data_samples/email/train.jsonl``
 addresses), then the same ``--prompts`` prompts of ``data_samples/email/prompts.jsonl`` (truncated to 50 tokens,
 ``--new-tokens`` greedy tokens) run through
 
-1. :func:`toolkit.extraction.attack.extract_checkpoint` — left-padded batches of ``--batch-size`` prompts, one
+1. :func:`toolkit.audit.extraction.extract_checkpoint` — left-padded batches of ``--batch-size`` prompts, one
    ``generate`` call per batch, KV cache (what ``python -m toolkit extract`` does);
 2. the obvious alternative — one ``model.generate`` call per prompt (KV cache too), then the same regex.
 
@@ -26,8 +26,8 @@ import torch
 
 from toolkit.audit.probe_causal import generate_ids
 from toolkit.corpus import load_corpus
-from toolkit.extraction.addresses import occurrence_table
-from toolkit.extraction.attack import encode_prompts, extract_from_generations, extraction_record, read_prompts
+from toolkit.identifiers.addresses import occurrence_table
+from toolkit.audit.extraction import encode_prompts, extract_from_generations, extraction_record, read_prompts
 from toolkit.models import TinyModelConfig, init_model, load_model, train_tokenizer
 from toolkit.training import TrainConfig, train
 

@@ -158,7 +158,7 @@ def measure_train(docs, base: Path, strategy: str, cfg, ids, work: Path, *, devi
                 device_sync()
                 stamps[state.global_step] = time.perf_counter()
 
-    orig_save = tt._save_checkpoint
+    orig_save = tt.save_checkpoint
 
     def timed_save(*a, **kw):
         t = time.perf_counter()
@@ -172,14 +172,14 @@ def measure_train(docs, base: Path, strategy: str, cfg, ids, work: Path, *, devi
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats()
-    tt._save_checkpoint = timed_save
+    tt.save_checkpoint = timed_save
     t0 = time.perf_counter()
     try:
         with contextlib.redirect_stdout(io.StringIO()):  # the Trainer prints its log dicts when tqdm is off
             tt.train(docs, base, run, strategy, cfg, positions=ids["positions"], spans=ids["spans"],
                      progress=False, callbacks=[StepTimer()])
     finally:
-        tt._save_checkpoint = orig_save
+        tt.save_checkpoint = orig_save
     wall = time.perf_counter() - t0
     meta = json.loads((run / "run.json").read_text())
     shutil.rmtree(run, ignore_errors=True)

@@ -4,9 +4,9 @@ Paper 002 §5.3 reports 15 min 25 s (RMFT) and 10 min 12 s (dedup) of preprocess
 (~6 addresses each, 24,480 distinct). This generates ``--messages`` synthetic messages with ``--addresses``
 distinct addresses (``toolkit.samples.email.build_email``) and times, in one run:
 
-1. :func:`toolkit.extraction.rmft` — one regex pass per message builds the occurrence table, one dictionary look-up
+1. :func:`toolkit.strategies.rmft` — one regex pass per message builds the occurrence table, one dictionary look-up
    per occurrence decides first vs later, then seeded look-alikes (linear in the corpus);
-2. :func:`toolkit.extraction.dedup` — one pass over the lines with a set of seen addresses;
+2. :func:`toolkit.strategies.dedup` — one pass over the lines with a set of seen addresses;
 3. the obvious alternative for RMFT's occurrence table — for every distinct address, search every message for it
    (``str.find`` on the lower-cased text, with the same boundary rule as the regex: O(addresses x messages)), sort
    by (message, start), then the same seeded replacement; its output is checked to be identical to 1.
@@ -25,9 +25,10 @@ import time
 import pandas as pd
 
 from toolkit.corpus import Corpus, make_document
-from toolkit.extraction import dedup, rmft
-from toolkit.extraction.addresses import EMAIL_RE, OCCURRENCE_COLUMNS, edit_document, occurrence_table
-from toolkit.extraction.rmft import COMMON_DOMAINS, COMMON_TLDS, Stores, look_alike
+from toolkit.strategies.dedup import dedup
+from toolkit.strategies.rmft import rmft
+from toolkit.identifiers.addresses import EMAIL_RE, OCCURRENCE_COLUMNS, edit_document, occurrence_table
+from toolkit.strategies.rmft import COMMON_DOMAINS, COMMON_TLDS, Stores, look_alike
 from toolkit.samples.email import build_email
 
 LOCAL_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._%+-")

@@ -22,7 +22,9 @@ import torch
 
 from toolkit.corpus import Span, load_corpus
 from toolkit.models import TinyModelConfig, init_model, train_tokenizer
-from toolkit.scrubbing import anonymize_corpus, fill_mask, tag_sentences, with_model_mask
+from toolkit.scrub.anonymize import anonymize_corpus
+from toolkit.scrub.candidates import fill_mask
+from toolkit.scrub.sentences import tag_sentences, with_model_mask
 
 DATA = Path(__file__).resolve().parent.parent / "data_samples" / "clinical" / "notes.jsonl"
 

@@ -39,9 +39,9 @@ import pandas as pd
 from IPython.display import HTML, Markdown, display
 
 from toolkit import plots
-from toolkit.experiment import load_data, load_experiment, run_experiment
+from toolkit.pipelines.lm_experiment import load_data, load_experiment, run_experiment
 from toolkit.identifiers import load_identifiers
-from toolkit.pipeline import results_table
+from toolkit.pipelines.steps import results_table
 from toolkit.report import build_report, collect_run, run_findings
 
 plots.setup_notebook()

@@ -56,7 +56,7 @@ from toolkit.audit.evaluate import corpus_word_types, indirect_by_person, regurg
 from toolkit.config import load_profile
 from toolkit.corpus import load_corpus
 from toolkit.metrics import auxiliary_knowledge_identifiable, mia_report, mia_scores
-from toolkit.pipeline import (audit_runs, ensure_base, ensure_identifiers, findings, results_table,
+from toolkit.pipelines.steps import (audit_runs, ensure_base, ensure_identifiers, findings, results_table,
                               runs_table, train_strategies)
 
 plots.setup_notebook()

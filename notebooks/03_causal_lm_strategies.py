@@ -52,7 +52,7 @@ from toolkit.audit.evaluate import corpus_word_types, identifier_sets
 from toolkit.config import load_profile
 from toolkit.corpus import Corpus, load_corpus
 from toolkit.models import load_model
-from toolkit.pipeline import (audit_runs, ensure_base, ensure_identifiers, findings, results_table,
+from toolkit.pipelines.steps import (audit_runs, ensure_base, ensure_identifiers, findings, results_table,
                               runs_table, train_strategies)
 
 plots.setup_notebook()

@@ -58,13 +58,17 @@ from IPython.display import HTML, Markdown, display
 from toolkit import plots
 from toolkit.config import load_profile
 from toolkit.corpus import load_corpus
-from toolkit.extraction import (EmailProfile, address_counts, compare_to_baseline, dedup,
-                                load_extraction, maxter_table, optimal_checkpoints, read_prompts, rmft)
-from toolkit.extraction import plots as xplots
-from toolkit.extraction.examples import before_after_html
-from toolkit.extraction.pipeline import (ensure_email_base, extract_techniques, findings, runs_summary,
+from toolkit.config.email import EmailProfile
+from toolkit.identifiers.addresses import address_counts
+from toolkit.metrics.extraction import compare_to_baseline, maxter_table, optimal_checkpoints
+from toolkit.strategies.dedup import dedup
+from toolkit.audit.extraction import load_extraction, read_prompts
+from toolkit.strategies.rmft import rmft
+from toolkit.plots import extraction as xplots
+from toolkit.plots.examples import before_after_html
+from toolkit.pipelines.email_extraction import (ensure_email_base, extract_techniques, findings, runs_summary,
                                          train_techniques, write_maxter)
-from toolkit.extraction.prompts import address_prompts, combine_prompts
+from toolkit.audit.prompts import address_prompts, combine_prompts
 
 plots.setup_notebook()
 work = Path(work_dir)

@@ -54,15 +54,17 @@ from toolkit import plots
 from toolkit.config import load_profile
 from toolkit.corpus import Corpus, load_corpus
 from toolkit.models import load_model
-from toolkit.scrubbing import (AnonymizeConfig, NameScoreConfig, anonymity_summary, anonymity_test, compare_reviews,
-                               fill_mask, judged_names, rank_candidates, read_sentences, save_candidates,
-                               scrub_model, split_dev_test, tag_sentences, with_model_mask, write_anonymity,
-                               write_sentences)
-from toolkit.scrubbing import evaluation as ev
-from toolkit.scrubbing import figures
-from toolkit.scrubbing.anonymity import prediction_count_table
-from toolkit.scrubbing.pipeline import StepTimer, ensure_anonymized, ensure_model, fresh_dir, scripted_session
-from toolkit.scrubbing.widget import ReviewWidget
+from toolkit.scrub.anonymize import AnonymizeConfig
+from toolkit.scrub.candidates import NameScoreConfig, fill_mask, rank_candidates, save_candidates
+from toolkit.audit.anonymity import anonymity_summary, anonymity_test, write_anonymity
+from toolkit.review.store import compare_reviews, judged_names
+from toolkit.scrub.sentences import read_sentences, split_dev_test, tag_sentences, with_model_mask, write_sentences
+from toolkit.scrub.scrub import scrub_model
+from toolkit.metrics import scrubbing as ev
+from toolkit.plots import scrubbing as figures
+from toolkit.audit.anonymity import prediction_count_table
+from toolkit.pipelines.vocabulary_scrub import StepTimer, ensure_anonymized, ensure_model, fresh_dir, scripted_session
+from toolkit.review.widget import ReviewWidget
 
 plots.setup_notebook()
 work = Path(work_dir)
@@ -139,7 +141,7 @@ pd.DataFrame({"distinct sentences in the pool": pool["source"].value_counts(),
 # %% [markdown]
 # **Candidates**: the distinct word tokens among the 200 × 40 predictions, highest name-likeness first (NER on the
 # filled sentence, capitalisation, absence from a common-word list, frequency; see
-# `toolkit.scrubbing.candidates`). The score only orders the review; it does not decide. How well it orders them,
+# `toolkit.scrub.candidates`). The score only orders the review; it does not decide. How well it orders them,
 # measured against the gold names:
 
 # %%
@@ -174,7 +176,7 @@ with timer("3c. review"):
     if script is not None:
         session = scripted_session(candidates, review_file, reviewer, script)
     else:
-        from toolkit.scrubbing.review import ReviewSession
+        from toolkit.review.store import ReviewSession
 
         session = ReviewSession(candidates, review_file, reviewer)
 widget = ReviewWidget(session)

@@ -38,9 +38,9 @@ import pandas as pd
 from IPython.display import HTML, Markdown, display
 
 from toolkit import plots
-from toolkit.corpus.errors import ToolkitError
+from toolkit.errors import ToolkitError
 from toolkit.report import build_report, collect_run, run_findings
-from toolkit.report.figures import (aurc_by_group, extraction_figure, last_checkpoints, maxter_figure,
+from toolkit.plots.runs import (aurc_by_group, extraction_figure, last_checkpoints, maxter_figure,
                                     results_frame, roc_reports)
 
 plots.setup_notebook()

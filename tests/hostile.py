@@ -36,7 +36,7 @@ from hypothesis import strategies as st
 
 from toolkit.corpus import (Corpus, CorpusError, CorpusWarning, load_corpus, make_document, read_tab,
                             read_txt_folder)
-from toolkit.corpus.errors import ToolkitError
+from toolkit.errors import ToolkitError
 from toolkit.identifiers import analyze, load_identifiers, normalize_term, word_pattern
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -11,8 +11,8 @@ import pytest
 from _experiment_fixtures import CORPUS, ROOT, TINY, tiny_run, write_config
 
 from toolkit.cli import main
-from toolkit.corpus.errors import ToolkitError
-from toolkit.experiment import (CONFIG_DIR, ExperimentConfig, load_experiment, parse_overrides, resolved_settings,
+from toolkit.errors import ToolkitError
+from toolkit.pipelines.lm_experiment import (CONFIG_DIR, ExperimentConfig, load_experiment, parse_overrides, resolved_settings,
                                 run_experiment)
 
 # ---------------------------------------------------------------------------------------------------------------------

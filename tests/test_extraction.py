@@ -15,13 +15,14 @@ from transformers import TrainerCallback
 
 from toolkit.cli import main
 from toolkit.corpus import Corpus, make_document
-from toolkit.corpus.errors import ToolkitError
-from toolkit.extraction import (ExtractionConfig, aurc, aurc_report, compare_to_baseline, maxter, maxter_curve,
-                                mdp_percent, mean_delta_perplexity, optimal_checkpoints, pareto_frontier, read_prompts,
-                                run_checkpoints, ser, ter, ter_drop_percent, train_technique)
-from toolkit.extraction.attack import extract_checkpoint, extract_from_generations, extraction_record
-from toolkit.extraction.metrics import first_feasible_tau, leaked_addresses
-from toolkit.extraction.perplexity import document_perplexities
+from toolkit.errors import ToolkitError
+from toolkit.config.email import ExtractionConfig
+from toolkit.metrics.extraction import aurc, aurc_report, compare_to_baseline, maxter, maxter_curve, mdp_percent, mean_delta_perplexity, optimal_checkpoints, pareto_frontier, ser, ter, ter_drop_percent
+from toolkit.audit.extraction import read_prompts, run_checkpoints
+from toolkit.pipelines.email_extraction import train_technique
+from toolkit.audit.extraction import extract_checkpoint, extract_from_generations, extraction_record
+from toolkit.metrics.extraction import first_feasible_tau, leaked_addresses
+from toolkit.audit.perplexity import document_perplexities
 from toolkit.models import TinyModelConfig, init_model, load_model, train_tokenizer
 from toolkit.training import TrainConfig, step_checkpoint_dirs
 
@@ -244,7 +245,7 @@ def test_step_checkpoints_seen_sets_and_resume(tiny, tmp_path):
     assert len(seen[0]) in (8, 9)
 
     # interrupted after the epoch-1 full state, resumed: the same consumed sets and the same final weights
-    from toolkit.extraction import technique_corpus
+    from toolkit.pipelines.email_extraction import technique_corpus
     from toolkit.training import train
 
     rm, _ = technique_corpus(tiny["corpus"], "rmft", seed=0)

@@ -23,7 +23,7 @@ from hostile import (LOADER_PROPERTIES, PIECES, check_analysis, check_corpus_inv
                      spans_for, texts, time_limit)
 from toolkit.corpus import (Corpus, CorpusError, CorpusWarning, Span, load_corpus, make_document, read_csv,
                             read_i2b2, read_jsonl, read_tab, read_txt_folder)
-from toolkit.corpus.errors import ToolkitError
+from toolkit.errors import ToolkitError
 from toolkit.identifiers import IdentifierConfig, PatternDetector, analyze, load_identifiers
 
 EXAMPLES = int(os.environ.get("HOSTILE_EXAMPLES", "25"))

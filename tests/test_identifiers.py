@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from toolkit.corpus import Corpus, make_document
-from toolkit.corpus.errors import ToolkitError
+from toolkit.errors import ToolkitError
 from toolkit.identifiers import (IdentifierConfig, PatternDetector, analyze, detector_scores, make_detector,
                                  segment_corpus)
 

@@ -200,7 +200,7 @@ def test_auc_against_pairwise_brute_force(seed):
     # the vectorised bootstrap statistic agrees with sklearn on the original sample
     _, codes = np.unique(np.r_[m, n], return_inverse=True)
     K = codes.max() + 1
-    auc, tprs = M._stats_from_codes(codes[None, :37], codes[None, 37:], K, [0.02, 0.1, 0.5])
+    auc, tprs = M.mia._stats_from_codes(codes[None, :37], codes[None, 37:], K, [0.02, 0.1, 0.5])
     assert auc[0] == pytest.approx(brute_auc(m, n), abs=1e-12)
     r = M.roc(m, n)
     assert tprs[0].tolist() == pytest.approx([M.tpr_at_fpr(r["fpr"], r["tpr"], f, 53) for f in (0.02, 0.1, 0.5)])

@@ -7,7 +7,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from toolkit.notebooks import run_notebook
+from toolkit.pipelines.notebooks import run_notebook
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"

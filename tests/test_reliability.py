@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from toolkit.corpus import Corpus, load_corpus, write_jsonl
-from toolkit.corpus.errors import ToolkitError
+from toolkit.errors import ToolkitError
 from toolkit.identifiers import analyze, load_identifiers
 from toolkit.models import TinyModelConfig, init_model, load_model, train_tokenizer
 from toolkit.training import TrainConfig, checkpoint_dirs, train

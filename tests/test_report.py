@@ -15,7 +15,7 @@ from toolkit.audit.evaluate import identifier_sets, regurgitation
 from toolkit.audit.probe_causal import hash_term
 from toolkit.cli import main
 from toolkit.corpus import load_corpus
-from toolkit.corpus.errors import ToolkitError
+from toolkit.errors import ToolkitError
 from toolkit.identifiers import load_identifiers
 from toolkit.identifiers.words import iter_words, normalize_term
 from toolkit.report import SECTIONS, build_report, collect_run
@@ -84,7 +84,7 @@ def _words(text: str) -> set[str]:
 
 def _source_words() -> set[str]:
     """Words the toolkit itself writes into a report (template, captions, figure titles, strategy descriptions)."""
-    files = [*sorted((ROOT / "toolkit" / "report").glob("*.py")), ROOT / "toolkit" / "plots.py",
+    files = [*sorted((ROOT / "toolkit" / "report").glob("*.py")), *sorted((ROOT / "toolkit" / "plots").glob("*.py")),
              ROOT / "toolkit" / "strategies" / "__init__.py"]
     return set().union(*(_words(f.read_text(encoding="utf-8")) for f in files))
 

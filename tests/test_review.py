@@ -14,8 +14,8 @@ import warnings
 import pandas as pd
 import pytest
 
-from toolkit.corpus.errors import ToolkitError
-from toolkit.scrubbing.review import (FORMAT_VERSION, ReviewFileWarning, ReviewSession, ReviewStore, compare_reviews,
+from toolkit.errors import ToolkitError
+from toolkit.review.store import (FORMAT_VERSION, ReviewFileWarning, ReviewSession, ReviewStore, compare_reviews,
                                       judged_names, load_decisions, merge_reviews, read_review)
 
 TOKENS = ["okafor", "Bowers", "nurse", "lindqvist", "Mrs", "patient"]
@@ -153,7 +153,7 @@ def test_torn_last_line_is_skipped_then_cut(tmp_path):
 WRITER = textwrap.dedent("""
     import sys, time
     import pandas as pd
-    from toolkit.scrubbing.review import ReviewSession
+    from toolkit.review.store import ReviewSession
     tokens = [f"tok{i:04d}" for i in range(2000)]
     cand = pd.DataFrame({"token": tokens, "score": [1 - i / 4000 for i in range(2000)]})
     s = ReviewSession(cand, sys.argv[1], sys.argv[2])
@@ -256,7 +256,7 @@ def test_merge_policies(tmp_path):
 
 
 def test_widget_is_a_thin_view_over_the_session(tmp_path):
-    from toolkit.scrubbing.widget import ReviewWidget, highlight
+    from toolkit.review.widget import ReviewWidget, highlight
 
     w = ReviewWidget(ReviewSession(candidates(), tmp_path / "r.jsonl", "alice"))
     assert "okafor" in w.token.value and "0 / 6 decided" in w.progress_label.value
@@ -275,8 +275,8 @@ def test_widget_is_a_thin_view_over_the_session(tmp_path):
 
 
 def test_review_app_configuration(tmp_path):
-    from toolkit.scrubbing.candidates import save_candidates
-    from toolkit.scrubbing.widget import review_app
+    from toolkit.scrub.candidates import save_candidates
+    from toolkit.review.widget import review_app
 
     missing = review_app({"REVIEW_CANDIDATES": str(tmp_path / "none.parquet")})
     assert "candidate file not found" in missing.value and "notebook" in missing.value

@@ -40,7 +40,7 @@ def _free_port() -> int:
 
 
 def _candidates(path: Path) -> None:
-    from toolkit.scrubbing.candidates import save_candidates
+    from toolkit.scrub.candidates import save_candidates
 
     rows = [{"token": t, "score": round(0.9 - 0.1 * i, 2), "n_sentences": 10 - i, "best_rank": i + 1,
              "ner_share": 0.5, "capitalised": t[0].isupper(), "common_word": t in ("nurse", "patient"),

@@ -15,9 +15,11 @@ import pytest
 
 from toolkit.cli import main
 from toolkit.corpus import Corpus, load_corpus, make_document
-from toolkit.extraction import dedup, parse_address, rmft
-from toolkit.extraction.addresses import edit_document
-from toolkit.extraction.rmft import Stores, look_alike
+from toolkit.strategies.dedup import dedup
+from toolkit.identifiers.addresses import parse_address
+from toolkit.strategies.rmft import rmft
+from toolkit.identifiers.addresses import edit_document
+from toolkit.strategies.rmft import Stores, look_alike
 
 ROOT = Path(__file__).resolve().parents[1]
 ADDR = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}")  # independent copy of the pattern

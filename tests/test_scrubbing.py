@@ -14,14 +14,14 @@ import torch
 
 from toolkit.cli import main
 from toolkit.corpus import Corpus, CorpusError, Span, make_document
-from toolkit.corpus.errors import ToolkitError
+from toolkit.errors import ToolkitError
 from toolkit.models import TinyModelConfig, init_model, train_tokenizer
-from toolkit.scrubbing import (MASK, AnonymizeConfig, NameScoreConfig, anonymity_test, anonymize_corpus,
-                               check_tokenizer_files, fill_mask, load_anonymized, names_in_vocabulary, parse_labels,
-                               prediction_count_table, rank_candidates, read_sentences, replace_spans, scrub_model,
-                               split_dev_test, tag_sentences, token_kind, vocabulary_surfaces, word_hash,
-                               write_sentences)
-from toolkit.scrubbing.candidates import score_tokens, token_statistics
+from toolkit.scrub.sentences import MASK, read_sentences, split_dev_test, tag_sentences, word_hash, write_sentences
+from toolkit.scrub.anonymize import AnonymizeConfig, anonymize_corpus, load_anonymized, parse_labels, replace_spans
+from toolkit.scrub.candidates import NameScoreConfig, fill_mask, rank_candidates, token_kind, vocabulary_surfaces
+from toolkit.audit.anonymity import anonymity_test, prediction_count_table
+from toolkit.scrub.scrub import check_tokenizer_files, names_in_vocabulary, scrub_model
+from toolkit.scrub.candidates import score_tokens, token_statistics
 
 ROOT = Path(__file__).resolve().parents[1]
 MEDROBERTA = ROOT / "data_external" / "medroberta_anonymization_testset.csv"

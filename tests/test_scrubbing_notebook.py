@@ -7,7 +7,8 @@ import json
 import pytest
 from test_notebooks import execute
 
-from toolkit.scrubbing import ANONYMITY_KEYS, read_review
+from toolkit.audit.anonymity import ANONYMITY_KEYS
+from toolkit.review.store import read_review
 
 
 @pytest.mark.slow

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from toolkit.corpus import Corpus, make_document
-from toolkit.corpus.errors import ToolkitError
+from toolkit.errors import ToolkitError
 from toolkit.identifiers import analyze
 from toolkit.models import train_tokenizer
 from toolkit.strategies import STRATEGIES, get_strategy, pseudonymize, training_examples

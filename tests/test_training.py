@@ -10,7 +10,7 @@ import torch
 from transformers import TrainerCallback
 
 from toolkit.corpus import load_corpus
-from toolkit.corpus.errors import ToolkitError
+from toolkit.errors import ToolkitError
 from toolkit.identifiers import analyze
 from toolkit.models import TinyModelConfig, init_model, load_model, train_tokenizer
 from toolkit.training import TrainConfig, checkpoint_dirs, train
@@ -147,7 +147,8 @@ def test_sparse_head_loss_equals_full_model_loss(data):
 def test_same_config_tolerates_fields_added_later():
     from dataclasses import asdict
 
-    from toolkit.training import TrainConfig, _same_config
+    from toolkit.training import TrainConfig
+    from toolkit.training.trainer import _same_config
 
     cfg = TrainConfig(epochs=[2, 4])
     saved = asdict(cfg)

@@ -26,7 +26,7 @@ def make_private_dir(path: str | Path) -> Path:
 
     (``Path.mkdir(mode=..., parents=True)`` applies ``mode`` to the last folder only, and through the umask.)
     """
-    from .corpus.errors import ToolkitError
+    from toolkit.errors import ToolkitError
 
     p = Path(path)
     missing = []

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .corpus.errors import ToolkitError
+from toolkit.errors import ToolkitError
 
 MODEL_KINDS = ("mlm", "clm")
 #: Files that hold a tokenizer's vocabulary (fast ``tokenizer.json``, WordPiece, BPE, SentencePiece). A saved model

@@ -8,11 +8,11 @@
 
 from __future__ import annotations
 
-from .downstream import downstream_f1, freeze_all_but_last, majority_baseline_f1, transformer_layers
-from .probe_masked import assign_passes, n_passes, probe_masked
+from toolkit.audit.downstream import downstream_f1, freeze_all_but_last, majority_baseline_f1, transformer_layers
+from toolkit.audit.probe_masked import assign_passes, n_passes, probe_masked
 
 __all__ = ["assign_passes", "n_passes", "probe_masked"]
 __all__ += ["downstream_f1", "freeze_all_but_last", "majority_baseline_f1", "transformer_layers"]
-from .probe_causal import generate_continuations, probe_causal, regurgitation_rate
+from toolkit.audit.probe_causal import generate_continuations, probe_causal, regurgitation_rate
 
 __all__ += ["generate_continuations", "probe_causal", "regurgitation_rate"]

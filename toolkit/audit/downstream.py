@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ..corpus.errors import ToolkitError
+from toolkit.errors import ToolkitError
 
 # where the list of transformer blocks lives, relative to the model's base (``model.base_model``)
 _LAYER_PATHS = ("encoder.layer", "h", "transformer.layer", "layers", "decoder.layers")

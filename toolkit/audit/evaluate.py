@@ -11,9 +11,9 @@ from typing import Any
 
 import pandas as pd
 
-from .. import metrics
-from ..corpus import Corpus
-from ..identifiers.words import segment_corpus
+from toolkit import metrics
+from toolkit.corpus import Corpus
+from toolkit.identifiers.words import segment_corpus
 
 
 def identifier_sets(ids: dict[str, Any]) -> dict[str, Any]:

@@ -60,13 +60,13 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from ..corpus.errors import ToolkitError
-from ..identifiers.words import iter_words, normalize_term, segment_corpus
-from ..models import split_lm_head
-from ..strategies import word_rows_of_positions
-from ..strategies.encoding import encode_corpus, special_template
-from .probe_masked import COLUMNS as MASKED_COLUMNS
-from .probe_masked import _max_positions, decode_word_predictions, prediction_frame, word_normaliser
+from toolkit.errors import ToolkitError
+from toolkit.identifiers.words import iter_words, normalize_term, segment_corpus
+from toolkit.models import split_lm_head
+from toolkit.strategies import word_rows_of_positions
+from toolkit.strategies.encoding import encode_corpus, special_template
+from toolkit.audit.probe_masked import COLUMNS as MASKED_COLUMNS
+from toolkit.audit.probe_masked import max_positions, decode_word_predictions, prediction_frame, word_normaliser
 
 COLUMNS = MASKED_COLUMNS + ["counted", "n_tokens_correct"]
 
@@ -179,7 +179,7 @@ def probe_causal(model, tokenizer, corpus, *, positions: pd.DataFrame | None, ma
     protected, direct, indirect = _protection(words, doc_ids, positions)
     counted = counted_occurrences(words, protected)
 
-    max_length = _max_positions(model, tokenizer, max_length)
+    max_length = max_positions(model, tokenizer, max_length)
     prefix, _ = special_template(tokenizer)
     reserve = 1 if add_bos and not prefix else 0  # one slot for the context token (BOS / previous chunk's last)
     if max_length - reserve < 1:
@@ -361,7 +361,7 @@ def generate_ids(model, tokenizer, prompt_ids: list[list[int]], *, max_new_token
         raise ToolkitError(f"max_new_tokens and batch_size must be >= 1, got {max_new_tokens}, {batch_size}")
     eos = _eos_ids(model, tokenizer)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (eos[0] if eos else 0)
-    room = _max_positions(model, tokenizer, 1 << 30) - max_new_tokens
+    room = max_positions(model, tokenizer, 1 << 30) - max_new_tokens
     if room < 1:
         raise ToolkitError(f"max_new_tokens {max_new_tokens} does not fit in the model's window")
     start = _context_token(tokenizer)

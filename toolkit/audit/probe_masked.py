@@ -42,11 +42,11 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from ..corpus.errors import ToolkitError
-from ..identifiers.words import normalize_term, segment_corpus
-from ..models import split_lm_head
-from ..strategies import word_rows_of_positions
-from ..strategies.encoding import encode_corpus
+from toolkit.errors import ToolkitError
+from toolkit.identifiers.words import normalize_term, segment_corpus
+from toolkit.models import split_lm_head
+from toolkit.strategies import word_rows_of_positions
+from toolkit.strategies.encoding import encode_corpus
 
 COLUMNS = ["doc_id", "person_id", "word_row", "start", "end", "original", "predicted", "correct", "protected",
            "direct", "indirect", "n_tokens", "top_k", "pass_index", "chunk"]
@@ -96,7 +96,7 @@ def assign_passes(group_sizes: np.ndarray, n_pass: int, rng: np.random.Generator
 # model helpers
 
 
-def _max_positions(model, tokenizer, max_length: int) -> int:
+def max_positions(model, tokenizer, max_length: int) -> int:
     limits = [max_length]
     tml = getattr(tokenizer, "model_max_length", None)
     if isinstance(tml, int) and 0 < tml < 1_000_000:
@@ -320,7 +320,7 @@ def probe_masked(model, tokenizer, corpus, *, positions: pd.DataFrame | None, ma
             if "indirect" in pos:
                 indirect[rows] = pos["indirect"].to_numpy(dtype=bool)
 
-    max_length = _max_positions(model, tokenizer, max_length)
+    max_length = max_positions(model, tokenizer, max_length)
     enc = encode_corpus(texts, tokenizer, max_length=max_length, words=words, progress=progress)
 
     # ---- passes: one masked copy per (chunk, pass) -------------------------------------------------------------------

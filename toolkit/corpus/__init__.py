@@ -6,9 +6,9 @@
 
 from __future__ import annotations
 
-from .errors import CorpusError, ToolkitError
-from .model import Corpus, Document, Span, make_document
-from .readers import (
+from toolkit.errors import CorpusError, ToolkitError
+from toolkit.corpus.model import Corpus, Document, Span, make_document
+from toolkit.corpus.readers import (
     FORMATS,
     CorpusWarning,
     detect_format,

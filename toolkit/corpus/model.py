@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import CorpusError
+from toolkit.errors import CorpusError
 
 #: UTF-16 surrogate code points: a Python string can hold them (e.g. from an unpaired ``\ud800`` JSON escape), but they
 #: are not Unicode scalar values, cannot be encoded as UTF-8 and make Arrow, Parquet and tokenizers fail later.

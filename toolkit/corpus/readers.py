@@ -1,7 +1,7 @@
 """Readers and a writer for corpus files (SPEC.md §1).
 
 Every reader returns a :class:`~toolkit.corpus.model.Corpus` and reports any problem as a
-:class:`~toolkit.corpus.errors.CorpusError` naming the file, the line or record, and what is wrong. Exceptions of
+:class:`~toolkit.errors.CorpusError` naming the file, the line or record, and what is wrong. Exceptions of
 the parsing libraries (``json``, ``csv``, ``xml.etree``, ``email``, codecs) never escape bare: they are re-raised as
 ``CorpusError`` chained with ``from``.
 
@@ -47,9 +47,9 @@ from email.message import EmailMessage
 from pathlib import Path, PurePosixPath
 from typing import Any, Union
 
-from ..io import atomic_path
-from .errors import CorpusError
-from .model import Corpus, Document, make_document
+from toolkit.io import atomic_path
+from toolkit.errors import CorpusError
+from toolkit.corpus.model import Corpus, Document, make_document
 
 __all__ = [
     "FORMATS",

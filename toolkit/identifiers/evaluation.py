@@ -12,10 +12,10 @@ import numpy as np
 import pandas as pd
 from sklearn.metrics import precision_recall_fscore_support
 
-from ..corpus import Span
-from .analysis import mark_direct
-from .categories import CATEGORIES
-from .words import WordTable
+from toolkit.corpus import Span
+from toolkit.identifiers.analysis import mark_direct
+from toolkit.identifiers.categories import CATEGORIES
+from toolkit.identifiers.words import WordTable
 
 
 def detector_scores(words: WordTable, predicted: list[list[Span]], gold: list[list[Span]]) -> pd.DataFrame:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .words import WordTable
+from toolkit.identifiers.words import WordTable
 
 
 @dataclass

@@ -4,8 +4,8 @@
 * :func:`build_report` writes the HTML for one or several run directories; :func:`render_report` returns it.
 """
 
-from .builder import EDPB, READING, SECTIONS, build_report, render_report, run_findings
-from .collect import RunData, collect_run, read_review_log
+from toolkit.report.builder import EDPB, READING, SECTIONS, build_report, render_report, run_findings
+from toolkit.report.collect import RunData, collect_run, read_review_log
 
 __all__ = ["EDPB", "READING", "RunData", "SECTIONS", "build_report", "collect_run", "read_review_log",
            "render_report", "run_findings"]

@@ -23,10 +23,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..corpus.errors import ToolkitError
-from ..io import atomic_write_text
-from . import figures
-from .collect import RunData, collect_run
+from toolkit.errors import ToolkitError
+from toolkit.io import atomic_write_text
+from toolkit.plots import runs as figures
+from toolkit.report.collect import RunData, collect_run
 
 SECTIONS = [("corpus", "Corpus and identifier statistics"), ("strategies", "Strategies compared"),
             ("tradeoff", "Privacy–utility trade-off"), ("mia", "Membership inference: ROC and TPR at fixed FPR"),
@@ -76,8 +76,8 @@ class _Ids:
         self.show = show
 
     def __call__(self, term: Any) -> str:
-        from ..audit.probe_causal import hash_term
-        from ..identifiers.words import normalize_term
+        from toolkit.audit.probe_causal import hash_term
+        from toolkit.identifiers.words import normalize_term
 
         t = str(term)
         return t if self.show else hash_term(normalize_term(t))
@@ -96,7 +96,7 @@ def _block(kind: str, body: Any, caption: str | None = None) -> dict[str, Any]:
 
 
 def _corpus_section(run: RunData) -> list[dict]:
-    from .. import plots
+    from toolkit import plots
 
     if not run.ids_summary:
         return [_block("absent", "No identifier analysis in this run (identifiers_members/ missing).")]
@@ -134,7 +134,7 @@ def _corpus_section(run: RunData) -> list[dict]:
 
 
 def _strategies_section(run: RunData) -> list[dict]:
-    from ..strategies import STRATEGIES
+    from toolkit.strategies import STRATEGIES
 
     strategies = run.strategies or list(run.train_runs)
     if not strategies:
@@ -156,7 +156,7 @@ def _strategies_section(run: RunData) -> list[dict]:
 
 
 def _results(run: RunData) -> pd.DataFrame | None:
-    from ..pipeline import results_table
+    from toolkit.pipelines.steps import results_table
 
     if not run.audits:
         return None
@@ -167,7 +167,7 @@ def _results(run: RunData) -> pd.DataFrame | None:
 
 
 def _tradeoff_section(run: RunData, results: pd.DataFrame | None) -> list[dict]:
-    from .. import plots
+    from toolkit import plots
 
     if results is None:
         return [_block("absent", "No audit results in this run (audit/ missing).")]
@@ -188,7 +188,7 @@ def _tradeoff_section(run: RunData, results: pd.DataFrame | None) -> list[dict]:
 
 
 def _mia_section(run: RunData) -> list[dict]:
-    from .. import plots
+    from toolkit import plots
 
     reports = {}
     if ("base", 0) in run.audits:
@@ -214,8 +214,8 @@ def _mia_section(run: RunData) -> list[dict]:
 
 
 def _regurgitation_section(run: RunData, ids: _Ids) -> list[dict]:
-    from .. import plots
-    from ..audit.evaluate import identifier_sets, regurgitation
+    from toolkit import plots
+    from toolkit.audit.evaluate import identifier_sets, regurgitation
 
     blocks: list[dict] = []
     ids_train = run.identifiers("members")
@@ -574,8 +574,8 @@ def render_report(runs: list[RunData], *, show_identifiers: bool = False, title:
     import jinja2
     from plotly.offline import get_plotlyjs
 
-    from ..manifest import package_versions
-    from .template import TEMPLATE
+    from toolkit.pipelines.manifest import package_versions
+    from toolkit.report.template import TEMPLATE
 
     if not runs:
         raise ToolkitError("no run to report on")

@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from ..corpus.errors import ToolkitError
+from toolkit.errors import ToolkitError
 
 REVIEW_COLUMNS = {"token", "decision"}
 _SKIP_DIRS = {"trainer", ".git", "__pycache__"}
@@ -47,7 +47,7 @@ class RunData:
     @property
     def strategies(self) -> list[str]:
         """Fine-tuned strategies with at least one audit, in config order when known."""
-        from ..strategies import STRATEGIES
+        from toolkit.strategies import STRATEGIES
 
         found = list(dict.fromkeys(s for s, _ in sorted(self.audits, key=lambda k: (k[0], k[1])) if s != "base"))
         # the config's order; for a notebook work directory (no config) the toolkit's own (mlm, mlm_pseudo, ppmlm …)
@@ -67,7 +67,7 @@ class RunData:
 
     def identifiers(self, part: str = "members") -> dict[str, Any] | None:
         """``load_identifiers`` of ``identifiers_{part}`` (None when absent)."""
-        from ..identifiers import load_identifiers
+        from toolkit.identifiers import load_identifiers
 
         d = self.path / f"identifiers_{part}"
         try:
@@ -113,12 +113,12 @@ def read_review_log(path: Path) -> dict[str, Any] | None:
     """A vocabulary review log (SPEC §7 step 4) as ``{"file", "records", "current"}``: every record, and the
     standing decision per token after undos; None when the file is not a review log (no ``token`` / ``decision``).
 
-    JSON Lines logs are read with ``toolkit.scrubbing.review`` (append-only format, ``undo`` records, a damaged line
+    JSON Lines logs are read with ``toolkit.review.store`` (append-only format, ``undo`` records, a damaged line
     is a :class:`ToolkitError` naming it); CSV logs are taken as they are (the last decision per token stands).
     """
     if path.suffix == ".jsonl":
         try:
-            from ..scrubbing.review import read_review, replay
+            from toolkit.review.store import read_review, replay
         except ImportError:  # the scrubbing package is optional for the report
             read_review = replay = None
         if read_review is not None:

@@ -9,8 +9,8 @@
 
 from __future__ import annotations
 
-from .clinical import build_clinical, generate_clinical, write_clinical
-from .email import build_email, generate_email, write_email
+from toolkit.samples.clinical import build_clinical, generate_clinical, write_clinical
+from toolkit.samples.email import build_email, generate_email, write_email
 
 __all__ = ["build_clinical", "build_email", "generate_clinical", "generate_email", "write_all", "write_clinical",
            "write_email"]

@@ -13,9 +13,9 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from . import write_all
-from .clinical import word_sharing
-from .email import address_counts
+from toolkit.samples import write_all
+from toolkit.samples.clinical import word_sharing
+from toolkit.samples.email import address_counts
 
 
 def _read_jsonl(path: Path) -> list[dict]:

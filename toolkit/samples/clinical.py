@@ -30,8 +30,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, NamedTuple, Union
 
-from ..io import atomic_write
-from . import wordlists as W
+from toolkit.io import atomic_write
+from toolkit.samples import wordlists as W
 
 # =================================================================================================================
 # Text building with gold spans (also used by the e-mail generator)

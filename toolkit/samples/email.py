@@ -27,7 +27,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from .clinical import Phi, Slot, TextBuilder, make_record, weighted_choice, write_records
+from toolkit.samples.clinical import Phi, Slot, TextBuilder, make_record, weighted_choice, write_records
 
 LABELS: tuple[str, ...] = ("EMAIL", "NAME", "PHONE", "DATE")
 ZIPF_EXPONENT = 1.2

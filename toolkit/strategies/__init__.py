@@ -15,11 +15,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..corpus import Corpus
-from ..corpus.errors import ToolkitError
-from ..identifiers.words import WordTable, segment_corpus
-from .encoding import EncodedCorpus, encode_corpus, special_template
-from .pseudonymize import pseudonymize
+from toolkit.corpus import Corpus
+from toolkit.errors import ToolkitError
+from toolkit.identifiers.words import WordTable, segment_corpus
+from toolkit.strategies.encoding import EncodedCorpus, encode_corpus, special_template
+from toolkit.strategies.pseudonymize import pseudonymize
 
 
 @dataclass(frozen=True)

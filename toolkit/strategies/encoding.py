@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 from tqdm.auto import tqdm
 
-from ..identifiers.words import WordTable, segment_corpus
+from toolkit.identifiers.words import WordTable, segment_corpus
 
 
 def special_template(tokenizer) -> tuple[list[int], list[int]]:
@@ -86,14 +86,14 @@ def encode_corpus(texts: Sequence[str], tokenizer, *, max_length: int, words: Wo
                   progress: bool = True, batch_size: int = 256) -> EncodedCorpus:
     """Tokenise ``texts`` (batched, fast tokenizer) into chunks of at most ``max_length`` tokens with word alignment."""
     if not getattr(tokenizer, "is_fast", False):
-        from ..corpus.errors import ToolkitError
+        from toolkit.errors import ToolkitError
 
         raise ToolkitError("a fast tokenizer (with offset mapping) is required")
     words = words if words is not None else segment_corpus(texts, progress=False)
     prefix, suffix = special_template(tokenizer)
     window = max_length - len(prefix) - len(suffix)
     if window < 1:
-        from ..corpus.errors import ToolkitError
+        from toolkit.errors import ToolkitError
 
         raise ToolkitError(f"max_length {max_length} leaves no room next to {len(prefix) + len(suffix)} special tokens")
     pre, suf = np.asarray(prefix, dtype=np.int64), np.asarray(suffix, dtype=np.int64)

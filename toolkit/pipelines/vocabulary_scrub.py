@@ -1,0 +1,107 @@
+"""Cached steps of the two-step method that notebook 05 chains (SPEC §7): each expensive result is written once.
+
+The NER anonymisation and the model trained from scratch are cached in ``work_dir`` together with the parameters
+that made them (``*.params.json``); a run with other parameters recomputes them. The cheap steps (sentences,
+candidates, scrubbing, the anonymity test) are recomputed every time.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from contextlib import contextmanager
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from toolkit.corpus import Corpus
+from toolkit.io import atomic_write_json
+from toolkit.scrub.anonymize import AnonymizeConfig, Anonymized, anonymize_corpus, load_anonymized
+
+
+def _params_path(path: Path) -> Path:
+    return path.with_name(f"{path.name}.params.json")
+
+
+def _fresh(path: Path, params: dict[str, Any]) -> bool:
+    p = _params_path(path)
+    return path.exists() and p.is_file() and json.loads(p.read_text(encoding="utf-8")) == params
+
+
+def ensure_anonymized(corpus: Corpus, path: str | Path, config: AnonymizeConfig, *,
+                      progress: bool = True) -> Anonymized:
+    """:func:`~toolkit.scrub.anonymize.anonymize_corpus`, cached at ``path`` (JSONL + offset map + summary)."""
+    from toolkit.training import corpus_fingerprint
+
+    p = Path(path)
+    params = {"corpus": corpus_fingerprint(corpus), "config": asdict(config)}
+    if _fresh(p, params):
+        return load_anonymized(p)
+    result = anonymize_corpus(corpus, config, progress=progress)
+    result.save(p)
+    atomic_write_json(params, _params_path(p))
+    return result
+
+
+def ensure_model(corpus: Corpus, out_dir: str | Path, *, tiny, config, progress: bool = True) -> Path | str:
+    """A tokenizer and a masked LM trained from scratch on ``corpus`` (``toolkit.training.build_base``: SPEC §7.2,
+    the way MedRoBERTa.nl was built), cached in ``out_dir``. When ``tiny`` is a model id or path (a profile with a
+    pre-trained base, e.g. ``paper``), that model is used as it is: any masked LM can be scrubbed."""
+    from toolkit.training import build_base, corpus_fingerprint
+
+    if isinstance(tiny, str):
+        return Path(tiny) if Path(tiny).exists() else tiny
+    out = Path(out_dir)
+    params = {"corpus": corpus_fingerprint(corpus), "tiny": asdict(tiny), "config": asdict(config)}
+    if _fresh(out, params) and (out / "config.json").is_file():
+        return out
+    build_base(corpus, out, "mlm", tiny=tiny, config=config, progress=progress)
+    atomic_write_json(params, _params_path(out))
+    return out
+
+
+def scripted_session(candidates: pd.DataFrame, review_file: str | Path, reviewer: str,
+                     script: str | Path | pd.DataFrame, *, default: str | None = "not_name"):
+    """A :class:`~toolkit.review.store.ReviewSession` whose pending candidates are decided by ``script`` (the
+    headless notebook run); candidates the script does not list get ``default``."""
+    from toolkit.review.store import ReviewSession
+
+    session = ReviewSession(candidates, review_file, reviewer)
+    session.apply_script(script, default=default)
+    return session
+
+
+def fresh_dir(path: str | Path) -> Path:
+    """``path`` emptied (for outputs rewritten on every run, such as the scrubbed model)."""
+    p = Path(path)
+    if p.exists():
+        shutil.rmtree(p)
+    return p
+
+
+class StepTimer:
+    """Wall-clock and CPU seconds per named step: ``with timer("train"): ...``; ``timer.table()``."""
+
+    def __init__(self) -> None:
+        self.rows: list[dict[str, Any]] = []
+
+    @contextmanager
+    def __call__(self, name: str):
+        t0, c0 = time.perf_counter(), time.process_time()
+        try:
+            yield
+        finally:
+            self.rows.append({"step": name, "wall s": round(time.perf_counter() - t0, 1),
+                              "CPU s (this process)": round(time.process_time() - c0, 1)})
+
+    def table(self) -> pd.DataFrame:
+        t = pd.DataFrame(self.rows, columns=["step", "wall s", "CPU s (this process)"])
+        total = {"step": "total", "wall s": round(t["wall s"].sum(), 1),
+                 "CPU s (this process)": round(t["CPU s (this process)"].sum(), 1)}
+        return pd.concat([t, pd.DataFrame([total])], ignore_index=True).set_index("step")
+
+
+__all__ = ["StepTimer", "ensure_anonymized", "ensure_model", "fresh_dir", "scripted_session"]

@@ -1,0 +1,285 @@
+"""plotly figures, one function per figure kind (SPEC.md §9).
+
+Every function takes the toolkit's tables (pandas DataFrames) and returns a ``plotly.graph_objects.Figure``; nothing
+here computes a metric. Distribution plots use the exact empirical CDF evaluated at the distinct values (a step
+function), so a million-row term table is drawn with a few hundred points.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+TEMPLATE = "plotly_white"
+
+
+def ecdf_points(values, weights=None) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct sorted values ``x`` and ``F(x) = P(X ≤ x)`` (weighted by ``weights`` when given)."""
+    v = np.asarray(values, dtype=float)
+    w = np.ones_like(v) if weights is None else np.asarray(weights, dtype=float)
+    if v.size == 0:
+        return np.array([]), np.array([])
+    s = pd.Series(w).groupby(v).sum().sort_index()
+    return s.index.to_numpy(), (s.cumsum() / s.sum()).to_numpy()
+
+
+def _ecdf_trace(values, name: str, weights=None, **kw) -> go.Scatter:
+    x, y = ecdf_points(values, weights)
+    return go.Scatter(x=x, y=y, mode="lines", line_shape="hv", name=name, **kw)
+
+
+def identifier_cdfs(individuals: pd.DataFrame, *, log_x: bool = True) -> go.Figure:
+    """Per-individual CDFs of words, distinct direct- and indirect-identifier types (000 Fig. 2, 001 Fig. 5)."""
+    fig = go.Figure()
+    for col, name in (("n_words", "words"), ("n_direct", "direct identifiers"),
+                      ("n_indirect", "indirect identifiers")):
+        # +1 so that individuals with 0 stay visible on a log axis
+        fig.add_trace(_ecdf_trace(individuals[col] + (1 if log_x else 0), name))
+    fig.update_layout(template=TEMPLATE, title="Per individual: words and identifiers",
+                      xaxis_title="count per individual" + (" + 1 (log)" if log_x else ""),
+                      yaxis_title="share of individuals (CDF)", legend_title="")
+    if log_x:
+        fig.update_xaxes(type="log")
+    return fig
+
+
+def term_sharing_cdf(terms: pd.DataFrame, *, n: int = 1, k: int | None = None) -> go.Figure:
+    """CDF of the number of individuals sharing each term, over distinct terms and over occurrences (000 Fig. 3)."""
+    t = terms[terms["n"] == n]
+    fig = go.Figure([
+        _ecdf_trace(t["n_individuals"], "distinct terms"),
+        _ecdf_trace(t["n_individuals"], "term occurrences", weights=t["n_occurrences"]),
+    ])
+    if k is not None:
+        fig.add_vline(x=k - 0.5, line_dash="dot", annotation_text=f"k = {k}", annotation_position="top")
+    fig.update_xaxes(type="log")
+    fig.update_layout(template=TEMPLATE, title="How many individuals share a term",
+                      xaxis_title="number of individuals using the term (log)", yaxis_title="CDF", legend_title="")
+    return fig
+
+
+def indirect_by_parameter(counts: pd.DataFrame, parameter: str) -> go.Figure:
+    """Per-individual CDF of indirect-identifier counts, one line per value of ``k`` or ``n`` (000 Fig. 8, 10)."""
+    if parameter not in ("k", "n"):
+        raise ValueError("parameter must be 'k' or 'n'")
+    fixed = "n" if parameter == "k" else "k"
+    fig = go.Figure()
+    for value, g in counts.groupby(parameter):
+        fig.add_trace(_ecdf_trace(g["n_indirect"] + 1, f"{parameter} = {value}"))
+    fixed_vals = sorted(counts[fixed].unique())
+    fig.update_xaxes(type="log")
+    fig.update_layout(template=TEMPLATE,
+                      title=f"Indirect identifiers per individual as {parameter} varies ({fixed} = "
+                            f"{', '.join(map(str, fixed_vals))})",
+                      xaxis_title="indirect identifiers per individual + 1 (log)", yaxis_title="CDF",
+                      legend_title="")
+    return fig
+
+
+def detector_recall(scores: dict[str, pd.DataFrame]) -> go.Figure:
+    """Grouped bars: recall per gold PII category for each detector (``scores``: name → detector_scores frame)."""
+    fig = go.Figure()
+    for name, s in scores.items():
+        fig.add_trace(go.Bar(x=s["category"], y=s["recall"], name=name,
+                             customdata=np.stack([s["support"]], axis=-1),
+                             hovertemplate="%{x}: recall %{y:.2f} (%{customdata[0]} gold words)"))
+    fig.update_layout(template=TEMPLATE, barmode="group", title="Detector recall against gold spans (word level)",
+                      yaxis_title="recall", yaxis_range=[0, 1.05], legend_title="detector")
+    return fig
+
+
+def highlight_html(text: str, spans: Sequence[tuple[int, int, str]], *,
+                   colors: dict[str, str] | None = None) -> str:
+    """HTML of ``text`` with ``(start, end, kind)`` spans highlighted (kind → colour), for notebooks."""
+    import html
+
+    colors = colors or {"direct": "#f4a6a6", "indirect": "#a6c8f4", "both": "#c9a6f4"}
+    out, pos = [], 0
+    for start, end, kind in sorted(spans):
+        if start < pos:
+            continue
+        out.append(html.escape(text[pos:start]))
+        out.append(f'<mark style="background:{colors.get(kind, "#ddd")}" title="{html.escape(kind)}">'
+                   f"{html.escape(text[start:end])}</mark>")
+        pos = end
+    out.append(html.escape(text[pos:]))
+    legend = " ".join(f'<mark style="background:{c}">{k}</mark>' for k, c in colors.items())
+    return f'<div style="white-space:pre-wrap;font-family:monospace;font-size:90%">{"".join(out)}</div>' \
+           f'<div style="font-size:80%">{legend}</div>'
+
+
+def setup_notebook(renderer: str = "plotly_mimetype+notebook") -> None:
+    """Render figures both for JupyterLab (mimetype) and as self-contained HTML (plotly.js embedded once), so an
+    executed notebook exported to HTML shows its figures offline."""
+    import plotly.io as pio
+
+    pio.renderers.default = renderer
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# audit figures (SPEC.md §9): privacy–utility trade-off, ROC, regurgitation; inputs come from ``toolkit.metrics``
+
+
+def strategy_colors(strategies) -> dict:
+    import plotly.colors
+
+    palette = plotly.colors.qualitative.Plotly
+    return {s: palette[i % len(palette)] for i, s in enumerate(strategies)}
+
+
+def _checkpoint_traces(points: pd.DataFrame, x_col: str, y_col: str, colors: dict, *,
+                       showlegend: bool = True) -> list[go.Scatter]:
+    """One line per ``strategy``, a point per checkpoint labelled with its ``epoch`` (sorted by epoch)."""
+    traces = []
+    for strategy, g in points.groupby("strategy", sort=False):
+        g = g.sort_values("epoch") if "epoch" in g else g
+        labels = g["epoch"].astype(str) if "epoch" in g else None
+        traces.append(go.Scatter(
+            x=g[x_col], y=g[y_col], mode="lines+markers" + ("+text" if labels is not None else ""),
+            text=labels, textposition="top center", name=str(strategy), legendgroup=str(strategy),
+            showlegend=showlegend, line_color=colors[strategy],
+            hovertemplate=f"{strategy}<br>epoch %{{text}}<br>{x_col} %{{x:.4f}}<br>{y_col} %{{y:.4f}}<extra></extra>"))
+    return traces
+
+
+def privacy_utility(points: pd.DataFrame, *, privacy_col: str = "privacy", utility_col: str = "utility") -> go.Figure:
+    """Privacy–utility trade-off: a line per strategy, a point per checkpoint labelled by epoch (SPEC §9; 000 Fig. 4).
+
+    ``points`` has columns ``strategy``, ``epoch`` and the two metric columns (rows of
+    ``toolkit.metrics.privacy_report`` with the strategy and epoch added); x = utility, y = privacy.
+    """
+    fig = go.Figure(_checkpoint_traces(points, utility_col, privacy_col,
+                                       strategy_colors(pd.unique(points["strategy"]))))
+    fig.update_layout(template=TEMPLATE, title="Privacy–utility trade-off (labels: epochs)",
+                      xaxis_title=f"{utility_col} (accuracy on non-protected words)",
+                      yaxis_title=f"{privacy_col} (1 − share of identifiers predicted)", legend_title="strategy")
+    return fig
+
+
+def privacy_variants(points: pd.DataFrame) -> go.Figure:
+    """Privacy, direct privacy and indirect privacy against utility, side by side (000 Fig. 7, 001 Fig. 12–13).
+
+    Same input as :func:`privacy_utility`, with columns ``privacy``, ``direct_privacy``, ``indirect_privacy``
+    and ``utility``. One trace per strategy in each of the three subplots (legend shared: click toggles all three).
+    """
+    from plotly.subplots import make_subplots
+
+    cols = (("privacy", "privacy (all identifiers)"), ("direct_privacy", "direct privacy"),
+            ("indirect_privacy", "indirect privacy"))
+    fig = make_subplots(rows=1, cols=3, subplot_titles=[t for _, t in cols], horizontal_spacing=0.07)
+    colors = strategy_colors(pd.unique(points["strategy"]))
+    for j, (col, _) in enumerate(cols, start=1):
+        for tr in _checkpoint_traces(points, "utility", col, colors, showlegend=j == 1):
+            fig.add_trace(tr, row=1, col=j)
+        fig.update_xaxes(title_text="utility", row=1, col=j)
+    fig.update_yaxes(title_text="privacy", row=1, col=1)
+    fig.update_layout(template=TEMPLATE, title="Privacy variants against utility (labels: epochs)",
+                      legend_title="strategy")
+    return fig
+
+
+def roc_curves(curves: dict[str, dict]) -> go.Figure:
+    """ROC curves of the membership attack on log-log axes with the chance line (SPEC §5, §9; 000 Fig. 6).
+
+    ``curves`` maps a name (strategy) to the output of ``toolkit.metrics.roc`` or ``mia_report`` (keys ``fpr``,
+    ``tpr``, ``auc``, ``n_members``, ``n_nonmembers``); the AUC goes into the legend, e.g. ``"mlm (AUC 0.91)"``.
+
+    A log axis cannot show 0: FPR = 0 is drawn at ``1 / (2 · n_nonmembers)`` and TPR = 0 at
+    ``1 / (2 · n_members)``, half the smallest non-zero rate each sample can produce, so the clipped points sit
+    visibly left of (below) every resolvable one. The dashed diagonal is the chance line (AUC 0.5).
+    """
+    fig = go.Figure()
+    lo = 1.0
+    for name, c in curves.items():
+        fpr = np.asarray(c["fpr"], dtype=float)
+        tpr = np.asarray(c["tpr"], dtype=float)
+        pos_f, pos_t = fpr[fpr > 0], tpr[tpr > 0]
+        n_neg = c.get("n_nonmembers") or (1.0 / pos_f.min() if pos_f.size else 1.0)
+        n_pos = c.get("n_members") or (1.0 / pos_t.min() if pos_t.size else 1.0)
+        fmin, tmin = 1.0 / (2 * n_neg), 1.0 / (2 * n_pos)
+        lo = min(lo, fmin, tmin)
+        fig.add_trace(go.Scatter(x=np.maximum(fpr, fmin), y=np.maximum(tpr, tmin), mode="lines",
+                                 name=f"{name} (AUC {c['auc']:.2f})", customdata=np.stack([fpr, tpr], axis=-1),
+                                 hovertemplate="FPR %{customdata[0]:.4f}<br>TPR %{customdata[1]:.4f}"))
+    fig.add_trace(go.Scatter(x=[lo, 1.0], y=[lo, 1.0], mode="lines", name="chance (AUC 0.50)",
+                             line=dict(dash="dash", color="gray"), hoverinfo="skip"))
+    fig.update_xaxes(type="log")
+    fig.update_yaxes(type="log")
+    fig.update_layout(template=TEMPLATE, title="Membership inference by predicted indirect identifiers (ROC)",
+                      xaxis_title="false-positive rate (log; 0 drawn at 1/(2·non-members))",
+                      yaxis_title="true-positive rate (log; 0 drawn at 1/(2·members))", legend_title="")
+    return fig
+
+
+def regurgitation_cdf(tables: dict[str, pd.DataFrame], *, count_col: str = "n_predicted",
+                      normalize: bool = True) -> go.Figure:
+    """Regurgitation of identifiers against their training frequency, one line per strategy (000 Fig. 5).
+
+    ``tables`` maps a strategy to ``toolkit.metrics.regurgitation_table``. For a strategy whose identifiers have
+    training frequencies ``f_t`` and prediction counts ``c_t`` (``count_col``: ``n_predicted``, predictions
+    anywhere, or ``n_predicted_correct``, at the identifier's own position), the curve is the step function
+
+    .. math:: F(x) = \\sum_{t : f_t \\le x} c_t \\Big/ \\sum_t c_t
+
+    i.e. the cumulative share of the predictions of leaked identifiers (``c_t > 0``) that fall on identifiers
+    seen at most ``x`` times in training; x on a log axis. A curve that rises late means the regurgitated
+    identifiers are the frequently repeated ones. With ``normalize=False`` the y axis is the cumulative *number* of
+    predictions (the denominator is dropped), so curve heights compare the volume of regurgitation between
+    strategies (the paper's "area between the curves"). A strategy with no leaked identifier gives an empty trace.
+    """
+    fig = go.Figure()
+    for name, t in tables.items():
+        t = t[t[count_col] > 0]
+        x, y = ecdf_points(t["train_frequency"], t[count_col])
+        if not normalize and x.size:
+            y = y * float(t[count_col].sum())
+        fig.add_trace(go.Scatter(x=x, y=y, mode="lines", line_shape="hv", name=str(name)))
+    fig.update_xaxes(type="log")
+    fig.update_layout(template=TEMPLATE, title="Regurgitated identifiers against their training frequency",
+                      xaxis_title="occurrences of the identifier in the training data (log)",
+                      yaxis_title=("cumulative share of predictions" if normalize else "cumulative predictions")
+                      + " of leaked identifiers", legend_title="strategy")
+    return fig
+
+
+def tpr_table(reports: dict[str, dict], *, formatted: bool = True, with_ci: bool = False,
+              digits: int = 2) -> pd.DataFrame:
+    """Strategy × FPR table of TPR at fixed FPRs plus AUC, as 000 Table 2 (SPEC §5).
+
+    ``reports`` maps a strategy to ``toolkit.metrics.mia_report``. Columns are ``"TPR @ FPR 0.1%"``, … (one per
+    FPR key present, in increasing order) and ``"AUC"``. With ``formatted`` (default) cells are strings —
+    percentages with ``digits`` decimals, ``"n/r"`` where the FPR is not resolvable with the number of
+    non-members (the report has None), and the bootstrap interval in brackets when ``with_ci``; otherwise floats
+    (TPR as a fraction, NaN for not resolvable).
+    """
+    keys = sorted({k for r in reports.values() for k in r["tpr_at_fpr"]}, key=float)
+    cols = {k: f"TPR @ FPR {float(k) * 100:g}%" for k in keys}
+    rows = {}
+    for name, r in reports.items():
+        row = {}
+        for k in keys:
+            v = r["tpr_at_fpr"].get(k)
+            if not formatted:
+                row[cols[k]] = np.nan if v is None else float(v)
+            elif v is None:
+                row[cols[k]] = "n/r"
+            else:
+                s = f"{100 * v:.{digits}f}%"
+                ci = (r.get("tpr_at_fpr_ci") or {}).get(k)
+                if with_ci and ci is not None:
+                    s += f" [{100 * ci[0]:.{digits}f}, {100 * ci[1]:.{digits}f}]"
+                row[cols[k]] = s
+        auc = r["auc"]
+        if not formatted:
+            row["AUC"] = float(auc)
+        else:
+            row["AUC"] = f"{auc:.3f}"
+            if with_ci and r.get("auc_ci") is not None:
+                row["AUC"] += f" [{r['auc_ci'][0]:.3f}, {r['auc_ci'][1]:.3f}]"
+        rows[name] = row
+    out = pd.DataFrame.from_dict(rows, orient="index", columns=[*cols.values(), "AUC"])
+    out.index.name = "strategy"
+    return out
