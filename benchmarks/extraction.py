@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-from toolkit.audit.probe_causal import generate_ids
+from toolkit.audit.generation import generate_ids
 from toolkit.corpus import load_corpus
 from toolkit.identifiers.addresses import occurrence_table
 from toolkit.audit.extraction import encode_prompts, extract_from_generations, extraction_record, read_prompts

@@ -6,7 +6,7 @@ On the first ``--documents`` training notes of ``data_samples/clinical/notes.jso
 1. teacher-forced probe — ``toolkit.audit.probe_causal`` with ``--batch-size`` chunks per forward pass against the
    same function with ``batch_size=1`` (a per-document loop: the notes fit one 256-token window, so one chunk is one
    document); prints documents/s, the ratio, and whether both give the same predictions;
-2. greedy generation — ``toolkit.audit.probe_causal.generate_ids`` (KV cache, left padding, ``--batch-size`` prompts
+2. greedy generation — ``toolkit.audit.generation.generate_ids`` (KV cache, left padding, ``--batch-size`` prompts
    per ``generate`` call) against one ``generate`` call per prompt, for ``--prompts`` prompts of the first
    ``--prompt-tokens`` tokens of a note and ``--new-tokens`` new tokens; prints prompts/s, the ratio and checks that
    the continuations are identical.
@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 
 from toolkit.audit import probe_causal
-from toolkit.audit.probe_causal import generate_ids
+from toolkit.audit.generation import generate_ids
 from toolkit.corpus import Corpus, load_corpus
 from toolkit.identifiers import analyze
 from toolkit.models import TinyModelConfig, init_model, train_tokenizer

@@ -21,7 +21,7 @@ def main() -> None:
     ap.add_argument("run_dirs", nargs="+")
     args = ap.parse_args()
 
-    from toolkit.report import build_report, builder
+    from toolkit.report import build_report, sections
 
     out = Path(tempfile.mkdtemp(prefix="report-bench-"))
     t0 = time.perf_counter()
@@ -32,7 +32,7 @@ def main() -> None:
         fig.update_layout(height=fig.layout.height or 430, margin=dict(t=60, l=60, r=20, b=50))
         return fig.to_html(full_html=False, include_plotlyjs=True, config={"displaylogo": False})
 
-    with mock.patch.object(builder, "_figure", per_figure), \
+    with mock.patch.object(sections, "figure", per_figure), \
             mock.patch("plotly.offline.get_plotlyjs", return_value=""):  # no bundle in the head
         t0 = time.perf_counter()
         each = build_report(args.run_dirs, out / "per_figure.html")

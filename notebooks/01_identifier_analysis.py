@@ -36,11 +36,11 @@ max_documents = None  # e.g. 100 for a quick run
 out_dir = "../outputs/identifiers"
 
 # %%
-import ipywidgets as widgets
 import pandas as pd
 from IPython.display import HTML, display
 
 from toolkit import plots
+from toolkit.plots.widgets import indirect_share_explorer
 from toolkit.corpus import load_corpus
 from toolkit.identifiers import IdentifierConfig, analyze, detector_scores, make_detector
 
@@ -144,22 +144,7 @@ counts.groupby(["k", "n"])["n_indirect"].describe()[["mean", "50%", "max"]].roun
 # Explore interactively (in JupyterLab): move the sliders to see the share of protected word occurrences.
 
 # %%
-k_slider = widgets.IntSlider(value=k, min=2, max=max(ks), description="k")
-n_slider = widgets.IntSlider(value=n, min=1, max=max(ns), description="n")
-readout = widgets.HTML()
-
-
-def update(_=None):
-    share = wide.graph.indirect_positions(k_slider.value, n_slider.value).mean()
-    per_person = wide.graph.indirect_per_individual(k_slider.value, n_slider.value)
-    readout.value = (f"<b>k={k_slider.value}, n={n_slider.value}</b>: {share:.1%} of word occurrences are indirect "
-                     f"identifiers; median {int(pd.Series(per_person).median())} per individual")
-
-
-k_slider.observe(update, "value")
-n_slider.observe(update, "value")
-update()
-display(widgets.VBox([widgets.HBox([k_slider, n_slider]), readout]))
+display(indirect_share_explorer(wide.graph, k=k, n=n, max_k=max(ks), max_n=max(ns)))
 
 # %% [markdown]
 # ## 6. Save the analysis

@@ -27,20 +27,22 @@
 # counts than patients it never saw.
 #
 # The CPU profile uses a tiny model built from the sample data, so absolute numbers are not the paper's; the
-# direction of the effects is what to look at. Everything is cached under `work_dir`: re-running only computes what
-# is missing.
+# direction of the effects is what to look at. This notebook runs the experiment config `configs/cpu_masked.yaml`
+# (the same run as `python -m toolkit run configs/cpu_masked.yaml`); its parameters below override the config.
+# Everything is cached under `work_dir`: re-running only computes what changed.
 
 # %% tags=["parameters"]
-profile = "cpu"
-corpus_path = "../data_samples/clinical/notes.jsonl"
-n_individuals = 35  # members (train split) and as many non-members (heldout split)
-strategies = ["mlm", "mlm_pseudo", "ppmlm", "dppmlm", "ippmlm", "mlm_dp"]
-epochs = None  # checkpoint epochs (None: those of the profile)
-dp_epochs = [16, 32]  # checkpoint epochs of mlm_dp, DP-SGD being about 3x slower per epoch (None: same as epochs)
-pretrain_epochs = None  # pre-training epochs of the tiny base model (None: those of the profile)
-detector = "oracle"  # gold PHI; "spacy+patterns" to include detector errors
+config = "cpu_masked"  # the experiment config (configs/cpu_masked.yaml): its values are this notebook's defaults
+profile = None  # "cpu" or "paper" (make demo passes it); None: the config's
+n_individuals = None  # members (train split) and as many non-members (heldout split); None: the config's
+strategies = None  # None: the config's (every masked-LM strategy)
+epochs = None  # checkpoint epochs; None: the profile's
+dp_epochs = None  # checkpoint epochs of mlm_dp (DP-SGD is slower per epoch); None: the config's
+pretrain_epochs = None  # pre-training epochs of the tiny base model; None: the profile's
+detector = None  # None: the config's ("oracle": gold PHI); "spacy+patterns" to include detector errors
+k = None  # indirect identifiers: terms used by fewer than k individuals; None: the config's
 work_dir = "../outputs/work/02_masked_lm"
-n_bootstrap = 1000
+n_bootstrap = None  # bootstrap resamples of the ROC; None: the config's
 known_categories = ["drug", "condition"]  # the auxiliary-knowledge attacker (001 §6.1)
 downstream_epochs = 6  # SPEC §8; 0 to skip
 
@@ -52,65 +54,48 @@ from IPython.display import Markdown, display
 
 from toolkit import plots
 from toolkit.audit import downstream_f1, majority_baseline_f1
-from toolkit.audit.evaluate import corpus_word_types, indirect_by_person, regurgitation
-from toolkit.config import load_profile
-from toolkit.corpus import load_corpus
+from toolkit.audit.evaluate import indirect_by_person, regurgitation
+from toolkit.config.experiment import load_experiment
+from toolkit.corpus import Corpus
 from toolkit.metrics import auxiliary_knowledge_identifiable, mia_report, mia_scores
-from toolkit.pipelines.steps import (audit_runs, ensure_base, ensure_identifiers, findings, results_table,
-                              runs_table, train_strategies)
+from toolkit.pipelines.lm_experiment import run_experiment
+from toolkit.pipelines.steps import findings, results_table, runs_table
 
 plots.setup_notebook()
-work = Path(work_dir)
-prof = load_profile(profile)
-cfg = prof.finetune["mlm"]
-if epochs:
-    cfg.epochs = sorted(int(e) for e in epochs)
-cfg.__post_init__()
-if pretrain_epochs and "mlm" in prof.pretrain:
-    prof.pretrain["mlm"].epochs = [int(pretrain_epochs)]
+overrides = {key: value for key, value in {
+    "profile": profile, "corpus.n_individuals": n_individuals, "training.strategies": strategies,
+    "training.epochs": epochs, "training.dp_epochs": dp_epochs, "model.pretrain.epochs": pretrain_epochs,
+    "identifiers.detector": detector,
+    "identifiers.k": k, "audit.n_bootstrap": n_bootstrap}.items() if value is not None}
+cfg = load_experiment(config, overrides)
+pd.Series(cfg.summary(), name=cfg.name).to_frame()
 
 # %% [markdown]
-# ## 1. Data: members, non-members and the base model's own data
+# ## 1. Data, identifiers, training and audits: one cached run
 # The base model is built from the `public` split only (its tokenizer and weights never saw a member). Members are
 # the first `n_individuals` patients of `train`; non-members the first `n_individuals` of `heldout`.
-
-# %%
-corpus = load_corpus(corpus_path)
-public = corpus.filter(split="public")
-members = corpus.filter(person_ids=corpus.filter(split="train").person_ids[:n_individuals])
-nonmembers = corpus.filter(person_ids=corpus.filter(split="heldout").person_ids[:n_individuals])
-pd.DataFrame({"individuals": [len(c.person_ids) for c in (public, members, nonmembers)],
-              "notes": [len(c) for c in (public, members, nonmembers)]},
-             index=["public (base model)", "members (fine-tuning)", "non-members (held out)"])
-
-# %%
-base = ensure_base(public, work / "base_mlm", "mlm", profile=prof)
-ids_train = ensure_identifiers(members, work / "identifiers_members", detector=detector)
-ids_all = ensure_identifiers(members.__class__(list(members) + list(nonmembers)), work / "identifiers_all",
-                             detector=detector)
-base_vocabulary = corpus_word_types(public)
-pd.Series({k: ids_train["summary"][k] for k in ("n_words", "n_I_direct", "n_I_indirect", "n_I",
-                                                "share_protected_positions")}).to_frame("members")
-
-# %% [markdown]
-# ## 2. Train every strategy
-# One trainer for all (Hugging Face `Trainer`; Opacus for DP), checkpoints at the profile's epochs. Training is
-# skipped for runs already finished with the same settings.
-
-# %%
-runs = train_strategies(members, base, work / "runs", strategies, cfg, ids=ids_train, dp_epochs=dp_epochs)
-runs_table(runs, work / "runs")
-
-# %% [markdown]
-# ## 3. Audit every checkpoint (and the base model, epoch 0)
+# `run_experiment` chains the steps — base model, identifiers, training of every strategy (one trainer for all:
+# Hugging Face `Trainer`; Opacus for DP), the audit of the base model and of every checkpoint — and skips a step
+# whose inputs have not changed since it last ran (a new `k` or `detector` re-runs the identifier analysis and
+# everything that depends on it, nothing else).
+#
 # Each audit probes members and non-members once; privacy is measured on members, the attack uses both. The base
 # model's row shows what it "leaks" before any fine-tuning (pooled doctors, common first names it saw in `public`):
 # those leaks are not caused by fine-tuning, which is why *novel* privacy (identifiers absent from `public`) is
 # reported too.
 
 # %%
-audits = audit_runs(base, runs, members, nonmembers, ids_train, ids_all, out_dir=work / "audit",
-                    base_vocabulary=base_vocabulary, n_bootstrap=n_bootstrap)
+result = run_experiment(cfg, work_dir, progress=False, echo=False)
+members, nonmembers = result.data["members"], result.data["nonmembers"]
+ids_train, ids_all = result.identifiers["members"], result.identifiers["all"]
+runs, audits = result.checkpoints, result.audits
+strategies = list(runs)
+display(pd.DataFrame({"individuals": [len(c.person_ids) for c in (result.data["public"], members, nonmembers)],
+                      "notes": [len(c) for c in (result.data["public"], members, nonmembers)]},
+                     index=["public (base model)", "members (fine-tuning)", "non-members (held out)"]))
+display(pd.Series({key: ids_train["summary"][key] for key in ("n_words", "n_I_direct", "n_I_indirect", "n_I",
+                                                              "share_protected_positions")}).to_frame("members"))
+display(runs_table(runs, Path(work_dir) / "runs"))
 results = results_table(audits)
 results.round(3)
 
@@ -138,9 +123,9 @@ plots.tpr_table({name: a["roc"] for name, a in last.items()}, with_ci=True)
 # conditions) can only use those indirect identifiers.
 
 # %%
-term_categories = pd.read_csv(Path(corpus_path).parent / "term_categories.csv")
+term_categories = pd.read_csv(Path(cfg.corpus.path[0]).parent / "term_categories.csv")
 cat_map = dict(zip(term_categories["term"], term_categories["category"]))
-both = members.__class__(list(members) + list(nonmembers))
+both = Corpus(list(members) + list(nonmembers))
 aux = auxiliary_knowledge_identifiable(indirect_by_person(ids_all, both), cat_map, known_categories)
 aux_rows = {}
 for name, a in last.items():
@@ -169,8 +154,8 @@ pd.DataFrame({name: {cat: v["n_leaked"] for cat, v in a["metrics"]["leaked_by_ca
 # %%
 if downstream_epochs:
     seen_labels = {d.labels["smoking"] for d in members}
-    test = corpus.filter(split="test")
-    test = test.__class__([d for d in test if d.labels["smoking"] in seen_labels])  # classes the members have
+    test = result.data["corpus"].filter(split="test")
+    test = Corpus([d for d in test if d.labels["smoking"] in seen_labels])  # classes the members have
     f1 = {name: downstream_f1(last_path, members, test, epochs=downstream_epochs, progress=False)["macro_f1"]
           for name, last_path in [(n, runs[n][-1][1]) for n in strategies]}
     f1["majority baseline"] = majority_baseline_f1(members, test)["macro_f1"]

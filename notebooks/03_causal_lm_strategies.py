@@ -27,18 +27,19 @@
 # reproduces verbatim.
 
 # %% tags=["parameters"]
-profile = "cpu"
-corpus_path = "../data_samples/clinical/notes.jsonl"
-n_individuals = 40  # members (train split) and as many non-members (heldout split)
-strategies = ["clm", "clm_pseudo", "ppclm", "dppclm", "ippclm", "clm_dp"]
-epochs = None  # checkpoint epochs (None: those of the profile)
-dp_epochs = [4, 8]  # checkpoint epochs of clm_dp (None: same as epochs)
-pretrain_epochs = None  # pre-training epochs of the tiny base model (None: those of the profile)
-detector = "oracle"
+config = "cpu_causal"  # the experiment config (configs/cpu_causal.yaml): its values are this notebook's defaults
+profile = None  # "cpu" or "paper" (make demo passes it); None: the config's
+n_individuals = None  # members (train split) and as many non-members (heldout split); None: the config's
+strategies = None  # None: the config's (every causal strategy)
+epochs = None  # checkpoint epochs; None: the profile's
+dp_epochs = None  # checkpoint epochs of clm_dp; None: the config's
+pretrain_epochs = None  # pre-training epochs of the tiny base model; None: the profile's
+detector = None  # None: the config's ("oracle": gold PHI)
+k = None  # indirect identifiers: terms used by fewer than k individuals; None: the config's
 work_dir = "../outputs/work/03_causal_lm"
-n_bootstrap = 1000
-regurgitation_prefix = 32  # prompt = the first tokens of each member note
-regurgitation_new_tokens = 64
+n_bootstrap = None  # None: the config's
+regurgitation_prefix = None  # prompt = the first tokens of each member note; None: the config's
+regurgitation_new_tokens = None  # None: the config's
 
 # %%
 from pathlib import Path
@@ -47,52 +48,34 @@ import pandas as pd
 from IPython.display import Markdown, display
 
 from toolkit import plots
-from toolkit.audit import regurgitation_rate
-from toolkit.audit.evaluate import corpus_word_types, identifier_sets
-from toolkit.config import load_profile
-from toolkit.corpus import Corpus, load_corpus
-from toolkit.models import load_model
-from toolkit.pipelines.steps import (audit_runs, ensure_base, ensure_identifiers, findings, results_table,
-                              runs_table, train_strategies)
+from toolkit.config.experiment import load_experiment
+from toolkit.pipelines.lm_experiment import run_experiment
+from toolkit.pipelines.steps import findings, results_table, runs_table
 
 plots.setup_notebook()
-work = Path(work_dir)
-prof = load_profile(profile)
-cfg = prof.finetune["clm"]
-if epochs:
-    cfg.epochs = sorted(int(e) for e in epochs)
-cfg.__post_init__()
-if pretrain_epochs and "clm" in prof.pretrain:
-    prof.pretrain["clm"].epochs = [int(pretrain_epochs)]
+overrides = {key: value for key, value in {
+    "profile": profile, "corpus.n_individuals": n_individuals, "training.strategies": strategies,
+    "training.epochs": epochs, "training.dp_epochs": dp_epochs, "model.pretrain.epochs": pretrain_epochs,
+    "identifiers.detector": detector,
+    "identifiers.k": k, "audit.n_bootstrap": n_bootstrap,
+    "audit.regurgitation.prefix_tokens": regurgitation_prefix,
+    "audit.regurgitation.max_new_tokens": regurgitation_new_tokens}.items() if value is not None}
+cfg = load_experiment(config, overrides)
+pd.Series(cfg.summary(), name=cfg.name).to_frame()
 
 # %% [markdown]
-# ## 1. Data and the base model (built from the `public` split only)
+# ## 1. Data, base model (built from the `public` split only), identifiers, training, audits: one cached run
+# The teacher-forced audit of every checkpoint (and of the base model) and the free-running regurgitation of the
+# last checkpoints are steps of the same run; a step whose inputs did not change is not recomputed.
 
 # %%
-corpus = load_corpus(corpus_path)
-public = corpus.filter(split="public")
-members = corpus.filter(person_ids=corpus.filter(split="train").person_ids[:n_individuals])
-nonmembers = corpus.filter(person_ids=corpus.filter(split="heldout").person_ids[:n_individuals])
-base = ensure_base(public, work / "base_clm", "clm", profile=prof)
-ids_train = ensure_identifiers(members, work / "identifiers_members", detector=detector)
-ids_all = ensure_identifiers(Corpus(list(members) + list(nonmembers)), work / "identifiers_all", detector=detector)
-base_vocabulary = corpus_word_types(public)
-pd.Series({k: ids_train["summary"][k] for k in ("n_words", "n_I_direct", "n_I_indirect",
-                                                "share_protected_positions")}).to_frame("members")
-
-# %% [markdown]
-# ## 2. Train every strategy
-
-# %%
-runs = train_strategies(members, base, work / "runs", strategies, cfg, ids=ids_train, dp_epochs=dp_epochs)
-runs_table(runs, work / "runs")
-
-# %% [markdown]
-# ## 3. Teacher-forced audit of every checkpoint (and the base model)
-
-# %%
-audits = audit_runs(base, runs, members, nonmembers, ids_train, ids_all, out_dir=work / "audit",
-                    base_vocabulary=base_vocabulary, n_bootstrap=n_bootstrap)
+result = run_experiment(cfg, work_dir, progress=False, echo=False)
+ids_train = result.identifiers["members"]
+runs, audits = result.checkpoints, result.audits
+strategies = list(runs)
+display(pd.Series({key: ids_train["summary"][key] for key in ("n_words", "n_I_direct", "n_I_indirect",
+                                                              "share_protected_positions")}).to_frame("members"))
+display(runs_table(runs, Path(work_dir) / "runs"))
 results = results_table(audits)
 results.round(3)
 
@@ -118,15 +101,7 @@ plots.tpr_table({name: a["roc"] for name, a in last.items()}, with_ci=True)
 # identifiers that the model writes out verbatim. Reproduced identifiers are shown hashed, never in clear.
 
 # %%
-identifiers = identifier_sets(ids_train)
-vocab = identifiers["I_direct"] | identifiers["I_indirect"]
-regurg = {}
-for name in ["base"] + strategies:
-    path = base if name == "base" else runs[name][-1][1]
-    model, tokenizer = load_model(path, kind="clm")
-    regurg[name] = regurgitation_rate(model, tokenizer, members, vocab, prefix_tokens=regurgitation_prefix,
-                                      max_new_tokens=regurgitation_new_tokens, progress=False)
-pd.DataFrame(regurg).T[["n_documents", "n_identifier_occurrences", "n_reproduced", "share_reproduced"]]
+pd.DataFrame(result.regurgitation).T[["n_documents", "n_identifier_occurrences", "n_reproduced", "share_reproduced"]]
 
 # %% [markdown]
 # ## 7. What the figures show on this run (computed, not written in advance)

@@ -69,6 +69,7 @@ from toolkit.plots.examples import before_after_html
 from toolkit.pipelines.email_extraction import (ensure_email_base, extract_techniques, findings, runs_summary,
                                          train_techniques, write_maxter)
 from toolkit.audit.prompts import address_prompts, combine_prompts
+from toolkit.samples.email import public_email_corpus
 
 plots.setup_notebook()
 work = Path(work_dir)
@@ -144,7 +145,8 @@ if show_examples:
 # batches contained (the SER denominator).
 
 # %%
-base = ensure_email_base(work / "base_clm", email, prof)
+public = public_email_corpus(email.public_documents)  # synthetic messages among other people (generator seed 1)
+base = ensure_email_base(work / "base_clm", public, email, prof)
 runs = train_techniques(train, base, work / "runs", techniques, cfg, seed=email.rmft_seed)
 runs_summary(work / "runs", techniques)
 

@@ -57,7 +57,7 @@ from toolkit.models import load_model
 from toolkit.scrub.anonymize import AnonymizeConfig
 from toolkit.scrub.candidates import NameScoreConfig, fill_mask, rank_candidates, save_candidates
 from toolkit.audit.anonymity import anonymity_summary, anonymity_test, write_anonymity
-from toolkit.review.store import compare_reviews, judged_names
+from toolkit.review.compare import compare_reviews, judged_names
 from toolkit.scrub.sentences import read_sentences, split_dev_test, tag_sentences, with_model_mask, write_sentences
 from toolkit.scrub.scrub import scrub_model
 from toolkit.metrics import scrubbing as ev
@@ -89,7 +89,7 @@ if n_documents:
     parts = [p[:int(n_documents)] for p in parts]
 original = Corpus([d for p in parts for d in p])
 with timer("1. NER anonymisation"):
-    anon = ensure_anonymized(original, work / "anonymized.jsonl",
+    anon = ensure_anonymized(original, work / "anonymized",
                              AnonymizeConfig(labels=labels, spacy_model=spacy_model))
 s = anon.summary
 gold_left = pd.DataFrame({"gold spans": s["gold_spans"], "left in the text (wholly or partly)": s["gold_missed"]})
@@ -176,7 +176,7 @@ with timer("3c. review"):
     if script is not None:
         session = scripted_session(candidates, review_file, reviewer, script)
     else:
-        from toolkit.review.store import ReviewSession
+        from toolkit.review.session import ReviewSession
 
         session = ReviewSession(candidates, review_file, reviewer)
 widget = ReviewWidget(session)

@@ -33,11 +33,11 @@ show_identifiers = False  # True prints leaked identifiers in clear: the report 
 # %%
 from pathlib import Path
 
-import ipywidgets as widgets
 import pandas as pd
 from IPython.display import HTML, Markdown, display
 
 from toolkit import plots
+from toolkit.plots.widgets import roc_explorer
 from toolkit.errors import ToolkitError
 from toolkit.report import build_report, collect_run, run_findings
 from toolkit.plots.runs import (aurc_by_group, extraction_figure, last_checkpoints, maxter_figure,
@@ -97,34 +97,12 @@ else:
 audited = [r for r in runs if r.has_audits]
 
 
-def show_roc(run_label, strategies, epoch):
-    run = next(r for r in audited if r.label == run_label)
-    reports = roc_reports(run, list(strategies) or None, epoch)
-    if not reports:
-        print("no audit at this checkpoint for the chosen strategies")
-        return
+if audited:
+    display(roc_explorer(audited))
+    first = audited[0]
+    reports = roc_reports(first, None, "last")  # a static copy for the exported notebook
     plots.roc_curves(reports).show()
     display(plots.tpr_table(reports, with_ci=True))
-
-
-if audited:
-    first = audited[0]
-    run_w = widgets.Dropdown(options=[r.label for r in audited], description="run")
-    strat_w = widgets.SelectMultiple(options=first.strategies, value=tuple(first.strategies),
-                                     description="strategies")
-    epoch_w = widgets.Dropdown(options=["last"] + sorted({e for s in first.strategies for e in first.epochs(s)}),
-                               description="checkpoint")
-
-    def _update_options(change):
-        run = next(r for r in audited if r.label == change["new"])
-        strat_w.options = run.strategies
-        strat_w.value = tuple(run.strategies)
-        epoch_w.options = ["last"] + sorted({e for s in run.strategies for e in run.epochs(s)})
-        epoch_w.value = "last"
-
-    run_w.observe(_update_options, names="value")
-    display(widgets.interactive(show_roc, run_label=run_w, strategies=strat_w, epoch=epoch_w))
-    show_roc(first.label, first.strategies, "last")  # static copy for the exported notebook
 else:
     display(Markdown("_No membership-inference results in the runs found._"))
 

@@ -40,7 +40,8 @@ def tiny_run(tmp_path_factory) -> Path:
     """The shared tiny run directory (made on first use, cached afterwards)."""
     import torch
 
-    from toolkit.pipelines.lm_experiment import load_experiment, run_experiment
+    from toolkit.config.experiment import load_experiment
+    from toolkit.pipelines.lm_experiment import run_experiment
 
     base = tmp_path_factory.getbasetemp()
     cfg_path = write_config(base / "tiny_causal.yaml")

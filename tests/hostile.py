@@ -7,7 +7,7 @@ A *property* is a pair ``(strategy, check)``: ``check(case)`` writes the generat
 it with the toolkit and returns ``"ok"`` (loaded, and equal to what was written) or ``"error"`` (a
 :class:`~toolkit.corpus.CorpusError` that the case calls for, naming the file and the record); anything else — a
 library exception, a silently dropped or altered document, a missing error, a hang — fails with ``AssertionError``.
-The oracle of each format is written from the format's documented rules (``toolkit/corpus/readers.py``), not from the
+The oracle of each format is written from the format's documented rules (``toolkit/corpus/formats/``), not from the
 reader's code: JSONL and CSV keep text exactly; XML normalises line ends unless they are escaped and cannot hold
 some control characters; e-mail writers normalise body line ends; mbox quotes body lines starting with ``From ``.
 """

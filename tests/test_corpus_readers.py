@@ -1,4 +1,4 @@
-"""Tests of the corpus readers and writer (toolkit.corpus.readers).
+"""Tests of the corpus readers and writer (toolkit.corpus.formats, toolkit.corpus.load).
 
 All fixtures are tiny, synthetic and written into ``tmp_path``; every name in them is invented.
 """
@@ -25,6 +25,7 @@ from toolkit.corpus import (
     load_corpus,
     make_document,
     read_csv,
+    read_enron,
     read_i2b2,
     read_jsonl,
     read_maildir,
@@ -123,7 +124,7 @@ def test_read_jsonl_bom_is_dropped(tmp_path: Path):
      "spans overlap"),
     ('{"doc_id": "b", "person_id": "x", "text": "t", "spans": "Alma"}', "must be a list"),
     ('{"doc_id": "b", "person_id": "x", "person_id": "y", "text": "t"}', "duplicate key 'person_id'"),
-    ('{"doc_id": "a", "person_id": "y", "text": "again"}', "duplicate doc_id 'a' (first seen at"),
+    ('{"doc_id": "a", "person_id": "y", "text": "again"}', "duplicate doc_id (first seen at line 1)"),
 ])
 def test_read_jsonl_errors_name_file_and_line(tmp_path: Path, bad_line: str, expected: str):
     p = write(tmp_path / "bad.jsonl", "\n".join([jsonl_line(doc_id="a", person_id="x", text="fine"), "", bad_line]))
@@ -207,7 +208,7 @@ def test_read_csv_good(tmp_path: Path):
         "d2,p2,Plain note about Bertil Ynsk,,,CURRENT\r\n"
     )
     p = write(tmp_path / "notes.csv", content)
-    corpus = read_csv(p, label_columns=["smoking"])
+    corpus = read_csv(p, label_fields=["smoking"])
     assert [d.doc_id for d in corpus] == ["d1", "d2"]
     assert [d.person_id for d in corpus] == ["p1", "p2"]
     assert [d.split for d in corpus] == ["train", None]
@@ -220,21 +221,23 @@ def test_read_csv_good(tmp_path: Path):
 
 def test_read_csv_custom_columns_and_generated_doc_ids(tmp_path: Path):
     p = write(tmp_path / "mail.csv", "author,body\nqorvath,hello\nynsk,\"multi\nline\"\nqorvath,bye\n")
-    corpus = read_csv(p, text_column="body", person_id_column="author")
+    corpus = read_csv(p, text_field="body", person_field="author")
     assert [d.doc_id for d in corpus] == ["mail-1", "mail-2", "mail-3"]
     assert [d.person_id for d in corpus] == ["qorvath", "ynsk", "qorvath"]
     assert corpus[1].text == "multi\nline"
 
 
-def test_read_csv_missing_columns_names_existing(tmp_path: Path):
-    p = write(tmp_path / "cols.csv", "id,author,body\n1,a,b\n")
-    expect_error(read_csv, p, contains=("cols.csv", "line 1", "missing column(s) 'text', 'person_id'",
-                                        "the file has columns: 'id', 'author', 'body'"))
+def test_read_csv_missing_columns_suggests_near_misses_only(tmp_path: Path):
+    p = write(tmp_path / "cols.csv", "id,Person-ID,body\n1,a,b\n")
+    err = expect_error(read_csv, p, contains=("cols.csv", "line 1", "missing column(s) 'text',",
+                                              "'person_id' (did you mean 'Person-ID'?)", "3 column(s)",
+                                              "--text-field", "--person-field @row"))
+    assert "'body'" not in str(err) and "'id'" not in str(err)  # header cells are not listed
 
 
 def test_read_csv_nondefault_optional_column_must_exist(tmp_path: Path):
     p = write(tmp_path / "c.csv", "person_id,text\na,b\n")
-    expect_error(read_csv, p, split_column="fold", contains=("c.csv", "missing column(s) 'fold'"))
+    expect_error(read_csv, p, split_field="fold", contains=("c.csv", "missing column(s) 'fold'"))
 
 
 def test_read_csv_record_errors_report_record_and_start_line(tmp_path: Path):
@@ -248,7 +251,7 @@ def test_read_csv_record_errors_report_record_and_start_line(tmp_path: Path):
     ('d2,p2,Alma,"[{""start"": 0, ""end"": 99, ""label"": ""NAME""}]"', "outside the text"),
     ('d2,p2,Alma,"[{""start"": 0"', "not valid JSON"),
     ('d2,p2,Alma,"{}"', "must hold a JSON list"),
-    ('d1,p2,Alma,', "duplicate doc_id 'd1'"),
+    ('d1,p2,Alma,', "duplicate doc_id (first seen at line 2, record 1)"),
     (',p2,Alma,', "missing field 'doc_id'"),
 ])
 def test_read_csv_bad_records(tmp_path: Path, row: str, expected: str):
@@ -379,7 +382,11 @@ def test_read_i2b2_2014_offset_text_mismatch(tmp_path: Path):
     tags = tags_2014()
     tags[1] = ("P1", "NAME", tags[1][2] + 1, tags[1][3] + 1, "Alma Qorvath", "PATIENT")
     p = write(tmp_path / "110-01.xml", n2c2_2014(TEXT_2014, tags))
-    expect_error(read_i2b2, p, contains=("110-01.xml", "tag P1", "mismatch", "'lma Qorvath '", "'Alma Qorvath'"))
+    start = TEXT_2014.index("Alma Qorvath")
+    err = expect_error(read_i2b2, p, contains=("110-01.xml", "tag P1", "mismatch", f"text[{start + 1}:{start + 13}] "
+                                               "(length 12)", "text attribute (length 12)",
+                                               f"occurs at offset {start} (shift -1)"))
+    assert "Qorvath" not in str(err) and "lma" not in str(err)  # the strings are personal data
 
 
 @pytest.mark.parametrize("tag, expected", [
@@ -413,7 +420,7 @@ def test_read_i2b2_invalid_xml_and_unknown_root(tmp_path: Path):
 def test_read_i2b2_duplicate_doc_id_across_files(tmp_path: Path):
     write(tmp_path / "a" / "1-01.xml", n2c2_2014("x", []))
     write(tmp_path / "b" / "1-01.xml", n2c2_2014("y", []))
-    expect_error(read_i2b2, tmp_path, contains=(str(Path("b") / "1-01.xml"), "duplicate doc_id '1-01'",
+    expect_error(read_i2b2, tmp_path, contains=(str(Path("b") / "1-01.xml"), "duplicate doc_id (first seen at",
                                                 str(Path("a") / "1-01.xml")))
 
 
@@ -459,16 +466,65 @@ def write_tab(path: Path, docs: list[dict]) -> Path:
 
 def test_read_tab_default_annotator(tmp_path: Path):
     p = write_tab(tmp_path / "echr_dev.json", tab_docs())
-    corpus = read_tab(p)
+    with pytest.warns(CorpusWarning, match=r"1 document\(s\) have several annotators and no 'quality_checked'"):
+        corpus = read_tab(p)
     assert [d.doc_id for d in corpus] == ["001-1001", "001-1002"]
     assert [d.person_id for d in corpus] == ["001-1001", "001-1002"]
     assert [d.split for d in corpus] == ["train", "test"]
     d = corpus[0]
     assert d.text == TAB_TEXT
-    assert d.labels["annotator"] == "annotator2"  # first in sorted order
+    assert d.labels["annotator"] == "annotator2"  # no quality_checked: first in sorted order
     assert d.labels["task"] == "ANNOTATION" and d.labels["meta"]["applicant"] == "Bertil Ynsk"
     assert surfaces(d) == [("Bertil Ynsk", "PERSON/DIRECT"), ("Qorvath", "LOC/QUASI")]
     assert surfaces(corpus[1]) == [("Alma Qorvath", "PERSON/DIRECT")]
+
+
+def test_read_tab_quality_checked_annotator_is_the_default(tmp_path: Path):
+    docs = tab_docs()
+    docs[0]["quality_checked"] = ["annotator9"]
+    p = write_tab(tmp_path / "echr_dev.json", docs)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CorpusWarning)
+        with pytest.warns(CorpusWarning, match="dropped 1 overlapping mention"):  # annotator9's nested mention
+            d = read_tab(p)[0]
+    assert d.labels["annotator"] == "annotator9"
+    assert surfaces(d) == [("Mr Bertil Ynsk", "PERSON/DIRECT"), ("1961", "DATETIME/QUASI")]
+    docs[0]["quality_checked"] = ["annotator7"]
+    expect_error(read_tab, write_tab(tmp_path / "bad_qc.json", docs),
+                 contains=("record #1 (001-1001)", "'quality_checked' names ['annotator7']",
+                           "['annotator2', 'annotator9']", "--annotator"))
+
+
+REAL = Path(__file__).parent / "data" / "real"
+
+
+def test_read_tab_real_record_oracle_spans_are_the_quality_checked_annotators():
+    """The real TAB record: its two annotators disagree on 11 DIRECT/QUASI mentions; the oracle detector must see
+    exactly the mentions of the annotator the record marks as quality-checked."""
+    from toolkit.identifiers import OracleDetector
+
+    path = REAL / "tab" / "echr_dev_first_record.json"
+    record = json.loads(path.read_text(encoding="utf-8"))[0]
+    (checked,) = record["quality_checked"]
+
+    def direct_and_quasi(annotator: str) -> list[tuple[int, int, str]]:
+        return sorted((m["start_offset"], m["end_offset"], f"{m['entity_type']}/{m['identifier_type']}")
+                      for m in record["annotations"][annotator]["entity_mentions"]
+                      if m["identifier_type"] in ("DIRECT", "QUASI"))
+
+    others = [a for a in record["annotations"] if a != checked]
+    assert others and all(direct_and_quasi(a) != direct_and_quasi(checked) for a in others)
+    assert sorted(record["annotations"])[0] != checked  # the old rule (first in sorted order) picked another
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CorpusWarning)  # no overlaps to resolve, no annotator guessed
+        corpus = load_corpus(path)
+    doc = corpus[0]
+    assert doc.labels["annotator"] == checked and doc.doc_id == record["doc_id"] and doc.split == "dev"
+    oracle = OracleDetector().detect(corpus)[0]
+    assert [(s.start, s.end, s.label) for s in oracle] == direct_and_quasi(checked)
+    assert all(doc.text[s.start:s.end] for s in oracle)
+    chosen = load_corpus(path, annotator=others[0])[0]
+    assert [(s.start, s.end, s.label) for s in chosen.spans] == direct_and_quasi(others[0])
 
 
 def test_read_tab_chosen_annotator_overlap_and_no_mask(tmp_path: Path):
@@ -487,7 +543,7 @@ def test_read_tab_chosen_annotator_overlap_and_no_mask(tmp_path: Path):
 
 def test_read_tab_person_field(tmp_path: Path):
     p = write_tab(tmp_path / "echr.json", tab_docs())
-    assert read_tab(p, person_field="applicant").person_ids == ["Bertil Ynsk", "Alma Qorvath"]
+    assert read_tab(p, person_field="applicant", annotator="annotator2").person_ids == ["Bertil Ynsk", "Alma Qorvath"]
     expect_error(read_tab, p, person_field="respondent",
                  contains=("echr.json", "record #1 (001-1001)", "'respondent'", "applicant"))
 
@@ -504,8 +560,10 @@ def test_read_tab_span_text_mismatch(tmp_path: Path):
     docs[1]["annotations"]["annotator2"]["entity_mentions"][0]["start_offset"] += 1
     docs[1]["annotations"]["annotator2"]["entity_mentions"][0]["end_offset"] += 1
     p = write_tab(tmp_path / "echr.json", docs)
-    expect_error(read_tab, p, contains=("echr.json", "record #2 (001-1002), mention e1_m1", "mismatch",
-                                        "'lma Qorvath '", "'Alma Qorvath'"))
+    err = expect_error(read_tab, p, contains=("echr.json", "record #2 (001-1002), mention e1_m1", "mismatch",
+                                              "text[4:16] (length 12) differs from span_text (length 12)",
+                                              "occurs at offset 3 (shift -1)"))
+    assert "Qorvath" not in str(err)
 
 
 @pytest.mark.parametrize("content, expected", [
@@ -514,7 +572,7 @@ def test_read_tab_span_text_mismatch(tmp_path: Path):
     ("[]", "empty"),
     ('[{"doc_id": "x", "text": "t"}]', "missing field(s) 'annotations'"),
     ('[{"doc_id": "x", "text": "t", "annotations": {}}, {"doc_id": "x", "text": "u", "annotations": {}}]',
-     "duplicate doc_id 'x'"),
+     "duplicate doc_id (first seen at record #1 (x))"),
 ])
 def test_read_tab_bad_files(tmp_path: Path, content: str, expected: str):
     p = write(tmp_path / "tab.json", content)
@@ -613,8 +671,9 @@ def test_read_mbox_errors(tmp_path: Path):
     p = make_mbox(tmp_path / "nofrom.mbox", [MSG_PLAIN, no_from])
     expect_error(read_mbox, p, contains=("nofrom.mbox", "message 2", "no From address"))
     dup = make_mbox(tmp_path / "dup.mbox", [MSG_PLAIN, MSG_PLAIN])
-    expect_error(read_mbox, dup, contains=("dup.mbox", "message 2", "duplicate doc_id 'm1@example.org'",
-                                           "message 1"))
+    err = expect_error(read_mbox, dup, contains=("dup.mbox", "record message 2", "duplicate doc_id (first seen at "
+                                                 "record message 1)"))
+    assert "m1@" not in str(err)  # a Message-ID often holds an address
     empty = write(tmp_path / "empty.mbox", "just text, no From_ line\n")
     expect_error(read_mbox, empty, contains=("empty.mbox", "empty"))
     expect_error(read_mbox, p, person="recipient", contains=("'sender' or 'owner'",))
@@ -634,6 +693,93 @@ def test_read_maildir(tmp_path: Path):
     assert set(read_maildir(folder).person_ids) == {"bertil.ynsk@example.org", "alma@example.org"}
     expect_error(read_maildir, write(tmp_path / "plain" / "x.txt", "x").parent,
                  contains=("plain", "not a Maildir", "cur"))
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# Enron original layout (real messages of the public corpus, tests/data/real/enron)
+# ------------------------------------------------------------------------------------------------------------------
+
+ENRON = Path(__file__).parent / "data" / "real" / "enron"
+ENRON_IDS = ["allen-p/_sent_mail/285", "allen-p/_sent_mail/575", "allen-p/all_documents/97", "allen-p/straw/1",
+             "allen-p/straw/7", "guzman-m/_sent_mail/206", "guzman-m/discussion_threads/1906",
+             "guzman-m/notes_inbox/1677", "guzman-m/notes_inbox/1683"]
+
+
+def test_read_enron_collection_mailbox_and_folder_agree():
+    corpus = load_corpus(ENRON)
+    assert detect_format(ENRON) == "enron"
+    assert [d.doc_id for d in corpus] == ENRON_IDS  # folder order, then message number
+    assert corpus.person_ids == ["allen-p", "guzman-m"]
+    assert [d.person_id for d in corpus] == [i.split("/")[0] for i in ENRON_IDS]
+    mailbox_ = load_corpus(ENRON / "allen-p")
+    folder = load_corpus(ENRON / "allen-p" / "straw")
+    assert detect_format(ENRON / "allen-p") == detect_format(ENRON / "allen-p" / "straw") == "enron"
+    assert [d.doc_id for d in mailbox_] == ENRON_IDS[:5] and [d.doc_id for d in folder] == ENRON_IDS[3:5]
+    assert set(folder.person_ids) == {"allen-p"}  # the owner of a mail folder is its mailbox
+    for doc in list(mailbox_) + list(folder):
+        assert corpus.get(doc.doc_id) == doc
+
+
+def test_read_enron_text_is_headers_then_the_stored_body():
+    corpus = read_enron(ENRON)
+    raw = (ENRON / "allen-p" / "_sent_mail" / "285.").read_bytes()
+    doc = corpus.get("allen-p/_sent_mail/285")
+    assert doc.text == ("From: phillip.allen@enron.com\nTo: ina.rangel@enron.com\n"
+                        "Subject: Meeting-THURSDAY, MARCH 23 - 11:15 AM\nDate: Wed, 22 Mar 2000 05:48:00 -0800 (PST)"
+                        "\n\n" + raw.split(b"\r\n\r\n", 1)[1].decode("ascii"))
+    assert "X-From" not in doc.text and "X-Folder" not in doc.text and "Message-ID" not in doc.text.split("\n\n")[0]
+    many = corpus.get("guzman-m/notes_inbox/1683").text.split("\n\n", 1)[0]
+    to_line = next(line for line in many.split("\n") if line.startswith("To: "))
+    assert "murray.o'neil@enron.com" in to_line and to_line.count("@") > 20  # unfolded multi-recipient line
+    assert corpus.get("allen-p/straw/7").text.startswith("From: owner-strawbale@crest.org\nSubject: \nDate: ")
+
+
+def test_read_enron_person_sender():
+    corpus = load_corpus(ENRON, person="sender")
+    sender = {d.doc_id: d.person_id for d in corpus}
+    assert sender["allen-p/_sent_mail/285"] == sender["allen-p/_sent_mail/575"] == "phillip.allen@enron.com"
+    assert sender["allen-p/straw/1"] == "bobregon@bga.com"
+    assert sender["guzman-m/_sent_mail/206"] == "mark.guzman@enron.com"
+    assert len(corpus.person_ids) == 7
+
+
+def enron_message(sender: str = "alma@example.org", body: str = "Hello.") -> bytes:
+    return (f"Message-ID: <1.JavaMail.x@y>\r\nDate: Mon, 3 Jan 2000 10:00:00 -0800 (PST)\r\nFrom: {sender}\r\n"
+            f"To: bertil@example.org\r\nSubject: s\r\nX-From: Alma\r\n\r\n{body}\r\n").encode()
+
+
+def test_read_enron_layout_rules(tmp_path: Path):
+    root = tmp_path / "maildir"
+    write(root / "qorvath-a" / "inbox" / "10.", enron_message(body="ten"))
+    write(root / "qorvath-a" / "inbox" / "2.", enron_message(body="two"))
+    write(root / "qorvath-a" / "inbox" / "projects" / "1", enron_message(body="nested, dot lost"))
+    write(root / "qorvath-a" / "notes.txt", "not a message")
+    write(root / "ynsk-b" / "sent" / "1.", enron_message("bertil@example.org"))
+    assert detect_format(root) == "enron"
+    corpus = read_enron(root)
+    assert [d.doc_id for d in corpus] == ["qorvath-a/inbox/2", "qorvath-a/inbox/10", "qorvath-a/inbox/projects/1",
+                                          "ynsk-b/sent/1"]
+    assert corpus.person_ids == ["qorvath-a", "ynsk-b"]
+    assert corpus.get("qorvath-a/inbox/10").text.endswith("\n\nten\r\n")
+    # "1." and "1" in one folder are the same doc_id
+    write(root / "ynsk-b" / "sent" / "1", enron_message())
+    expect_error(read_enron, root, contains=(str(Path("sent") / "1"), "duplicate doc_id (first seen at",
+                                             str(Path("sent") / "1.")))
+
+
+def test_read_enron_errors_and_detection(tmp_path: Path):
+    expect_error(read_enron, write(tmp_path / "1.", enron_message()), contains=("got a file",))
+    (tmp_path / "empty" / "inbox").mkdir(parents=True)
+    expect_error(read_enron, tmp_path / "empty", contains=("no message files",))
+    expect_error(read_enron, ENRON, person="recipient", contains=("'sender' or 'owner'",))
+    box = tmp_path / "box"
+    write(box / "inbox" / "1.", enron_message())
+    write(box / "inbox" / "2.", enron_message(sender=""))
+    expect_error(read_enron, box, person="sender", contains=(str(Path("inbox") / "2."), "no From address"))
+    notes = tmp_path / "notes"
+    write(notes / "1.", "A note, no header.")
+    write(notes / "a.txt", "Alma")
+    assert detect_format(notes) == "txt"  # a file named like a message but holding no header is not Enron
 
 
 # ------------------------------------------------------------------------------------------------------------------
@@ -685,7 +831,8 @@ def test_read_txt_folder_empty_and_duplicates(tmp_path: Path):
     expect_error(read_txt_folder, root, contains=("t", "empty", "**/*.txt"))
     write(root / "a.txt", "one")
     write(root / "a.text", "two")
-    expect_error(read_txt_folder, root, pattern="a.t*", contains=("a.txt", "duplicate doc_id 'a'"))
+    expect_error(read_txt_folder, root, pattern="a.t*", contains=("a.txt", "duplicate doc_id (first seen at",
+                                                                  "a.text"))
 
 
 # ------------------------------------------------------------------------------------------------------------------
@@ -733,15 +880,154 @@ def test_load_corpus_options_and_errors(tmp_path: Path, one_of_each: dict[str, P
     assert load_corpus(one_of_each["tab"], annotator="annotator2")[0].labels["annotator"] == "annotator2"
     expect_error(load_corpus, tmp_path / "missing.jsonl", contains=("missing.jsonl", "file not found"))
     expect_error(load_corpus, write(tmp_path / "x.parquet", b"PAR1"),
-                 contains=("x.parquet", "cannot detect", "jsonl, csv, i2b2, tab, mbox, maildir, txt"))
+                 contains=("x.parquet", "cannot detect", "--format", "jsonl, csv, i2b2, tab, mbox, maildir, enron, "
+                           "txt"))
     expect_error(load_corpus, one_of_each["csv"], format="excel", contains=("unknown format 'excel'", "jsonl"))
     expect_error(load_corpus, one_of_each["csv"], textcolumn="body",
-                 contains=("t.csv", "no option(s) textcolumn", "text_column"))
+                 contains=("t.csv", "no option(s) textcolumn", "text_field", "on_error"))
     empty_dir = tmp_path / "nothing"
     empty_dir.mkdir()
     expect_error(load_corpus, empty_dir, contains=("nothing", "cannot detect"))
 
 
 def test_formats_and_exports():
-    assert FORMATS == ("jsonl", "csv", "i2b2", "tab", "mbox", "maildir", "txt")
+    assert FORMATS == ("jsonl", "csv", "i2b2", "tab", "mbox", "maildir", "enron", "txt")
     assert issubclass(CorpusError, ToolkitError) and Span(0, 1, "X").label == "X"
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# field mapping (CSV, JSONL)
+# ------------------------------------------------------------------------------------------------------------------
+
+
+def test_read_csv_person_per_row_only_when_asked(tmp_path: Path):
+    p = write(tmp_path / "reviews.csv", "review_id,body,fold\nr1,Alma liked it,train\nr2,Bertil did not,test\n")
+    expect_error(read_csv, p, text_field="body", id_field="review_id",
+                 contains=("missing column(s) 'person_id'", "--person-field @row"))
+    corpus = read_csv(p, text_field="body", person_field="@row", id_field="review_id", split_field="fold")
+    assert [(d.doc_id, d.person_id, d.split) for d in corpus] == [("r1", "r1", "train"), ("r2", "r2", "test")]
+    generated = load_corpus(p, text_field="body", person_field="@row", id_field="@row")
+    assert [(d.doc_id, d.person_id) for d in generated] == [("reviews-1", "reviews-1"), ("reviews-2", "reviews-2")]
+
+
+def test_read_jsonl_foreign_export_with_named_fields(tmp_path: Path):
+    lines = [jsonl_line(id="m1", author="alma@example.org", body="Hi Bertil", date="2001-05-01", fold="train"),
+             jsonl_line(id="m2", author="bertil@example.org", body="Hi Alma", date="2001-05-02", fold="test")]
+    p = write(tmp_path / "mail.jsonl", "\n".join(lines) + "\n")
+    expect_error(read_jsonl, p, contains=("line 1", "unknown field(s) 'id'", "--text-field"))  # native: strict
+    corpus = read_jsonl(p, text_field="body", person_field="author", id_field="id", split_field="fold")
+    assert [(d.doc_id, d.person_id, d.text, d.split) for d in corpus] == [
+        ("m1", "alma@example.org", "Hi Bertil", "train"), ("m2", "bertil@example.org", "Hi Alma", "test")]
+    rows = load_corpus(p, text_field="body", person_field="@row", id_field=None, split_field=None)
+    assert [(d.doc_id, d.person_id, d.split) for d in rows] == [("mail-1", "mail-1", None), ("mail-2", "mail-2", None)]
+    expect_error(read_jsonl, p, text_field="text_body", person_field="author",
+                 contains=("mail.jsonl", "line 1", "missing field(s) 'doc_id', 'text_body'"))
+    expect_error(read_jsonl, p, text_field="@row", contains=("text_field must name a field",))
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# lenient reading: on_error="skip"
+# ------------------------------------------------------------------------------------------------------------------
+
+
+def skipped_of(corpus: Corpus) -> list[tuple[int | None, str | None, str]]:
+    return [(s.line, s.record, s.reason) for s in corpus.skipped]
+
+
+def read_skipping(fn, *args, **kwargs) -> Corpus:
+    with pytest.warns(CorpusWarning, match=r"skipped \d+ bad record"):
+        return fn(*args, on_error="skip", **kwargs)
+
+
+def test_on_error_skip_jsonl(tmp_path: Path):
+    good = jsonl_line(doc_id="a", person_id="x", text="Alma Qorvath")
+    lines = [good.encode(), b'{"doc_id": "b", "person_id": "x", "text": "Gr\xfc\xdfe Bertil"}', b"{not json",
+             jsonl_line(doc_id="a", person_id="y", text="Alma again").encode(),
+             jsonl_line(doc_id="c", person_id="z", text="Wenzel").encode()]
+    p = write(tmp_path / "notes.jsonl", b"\n".join(lines) + b"\n")
+    expect_error(read_jsonl, p, contains=("line 2", "not valid utf-8"))  # strict stays the default
+    corpus = read_skipping(read_jsonl, p)
+    assert [d.doc_id for d in corpus] == ["a", "c"] and corpus[0].text == "Alma Qorvath"
+    skipped = skipped_of(corpus)
+    assert [line for line, _, _ in skipped] == [2, 3, 4]
+    assert "not valid utf-8: byte fc" in skipped[0][2] and "invalid JSON" in skipped[1][2]
+    assert skipped[2][2] == "duplicate doc_id (first seen at line 1)"
+    assert all(s.file == str(p) for s in corpus.skipped)
+    assert not any(name in repr(corpus.skipped) for name in ("Alma", "Bertil", "Gr"))
+
+
+def test_on_error_skip_csv(tmp_path: Path):
+    content = (b'doc_id,person_id,text\nd1,p1,Alma\nd2,p2,too,many\nd3,p3,"bad"quote\nd4,p4,Gr\xfc\xdfe\n'
+               b"d5,p5,Bertil\n")
+    p = write(tmp_path / "t.csv", content)
+    corpus = read_skipping(read_csv, p)
+    assert [d.doc_id for d in corpus] == ["d1", "d5"]
+    assert [(line, record) for line, record, _ in skipped_of(corpus)] == [(3, "2"), (4, "3"), (5, "4")]
+    reasons = [r for _, _, r in skipped_of(corpus)]
+    assert "4 field(s)" in reasons[0] and "malformed CSV" in reasons[1] and "not valid utf-8" in reasons[2]
+    headless = write(tmp_path / "h.csv", "d1,p1,Alma\n")  # a header problem still stops the read
+    expect_error(read_csv, headless, on_error="skip", contains=("missing column(s)",))
+
+
+def test_on_error_skip_i2b2_file_record_and_tag(tmp_path: Path):
+    tags = tags_2014()
+    tags[1] = ("P1", "NAME", tags[1][2] + 1, tags[1][3] + 1, "Alma Qorvath", "PATIENT")
+    write(tmp_path / "110-01.xml", n2c2_2014(TEXT_2014, tags))
+    write(tmp_path / "111-01.xml", "<deIdi2b2><TEXT>unclosed")
+    write(tmp_path / "112-01.xml", n2c2_2014("Bertil", []))
+    corpus = read_skipping(read_i2b2, tmp_path)
+    assert [d.doc_id for d in corpus] == ["110-01", "112-01"]
+    assert [label for _, label in surfaces(corpus[0])] == ["DATE", "AGE", "DOCTOR"]  # the shifted tag only is out
+    records = [(Path(s.file).name, s.record) for s in corpus.skipped]
+    assert records == [("110-01.xml", "tag P1"), ("111-01.xml", None)]
+    assert "offset/text mismatch" in corpus.skipped[0].reason and "invalid XML" in corpus.skipped[1].reason
+
+
+def test_on_error_skip_tab_mentions_and_records(tmp_path: Path):
+    docs = tab_docs()
+    docs[1]["annotations"]["annotator2"]["entity_mentions"][0]["start_offset"] += 1
+    docs.append({"doc_id": "001-1003", "text": "t", "annotations": {"annotator5": {"entity_mentions": []}}})
+    p = write_tab(tmp_path / "echr.json", docs)
+    corpus = read_skipping(read_tab, p, annotator="annotator2")
+    assert [d.doc_id for d in corpus] == ["001-1001", "001-1002"] and corpus[1].spans == ()
+    assert [s.record for s in corpus.skipped] == ["#2 (001-1002), mention e1_m1", "#3 (001-1003)"]
+    assert "annotator 'annotator2' not found" in corpus.skipped[1].reason
+
+
+def test_on_error_skip_mail_and_txt(tmp_path: Path):
+    nofrom = MSG_PLAIN.replace(b'From: "Ynsk, Bertil" <Bertil.Ynsk@Example.org>\n', b"")
+    p = make_mbox(tmp_path / "box.mbox", [nofrom, MSG_MULTIPART])
+    corpus = read_skipping(read_mbox, p)
+    assert corpus.person_ids == ["alma@example.org"]
+    assert skipped_of(corpus) == [(None, "message 1", "the message has no From address (use person='owner' to "
+                                                      "group by mailbox)")]
+    folder = tmp_path / "txt"
+    write(folder / "a.txt", "Alma")
+    write(folder / "b.txt", b"Gr\xfc\xdfe")
+    corpus = read_skipping(read_txt_folder, folder)
+    assert [d.doc_id for d in corpus] == ["a"] and Path(corpus.skipped[0].file).name == "b.txt"
+
+
+def test_load_corpus_writes_skipped_jsonl(tmp_path: Path):
+    lines = [jsonl_line(doc_id="alma@example.org", person_id="x", text="Alma"), "{oops",
+             jsonl_line(doc_id="alma@example.org", person_id="y", text="Alma")]
+    p = write(tmp_path / "n.jsonl", "\n".join(lines) + "\n")
+    out = tmp_path / "run" / "skipped.jsonl"
+    with pytest.warns(CorpusWarning, match="skipped 2 bad record"):
+        corpus = load_corpus(p, on_error="skip", skipped_path=out)
+    assert len(corpus) == 1
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert [(r["line"], r["record"]) for r in rows] == [(2, None), (3, None)]
+    assert all(set(r) == {"file", "line", "record", "reason"} and r["file"] == str(p) for r in rows)
+    assert "alma" not in out.read_text(encoding="utf-8").lower()
+    assert oct(out.stat().st_mode & 0o777) == "0o600"
+    clean = load_corpus(one := write(tmp_path / "ok.jsonl", lines[0] + "\n"), skipped_path=tmp_path / "run")
+    assert len(clean) == 1 and (tmp_path / "run" / "skipped.jsonl").read_text() == ""  # a folder: skipped.jsonl
+    assert one.exists()
+    expect_error(load_corpus, p, on_error="ignore", contains=("on_error must be one of strict, skip",))
+    expect_error(load_corpus, p, skipped_path=tmp_path / "never.jsonl", contains=("line 2", "invalid JSON"))
+    assert not (tmp_path / "never.jsonl").exists()
+    everything_bad = write(tmp_path / "bad.jsonl", "{oops\n[]\n")
+    with pytest.warns(CorpusWarning):
+        expect_error(load_corpus, everything_bad, on_error="skip",
+                     contains=("every record was skipped (2; the first at", "line 1", "invalid JSON"))

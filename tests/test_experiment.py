@@ -12,8 +12,9 @@ from _experiment_fixtures import CORPUS, ROOT, TINY, tiny_run, write_config
 
 from toolkit.cli import main
 from toolkit.errors import ToolkitError
-from toolkit.pipelines.lm_experiment import (CONFIG_DIR, ExperimentConfig, load_experiment, parse_overrides, resolved_settings,
-                                run_experiment)
+from toolkit.config.experiment import (CONFIG_DIR, ExperimentConfig, load_experiment, parse_overrides,
+                                       resolved_settings)
+from toolkit.pipelines.lm_experiment import run_experiment
 
 # ---------------------------------------------------------------------------------------------------------------------
 # config validation

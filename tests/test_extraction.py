@@ -19,7 +19,7 @@ from toolkit.errors import ToolkitError
 from toolkit.config.email import ExtractionConfig
 from toolkit.metrics.extraction import aurc, aurc_report, compare_to_baseline, maxter, maxter_curve, mdp_percent, mean_delta_perplexity, optimal_checkpoints, pareto_frontier, ser, ter, ter_drop_percent
 from toolkit.audit.extraction import read_prompts, run_checkpoints
-from toolkit.pipelines.email_extraction import train_technique
+from toolkit.pipelines.email_extraction import ensure_email_base, train_technique
 from toolkit.audit.extraction import extract_checkpoint, extract_from_generations, extraction_record
 from toolkit.metrics.extraction import first_feasible_tau, leaked_addresses
 from toolkit.audit.perplexity import document_perplexities
@@ -190,6 +190,35 @@ def tiny(tmp_path_factory):
 
 
 TRAIN = dict(batch_size=4, learning_rate=5e-3, lr_schedule="constant", max_length=128, seed=0)
+
+
+TINY_EMAIL_PROFILE = """name: tiny-email
+base:
+  clm: {kind: clm, vocab_size: 400, hidden_size: 32, num_layers: 1, num_heads: 2, intermediate_size: 64,
+        max_length: 128}
+email:
+  pretrain: {epochs: [1], batch_size: 8, learning_rate: 2.0e-3, lr_schedule: constant, max_length: 128}
+"""
+
+
+def test_ensure_email_base_pretrains_on_the_public_corpus_it_is_given(tmp_path):
+    from toolkit.config import load_profile
+
+    (tmp_path / "tiny.yaml").write_text(TINY_EMAIL_PROFILE)
+    prof = load_profile(tmp_path / "tiny.yaml")
+    with pytest.raises(ToolkitError, match="pre-trained on a public corpus, but none"):
+        ensure_email_base(tmp_path / "base", None, prof.email, prof)
+    out = ensure_email_base(tmp_path / "base", _messages(16), prof.email, prof, progress=False)
+    assert (out / "config.json").is_file()
+    assert json.loads((out / "training_log.json").read_text())["global_step"] == 2  # 16 messages, batch 8, 1 epoch
+    stamp = (out / "config.json").stat().st_mtime_ns
+    assert ensure_email_base(tmp_path / "base", _messages(16), prof.email, prof) == out  # same inputs: cached
+    assert (out / "config.json").stat().st_mtime_ns == stamp
+    ensure_email_base(tmp_path / "base", _messages(12), prof.email, prof, progress=False)  # other corpus: rebuilt
+    assert json.loads((out / "training_log.json").read_text())["global_step"] == 2  # ceil(12 / 8)
+    assert (out / "config.json").stat().st_mtime_ns != stamp
+    prof.email.base = "org/named-model"  # a named base model needs no public corpus
+    assert ensure_email_base(tmp_path / "other", None, prof.email, prof) == "org/named-model"
 
 
 def test_perplexity_matches_the_model_loss(tiny):

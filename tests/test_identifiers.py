@@ -223,3 +223,137 @@ def test_segmentation_matches_finditer_reference(texts, chunk_size):
     assert [w.vocab[t] for t in w.term] == [normalize_term(texts[d][s:e]) for d, s, e in ref]
     for d in range(len(texts)):
         assert w.doc_ptr[d + 1] - w.doc_ptr[d] == sum(1 for r in ref if r[0] == d)
+
+
+# ---- combined detectors: the union of what they cover ---------------------------------------------------------------
+
+class _Fixed:
+    """A detector returning fixed spans (one list per document)."""
+
+    def __init__(self, name: str, spans):
+        self.name, self.spans = name, spans
+
+    def detect(self, docs, *, progress: bool = True):
+        from toolkit.corpus import Span
+
+        return [[Span(s, e, label) for s, e, label in self.spans] for _ in docs]
+
+
+def test_combined_detector_covers_every_character_of_every_detector():
+    from toolkit.identifiers import CombinedDetector
+
+    doc = make_document("x", "X", "Seen by Alice Smith-Jones on 2019-03-04 at noon, room 12345678 today.")
+    first = _Fixed("a", [(8, 19, "PERSON"), (54, 62, "ID")])
+    second = _Fixed("b", [(14, 25, "NAME"), (26, 39, "DATE"), (60, 68, "ID2")])  # overlaps both of first's spans
+    spans = CombinedDetector([first, second]).detect([doc], progress=False)[0]
+    covered = {i for sp in spans for i in range(sp.start, sp.end)}
+    for s, e, _ in first.spans + second.spans:
+        assert set(range(s, e)) <= covered
+    assert covered == set(range(8, 25)) | set(range(26, 39)) | set(range(54, 68))
+    assert [(sp.start, sp.end, sp.label) for sp in spans] == [(8, 25, "PERSON"), (26, 39, "DATE"),
+                                                              (54, 68, "ID")]  # label: the earliest detector's
+    assert all(a.end <= b.start for a, b in zip(spans, spans[1:]))  # the analysis needs non-overlapping spans
+
+
+def test_oracle_plus_patterns_keeps_the_pattern_part_beyond_a_gold_span():
+    text = "Admitted on March 3, 2019 with chest pain."
+    doc = make_document("x", "X", text, [(12, 19, "DATE")])  # gold span: "March 3" only
+    r = analyze(Corpus([doc]), detector="oracle+patterns", progress=False)
+    assert [(s.start, s.end) for s in r.spans[0]] == [(12, 25)]
+    assert words_of(r, 0, r.direct) == ["march", "3", "2019"]
+
+
+# ---- identifier outputs: one consistent set --------------------------------------------------------------------------
+
+def test_saved_identifiers_carry_document_fingerprints(corpus, tmp_path):
+    import hashlib
+
+    from toolkit.identifiers import load_identifiers
+
+    analyze(corpus, detector="oracle", progress=False).save(tmp_path / "ids")
+    ids = load_identifiers(tmp_path / "ids")
+    docs = ids["documents"]
+    assert docs["doc_id"].tolist() == ["a1", "b1", "b2", "c1"]
+    assert docs["text_sha256"].tolist() == [hashlib.sha256(d.text.encode()).hexdigest() for d in corpus]
+    assert ids["positions"].attrs["identifier_documents"]["b2"] == hashlib.sha256(B2.encode()).hexdigest()
+
+
+@pytest.mark.parametrize("name", ["positions.parquet", "terms.parquet", "summary.json"])
+def test_a_folder_mixing_two_runs_is_refused(corpus, tmp_path, name):
+    import shutil
+
+    from toolkit.identifiers import load_identifiers
+
+    analyze(corpus, detector="oracle", k=2, progress=False).save(tmp_path / "k2")
+    analyze(corpus, detector="oracle", k=3, progress=False).save(tmp_path / "k3")
+    assert len(load_identifiers(tmp_path / "k2")["positions"]) != len(load_identifiers(tmp_path / "k3")["positions"])
+    shutil.copy(tmp_path / "k3" / name, tmp_path / "k2" / name)  # what a kill or a concurrent run used to leave
+    with pytest.raises(ToolkitError, match=rf"{name}: not the file manifest.json lists"):
+        load_identifiers(tmp_path / "k2")
+
+
+def test_a_folder_without_manifest_is_refused(corpus, tmp_path):
+    from toolkit.identifiers import load_identifiers
+
+    analyze(corpus, detector="oracle", progress=False).save(tmp_path / "ids")
+    (tmp_path / "ids" / "manifest.json").unlink()
+    with pytest.raises(ToolkitError, match="manifest.json: missing"):
+        load_identifiers(tmp_path / "ids")
+
+
+def test_an_interrupted_save_leaves_the_previous_set(corpus, tmp_path, monkeypatch):
+    import toolkit.io
+    from toolkit.identifiers import load_identifiers
+
+    out = tmp_path / "ids"
+    analyze(corpus, detector="oracle", k=2, progress=False).save(out)
+    (out / "step.json").write_text("{}")  # a file of the pipeline beside the outputs: carried over
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    real = toolkit.io.atomic_write_parquet
+
+    def dies_at_spans(frame, path):
+        if str(path).endswith("spans.parquet"):
+            raise KeyboardInterrupt  # killed after positions.parquet of the new run was written
+        return real(frame, path)
+
+    monkeypatch.setattr(toolkit.io, "atomic_write_parquet", dies_at_spans)
+    with pytest.raises(KeyboardInterrupt):
+        analyze(corpus, detector="oracle", k=3, progress=False).save(out)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert [p.name for p in tmp_path.iterdir()] == ["ids"]  # no temporary folder left behind
+    assert load_identifiers(out)["summary"]["config"]["k"] == 2
+    monkeypatch.setattr(toolkit.io, "atomic_write_parquet", real)
+    analyze(corpus, detector="oracle", k=3, progress=False).save(out)
+    assert load_identifiers(out)["summary"]["config"]["k"] == 3
+    assert (out / "step.json").read_text() == "{}" and [p.name for p in tmp_path.iterdir()] == ["ids"]
+
+
+def test_concurrent_saves_leave_one_complete_set(corpus, tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from toolkit.identifiers import load_identifiers
+
+    results = {k: analyze(corpus, detector="oracle", k=k, progress=False) for k in (2, 3)}
+    out = tmp_path / "ids"
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(lambda k: [results[k].save(out) for _ in range(6)], (2, 3)))
+    ids = load_identifiers(out)
+    k = ids["summary"]["config"]["k"]
+    assert len(ids["positions"]) == len(results[k].positions())
+    assert [p.name for p in tmp_path.iterdir()] == ["ids"]
+
+
+def test_replacing_without_an_atomic_exchange_moves_the_previous_set_aside_first(corpus, tmp_path, monkeypatch):
+    """Where ``renameat2(RENAME_EXCHANGE)`` is missing the previous set is renamed aside, the new one renamed in,
+    then the previous one removed: the result is the same complete set, extra files kept, nothing left over."""
+    import toolkit.identifiers.storage as storage
+    from toolkit.identifiers import load_identifiers
+
+    monkeypatch.setattr(storage, "_exchange", lambda a, b: False)
+    out = tmp_path / "ids"
+    analyze(corpus, detector="oracle", k=2, progress=False).save(out)
+    (out / "notes").mkdir()
+    (out / "notes" / "a.txt").write_text("kept")
+    analyze(corpus, detector="oracle", k=3, progress=False).save(out)
+    assert load_identifiers(out)["summary"]["config"]["k"] == 3
+    assert (out / "notes" / "a.txt").read_text() == "kept" and [p.name for p in tmp_path.iterdir()] == ["ids"]

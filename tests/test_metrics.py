@@ -11,6 +11,7 @@ import pytest
 
 from toolkit import metrics as M
 from toolkit import plots
+from toolkit.metrics.probing import predicted_types, prediction_words
 
 # One row per probed position. Hand-computed facts used below:
 #   non-protected rows: takes→takes ✓, aspirin→ASPIRIN ✓ (normalised), likes→likes ✓, daily→weekly ✗ ⇒ 3/4
@@ -119,6 +120,49 @@ def test_regurgitation_table(preds):
     t2 = M.regurgitation_table(preds, pd.Series(freq), I_DIRECT | I_INDIRECT)
     pd.testing.assert_frame_equal(t, t2)
 
+
+
+# A prediction is the decoded string of a word's arg-max tokens: it need not be one word.
+GLUED = [
+    # doc, person, original, predicted, protected
+    ("d1", "P", "okafor", ": Okafor", True),     # the identifier written after punctuation, at its own position
+    ("d1", "P", "said", "al Okafor", False),     # two words: adds "al" and "okafor"
+    ("d1", "P", "nurse", "nurse", False),
+    ("d2", "Q", "okafor", "okafor", True),
+]
+
+
+def test_predictions_enter_L_as_their_words():
+    assert prediction_words([": Okafor", "al Okafor", ".", None, "Café-Ⅻ"]).tolist() == [
+        ("okafor",), ("al", "okafor"), (), (), ("café", "xii")]
+    assert predicted_types([": Okafor"]) == {"okafor"}
+    assert predicted_types(["al Okafor"]) == {"al", "okafor"}
+    # ": Okafor" with identifier "okafor" counts as leaked (it was compared as the string ": okafor" before)
+    assert M.leaked([": Okafor"], {"okafor"}) == {"okafor"}
+    assert M.privacy([": Okafor"], {"okafor", "lindqvist"}) == 0.5
+    assert M.leaked(["al Okafor"], {"al", "okafor", "bowers"}) == {"al", "okafor"}
+
+
+def test_privacy_report_counts_words_of_predictions_utility_stays_whole():
+    df = pd.DataFrame(GLUED[:3], columns=["doc_id", "person_id", "original", "predicted", "protected"])
+    r = M.privacy_report(df, {"okafor"}, {"al"})
+    assert (r["n_leaked"], r["n_direct_leaked"], r["n_indirect_leaked"]) == (2, 1, 1)
+    assert r["privacy"] == 0.0
+    # utility compares the whole prediction with the word: "al okafor" at "said" is wrong, "nurse" right
+    assert r["utility"] == 0.5 and r["n_utility_positions"] == 2
+    df1 = df.iloc[:1]                                   # the single ": Okafor" row
+    assert M.privacy_report(df1, {"okafor"}, set())["n_leaked"] == 1
+    cats = M.leaked_by_category(df, {"okafor": "NAME", "al": "OTHER", "bowers": "NAME"})
+    assert cats.values.tolist() == [["NAME", 2, 1], ["OTHER", 1, 1]]
+
+
+def test_regurgitation_and_mia_count_words_of_predictions():
+    df = pd.DataFrame(GLUED, columns=["doc_id", "person_id", "original", "predicted", "protected"])
+    t = M.regurgitation_table(df, {"okafor": 3, "al": 1}, {"okafor", "al", "bowers"})
+    # okafor: in rows 1, 2 and 4 (rows 1 and 4 at its own position); al: row 2 (not at its own position)
+    assert t.values.tolist() == [["okafor", 3, 3, 2], ["al", 1, 1, 0], ["bowers", 0, 0, 0]]
+    s = M.mia_scores(df, {"P": {"okafor", "al"}, "Q": {"okafor"}, "R": {"al"}})
+    assert s.to_dict() == {"P": 2, "Q": 1, "R": 0}
 
 # ---------------------------------------------------------------------------------------------------------- §5
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import nbformat
@@ -41,6 +42,19 @@ def test_notebook_02_masked_lm_strategies(tmp_path):
                     "downstream_epochs": 1, "work_dir": str(tmp_path / "work")})
     assert "MIA AUC" in text and "privacy" in text
     assert (tmp_path / "work" / "audit" / "ppmlm" / "epoch-2" / "metrics.json").is_file()
+
+    # the notebook goes through the step cache: a new k re-runs the identifier step (and what depends on it), not
+    # the training of mlm, which reads no identifier
+    work = tmp_path / "work"
+    step = json.loads((work / "identifiers_members" / "step.json").read_text())
+    execute(tmp_path / "again", "02_masked_lm_strategies.ipynb",
+            {"n_individuals": 12, "epochs": [1, 2], "dp_epochs": [1], "pretrain_epochs": 1, "k": 3,
+             "strategies": ["mlm", "ppmlm"], "n_bootstrap": 20, "downstream_epochs": 0, "work_dir": str(work)})
+    again = json.loads((work / "identifiers_members" / "step.json").read_text())
+    assert again["key"] != step["key"] and again["inputs"]["identifiers"]["k"] == 3
+    status = {s["name"]: s["status"] for s in json.loads((work / "manifest.json").read_text())["steps"]}
+    assert status["identifiers_members"] == "ran" and status["train/ppmlm"] == "ran"
+    assert status["train/mlm"] == "cached" and status["base"] == "cached"
 
 
 @pytest.mark.slow

@@ -12,6 +12,7 @@ import torch
 
 from toolkit import metrics
 from toolkit.audit import generate_continuations, probe_causal, regurgitation_rate
+from toolkit.audit.hashing import hash_term
 from toolkit.corpus import Corpus, make_document
 from toolkit.identifiers import segment_corpus
 from toolkit.models import TinyModelConfig, init_model, train_tokenizer
@@ -286,7 +287,7 @@ def test_regurgitation_rate(tokenizer, memo_corpus, memoriser, random_model):
     assert rep["n_documents"] == 3 and rep["n_prompted"] == 3 and rep["n_excluded_in_prompt"] == 0
     assert rep["n_identifier_occurrences"] == 4 and rep["n_reproduced"] == 4 and rep["share_reproduced"] == 1.0
     assert len(rep["examples_hashed"]) == 4 and all(len(h) == 12 for h in rep["examples_hashed"])
-    assert pc.hash_term("insulin") in rep["examples_hashed"] and "insulin" not in str(rep)
+    assert hash_term("insulin") in rep["examples_hashed"] and "insulin" not in str(rep)
     rnd = regurgitation_rate(random_model, tokenizer, memo_corpus, ids, prefix_tokens=4, max_new_tokens=24,
                              progress=False)
     assert rnd["n_identifier_occurrences"] == 4 and rnd["share_reproduced"] < 0.5

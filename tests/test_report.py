@@ -12,7 +12,7 @@ import pytest
 from _experiment_fixtures import CORPUS, ROOT, tiny_run
 
 from toolkit.audit.evaluate import identifier_sets, regurgitation
-from toolkit.audit.probe_causal import hash_term
+from toolkit.audit.hashing import hash_term
 from toolkit.cli import main
 from toolkit.corpus import load_corpus
 from toolkit.errors import ToolkitError

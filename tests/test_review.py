@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
@@ -15,8 +16,10 @@ import pandas as pd
 import pytest
 
 from toolkit.errors import ToolkitError
-from toolkit.review.store import (FORMAT_VERSION, ReviewFileWarning, ReviewSession, ReviewStore, compare_reviews,
-                                      judged_names, load_decisions, merge_reviews, read_review)
+from toolkit.review.compare import compare_reviews, judged_names, merge_reviews
+from toolkit.review.session import ReviewSession
+from toolkit.review.store import (FORMAT_VERSION, ReviewFileWarning, ReviewStore, ReviewWriteError, load_decisions,
+                                  read_review)
 
 TOKENS = ["okafor", "Bowers", "nurse", "lindqvist", "Mrs", "patient"]
 
@@ -150,10 +153,108 @@ def test_torn_last_line_is_skipped_then_cut(tmp_path):
         assert [r["token"] for r in read_review(path)] == ["okafor", "Bowers", "nurse"]
 
 
+
+def _disk_full_after(n_bytes: int):
+    """An ``os.write`` that writes ``n_bytes`` of the first call's data, then fails as a full disk does (ENOSPC)."""
+    real = os.write
+    state = {"left": n_bytes}
+
+    def write(fd, data):
+        if state["left"] <= 0:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        n = real(fd, bytes(data[:state["left"]]))
+        state["left"] -= n
+        return n
+
+    return write
+
+
+def test_disk_full_is_not_acknowledged_and_leaves_the_file_as_it_was(tmp_path, monkeypatch):
+    path = tmp_path / "review.jsonl"
+    s = ReviewSession(candidates(), path, "alice")
+    s.decide("name")
+    before = path.read_bytes()
+    monkeypatch.setattr(os, "write", _disk_full_after(20))   # a torn line: 20 bytes written, then ENOSPC
+    with pytest.raises(ReviewWriteError, match="not saved.*as it was before") as err:
+        s.decide("not_name")
+    monkeypatch.undo()
+    assert err.value.errno == errno.ENOSPC and isinstance(err.value, (OSError, ToolkitError))
+    assert "Bowers" not in str(err.value) and "nurse" not in str(err.value)   # no record text in the message
+    assert path.read_bytes() == before                      # truncated back: no torn line left
+    assert s.decisions == {"okafor": "name"} and s.current == "Bowers"   # the session did not take it either
+    s.decide("not_name")                                     # space again: the next decision is kept
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert [(r["token"], r["decision"]) for r in read_review(path)] == [("okafor", "name"), ("Bowers", "not_name")]
+
+
+def test_failed_fsync_is_not_acknowledged(tmp_path, monkeypatch):
+    path = tmp_path / "review.jsonl"
+    st = ReviewStore(path)
+    st.append({"token": "a", "decision": "name", "reviewer": "r", "timestamp": "t"})
+    before = path.read_bytes()
+    real_fsync = os.fsync
+    calls = {"n": 0}
+
+    def fsync(fd):
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    with pytest.raises(ReviewWriteError) as err:
+        st.append({"token": "b", "decision": "name", "reviewer": "r", "timestamp": "t"})
+    assert err.value.errno == errno.EIO and path.read_bytes() == before
+
+
+def test_torn_tail_is_cut_before_every_append(tmp_path, monkeypatch):
+    """The issue: a failed append whose clean-up fails too leaves a torn line; the next append (same store) must
+    not glue its line to it — that made the whole file unreadable and lost the acknowledged decision."""
+    path = tmp_path / "review.jsonl"
+    st = ReviewStore(path)
+    rec = {"decision": "name", "reviewer": "r", "timestamp": "t"}
+    st.append({"token": "a", **rec})
+    monkeypatch.setattr(os, "write", _disk_full_after(25))
+
+    def no_truncate(fd, length):
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+    monkeypatch.setattr(os, "ftruncate", no_truncate)
+    with pytest.raises(ReviewWriteError, match="partial line may remain"):
+        st.append({"token": "b", **rec})
+    monkeypatch.undo()
+    assert not path.read_bytes().endswith(b"\n")              # the torn line is there
+    with pytest.warns(ReviewFileWarning, match="line 2: unfinished last line"):
+        assert [r["token"] for r in read_review(path)] == ["a"]
+    with pytest.warns(ReviewFileWarning, match=r"line 2: unfinished last line \(25 bytes.*cut before appending"):
+        st.append({"token": "c", **rec})                    # acknowledged: must be readable and kept
+    assert st.n_torn_cut == 1
+    with open(path, "ab") as fh:                             # a crash in another process, same store still open
+        fh.write(b'{"format_version": 1, "tok')
+    with pytest.warns(ReviewFileWarning, match="line 3: unfinished"):
+        st.append({"token": "d", **rec})
+    assert st.n_torn_cut == 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert [r["token"] for r in read_review(path)] == ["a", "c", "d"]
+
+
+def test_complete_last_record_without_newline_is_kept(tmp_path):
+    path = tmp_path / "review.jsonl"
+    ok = {"format_version": 1, "token": "a", "decision": "name", "reviewer": "r", "timestamp": "t"}
+    path.write_text(json.dumps(ok), "utf-8")                # e.g. edited by hand, no final newline
+    st = ReviewStore(path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        st.append({**ok, "token": "b"})
+        assert [r["token"] for r in read_review(path)] == ["a", "b"]
+    assert st.n_torn_cut == 0
+
 WRITER = textwrap.dedent("""
     import sys, time
     import pandas as pd
-    from toolkit.review.store import ReviewSession
+    from toolkit.review.session import ReviewSession
     tokens = [f"tok{i:04d}" for i in range(2000)]
     cand = pd.DataFrame({"token": tokens, "score": [1 - i / 4000 for i in range(2000)]})
     s = ReviewSession(cand, sys.argv[1], sys.argv[2])

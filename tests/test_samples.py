@@ -15,7 +15,9 @@ from pathlib import Path
 import pytest
 
 from toolkit.corpus.model import Corpus, make_document
+from toolkit.errors import ToolkitError
 from toolkit.samples import generate_clinical, write_all
+from toolkit.samples.email import public_email_corpus
 from toolkit.samples.wordlists import STAFF_SURNAMES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -283,3 +285,15 @@ def test_email_prompts(mail):
     frequent = sum(counts[p["target"].lower()] >= 50 for p in prompts)
     rare = sum(counts[p["target"].lower()] <= 5 for p in prompts)
     assert frequent >= 200 and rare >= 30
+
+
+def test_public_email_corpus_is_among_other_people(mail):
+    public = public_email_corpus(1000)
+    assert len(public) == 1000 and {d.split for d in public} == {"public"}
+    assert [d.to_dict() for d in public_email_corpus(1000)] == [d.to_dict() for d in public]  # deterministic
+    addresses = {d.text[s.start:s.end].lower() for d in public for s in d.spans if s.label == "EMAIL"}
+    train = {d["text"][s["start"]:s["end"]].lower() for d in mail["train"] for s in d["spans"]
+             if s["label"] == "EMAIL"}
+    assert len(addresses) > 200 and len(addresses & train) <= 2  # 1 of the 278 training addresses, measured
+    with pytest.raises(ToolkitError, match="at least one message"):
+        public_email_corpus(0)

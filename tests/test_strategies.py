@@ -99,3 +99,146 @@ def test_protecting_strategy_needs_positions(setup):
     with pytest.raises(ToolkitError):
         training_examples(corpus, mtok, "ppmlm", positions=pd.DataFrame(
             {"doc_id": ["zz"], "start": [0], "end": [1], "direct": [True], "indirect": [False]}), max_length=64)
+
+
+# ---- tokens that span two words (SentencePiece / Unigram without whitespace pre-splitting) ---------------------------
+
+SURNAMES = ["Okafor", "Lindgren", "Haugland", "Marchetti", "Nakamura", "Oyelaran", "Brennan", "Castellanos"]
+RARE = ["acromegaly", "vemurafenib", "falconry", "sarcoidosis", "porphyria", "amyloidosis", "beekeeping",
+        "glassblowing"]
+TEMPLATES = ["Mr. {s} saw the nurse about his {c} today.", "Patient {s} reports that {c} is worse; seen by the team.",
+             "Follow-up for {s} in two weeks, {c} stable.", "{s} called the clinic about {c} and the new dose."]
+SPECIALS = ["<unk>", "[PAD]", "[CLS]", "[SEP]", "[MASK]"]
+
+
+def _span_corpus() -> Corpus:
+    """48 notes of 8 patients: the surname is a gold PII span (direct), the rare word is used by one patient only
+    (indirect at k = 2)."""
+    import random
+
+    rng, docs = random.Random(0), []
+    for i in range(48):
+        p = i % 8
+        text = " ".join(rng.choice(TEMPLATES).format(s=SURNAMES[p], c=RARE[p]) for _ in range(3))
+        spans, at = [], text.find(SURNAMES[p])
+        while at >= 0:
+            spans.append((at, at + len(SURNAMES[p]), "PATIENT"))
+            at = text.find(SURNAMES[p], at + 1)
+        docs.append(make_document(f"d{i}", f"p{p}", text, spans))
+    return Corpus(docs)
+
+
+def _sentencepiece_tokenizer(model: str, texts: list[str], vocab_size: int, *, mlm: bool):
+    """A SentencePiece-style tokenizer trained offline: Metaspace with ``split=False`` (no pre-splitting on
+    whitespace, so pieces such as ``"r▁saw"`` cross word boundaries) and a Unigram or BPE model."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    if model == "unigram":
+        tok = Tokenizer(models.Unigram())
+        trainer = trainers.UnigramTrainer(vocab_size=vocab_size, special_tokens=SPECIALS, unk_token="<unk>",
+                                          max_piece_length=12)
+    else:
+        tok = Tokenizer(models.BPE(unk_token="<unk>"))
+        trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIALS)
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="always", split=False)
+    tok.decoder = decoders.Metaspace(replacement="\u2581", prepend_scheme="always", split=False)
+    tok.train_from_iterator(texts, trainer)
+    if mlm:
+        tok.post_processor = processors.TemplateProcessing(
+            single="[CLS] $A [SEP]", special_tokens=[("[CLS]", tok.token_to_id("[CLS]")),
+                                                     ("[SEP]", tok.token_to_id("[SEP]"))])
+    return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", pad_token="[PAD]", cls_token="[CLS]",
+                                   sep_token="[SEP]", mask_token="[MASK]")
+
+
+@pytest.fixture(scope="module")
+def spanning():
+    corpus = _span_corpus()
+    analysis = analyze(corpus, detector="oracle", k=2, progress=False)
+    texts = [d.text for d in corpus]
+    return corpus, analysis, {model: {kind: _sentencepiece_tokenizer(model, texts, size, mlm=kind == "mlm")
+                                      for kind in ("mlm", "clm")}
+                              for model, size in (("unigram", 100), ("bpe", 300))}
+
+
+def _overlaps(span: tuple[int, int], words: list[tuple[int, int]]) -> bool:
+    s, e = span
+    return e > s and any(a < e and b > s for a, b in words)
+
+
+@pytest.mark.parametrize("model", ["unigram", "bpe"])
+def test_spanning_tokens_exist_and_end_outside_protected_words(spanning, model):
+    """Precondition of the test below (so that it can fail): the tokenizers make tokens that overlap a protected
+    word but end outside it (the rule 'a token belongs to the word of its last character' let them through)."""
+    corpus, analysis, toks = spanning
+    escaping = 0
+    for i, d in enumerate(corpus):
+        prot = analysis.protected_spans(i, "all")
+        for s, e in toks[model]["clm"](d.text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]:
+            if _overlaps((s, e), prot) and not any(a <= e - 1 < b for a, b in prot):
+                escaping += 1
+    assert escaping > 0
+
+
+@pytest.mark.parametrize("model", ["unigram", "bpe"])
+@pytest.mark.parametrize("name", ["ppmlm", "dppmlm", "ippmlm", "ppclm", "dppclm", "ippclm"])
+def test_no_token_overlapping_a_protected_word_is_ever_a_target(spanning, model, name):
+    from toolkit.strategies.masked import ProtectedWholeWordCollator
+
+    corpus, analysis, toks = spanning
+    strat = get_strategy(name)
+    tok = toks[model][strat.kind]
+    kind = "all" if len(strat.protect) == 2 else strat.protect[0]
+    examples = training_examples(corpus, tok, strat, positions=analysis.positions(), max_length=512, progress=False)
+    assert len(examples) == len(corpus)  # one chunk per note: tokens align with the note's offsets
+    collator = ProtectedWholeWordCollator(tokenizer=tok, mlm_probability=1.0)  # every eligible word is a target
+    n_targets = n_protected_tokens = 0
+    for i, (d, ex) in enumerate(zip(corpus, examples)):
+        prot = analysis.protected_spans(i, kind)
+        offsets = tok(d.text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+        lead = 1 if strat.kind == "mlm" else 0  # [CLS]
+        if strat.kind == "mlm":
+            labels = collator([dict(ex)])["labels"][0].tolist()
+        else:
+            labels = ex["labels"]
+        assert len(labels) == len(offsets) + (2 if strat.kind == "mlm" else 0)
+        for j, span in enumerate(offsets):
+            target = labels[lead + j] != -100
+            n_targets += target
+            if _overlaps(span, prot):
+                n_protected_tokens += 1
+                assert not target, f"{name}/{model}: note {d.doc_id} token {span} overlaps a protected word"
+    assert n_targets > 0 and n_protected_tokens > 0
+
+
+# ---- identifiers must cover the training documents, made from exactly their text -------------------------------------
+
+@pytest.mark.parametrize("name", ["ppmlm", "mlm_pseudo"])
+def test_identifiers_missing_documents_are_refused_with_a_count(setup, name):
+    corpus, _, mtok, _ = setup
+    partial = analyze(Corpus(list(corpus)[:50]), detector="oracle", progress=False)  # 10 notes not analysed
+    with pytest.raises(ToolkitError, match=r"10 of 60 are not covered by them and 0 were changed") as info:
+        training_examples(corpus, mtok, name, positions=partial.positions(), spans=partial.span_table(),
+                          max_length=64, progress=False)
+    assert "Okafor" not in str(info.value) and "d5" not in str(info.value)
+
+
+def test_identifiers_of_an_older_text_are_refused_with_a_count(setup, tmp_path):
+    from toolkit.identifiers import load_identifiers
+
+    corpus, analysis, mtok, _ = setup
+    analysis.save(tmp_path / "ids")
+    ids = load_identifiers(tmp_path / "ids")
+    docs = list(corpus)
+    # three notes edited after the identifiers were made (same ids, same offsets for the earlier words)
+    edited = Corpus([make_document(d.doc_id, d.person_id, d.text + " Seen again by Dr. Quarshie.", d.spans)
+                     if i in (3, 17, 42) else d for i, d in enumerate(docs)])
+    for name in ("ppmlm", "dppmlm", "mlm_pseudo", "ppclm"):
+        with pytest.raises(ToolkitError, match=r"0 of 60 are not covered by them and 3 were changed"):
+            training_examples(edited, mtok, name, positions=ids["positions"], spans=ids["spans"], max_length=64,
+                              progress=False)
+    assert len(training_examples(corpus, mtok, "ppmlm", positions=ids["positions"], max_length=64,
+                                 progress=False)) > 0
+    # a strategy that reads no identifiers does not need them
+    assert len(training_examples(edited, mtok, "mlm", positions=None, max_length=64, progress=False)) > 0

@@ -28,7 +28,7 @@ TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model", 
 
 @dataclass
 class TinyModelConfig:
-    """Architecture of a model built from scratch (CPU profile defaults; see ``../shared/RECIPES.md``)."""
+    """Architecture of a model built from scratch (CPU profile defaults; see ``docs/cpu_recipes.md``)."""
 
     kind: str = "mlm"
     vocab_size: int = 4000

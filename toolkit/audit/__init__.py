@@ -13,6 +13,7 @@ from toolkit.audit.probe_masked import assign_passes, n_passes, probe_masked
 
 __all__ = ["assign_passes", "n_passes", "probe_masked"]
 __all__ += ["downstream_f1", "freeze_all_but_last", "majority_baseline_f1", "transformer_layers"]
-from toolkit.audit.probe_causal import generate_continuations, probe_causal, regurgitation_rate
+from toolkit.audit.generation import generate_continuations
+from toolkit.audit.probe_causal import probe_causal, regurgitation_rate
 
 __all__ += ["generate_continuations", "probe_causal", "regurgitation_rate"]

@@ -10,7 +10,7 @@ Per checkpoint (:func:`extract_checkpoint`):
    to ``prompt_tokens`` tokens (the last ones by default, see :class:`~toolkit.config.email.ExtractionConfig`);
    special prefix tokens a tokenizer adds (``<s>``) are kept.
 2. Greedy continuation, at most ``max_total_tokens`` in all, batched with left padding and a KV cache
-   (:func:`toolkit.audit.probe_causal.generate_ids`, the same strings as prompt-by-prompt generation:
+   (:func:`toolkit.audit.generation.generate_ids`, the same strings as prompt-by-prompt generation:
    ``benchmarks/extraction.py``).
 3. Addresses are found with :data:`~toolkit.identifiers.addresses.EMAIL_RE` in the decoded prompt + continuation;
    an address counts as **extracted** when it reaches into the generated text (it ends after the prompt) — an
@@ -167,7 +167,7 @@ def extract_checkpoint(model, tokenizer, prompts: pd.DataFrame, original: set[st
                        config: ExtractionConfig | None = None, *, progress: bool = False) -> dict[str, Any]:
     """Run the attack (module docstring, steps 1–4) on one loaded model; returns :func:`extraction_record`'s dict
     plus ``seconds`` (generation wall time)."""
-    from toolkit.audit.probe_causal import generate_ids
+    from toolkit.audit.generation import generate_ids
 
     cfg = config or ExtractionConfig()
     p_ids = encode_prompts(tokenizer, prompts["prompt"].tolist(), cfg.prompt_tokens, cfg.keep)

@@ -1,5 +1,5 @@
-"""Next-word probing of a causal language model on its own training documents (SPEC.md §4, paper 001 §5.3), greedy
-continuations, and free-running regurgitation of identifiers.
+"""Next-word probing of a causal language model on its own training documents (SPEC.md §4, paper 001 §5.3), and
+free-running regurgitation of identifiers.
 
 :func:`probe_causal` — teacher forcing. Documents are cut into chunks of at most ``max_length`` tokens
 (:func:`~toolkit.strategies.encoding.encode_corpus`, never inside a word) and every chunk goes through the model
@@ -45,16 +45,13 @@ applied only at the positions that predict a word token (checked once against th
 probe) and in slices of ``_HEAD_SLICE`` positions, keeping only the top-k ids. ``benchmarks/probe_causal.py``
 compares with a per-document loop: on this CPU (1 thread, 100 notes, GPT-2 2x128) both run at 50-60 documents/s
 with identical predictions (the tiny model is compute-bound there; batching should pay off on an accelerator, not
-measured), while batched KV-cached generation is ~10x faster than generating prompt by prompt, identical outputs.
+measured).
 
-:func:`generate_continuations` — greedy decoding with a KV cache, batched with left padding (prompts sorted by
-length); :func:`regurgitation_rate` — the share of a document's later identifiers that the greedy continuation of its
-first tokens reproduces verbatim.
+:func:`regurgitation_rate` — the share of a document's later identifiers that the greedy continuation of its first
+tokens reproduces verbatim (the continuations come from :func:`toolkit.audit.generation.generate_ids`).
 """
 
 from __future__ import annotations
-
-import hashlib
 
 import numpy as np
 import pandas as pd
@@ -67,20 +64,13 @@ from toolkit.strategies import word_rows_of_positions
 from toolkit.strategies.encoding import encode_corpus, special_template
 from toolkit.audit.probe_masked import COLUMNS as MASKED_COLUMNS
 from toolkit.audit.probe_masked import max_positions, decode_word_predictions, prediction_frame, word_normaliser
+from toolkit.audit.generation import context_token, generate_ids
+from toolkit.audit.hashing import hash_term
 
 COLUMNS = MASKED_COLUMNS + ["counted", "n_tokens_correct"]
 
 #: Positions per slice when the LM head is applied (bounds the ``positions x vocabulary`` logits in memory).
 _HEAD_SLICE = 1024
-
-
-def _context_token(tokenizer) -> int | None:
-    """BOS, else EOS: the "start of document" token of a causal tokenizer (``None`` when it has neither)."""
-    for name in ("bos_token_id", "eos_token_id"):
-        v = getattr(tokenizer, name, None)
-        if v is not None:
-            return int(v)
-    return None
 
 
 def _protection(words, doc_ids, positions):
@@ -169,7 +159,7 @@ def probe_causal(model, tokenizer, corpus, *, positions: pd.DataFrame | None, ma
 
     if top_k < 0 or batch_size < 1:
         raise ToolkitError(f"top_k must be >= 0 and batch_size >= 1, got top_k={top_k}, batch_size={batch_size}")
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (_context_token(tokenizer) or 0)
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (context_token(tokenizer) or 0)
 
     docs = list(corpus)
     doc_ids = [d.doc_id for d in docs]
@@ -184,7 +174,7 @@ def probe_causal(model, tokenizer, corpus, *, positions: pd.DataFrame | None, ma
     reserve = 1 if add_bos and not prefix else 0  # one slot for the context token (BOS / previous chunk's last)
     if max_length - reserve < 1:
         raise ToolkitError(f"max_length {max_length} leaves no room for tokens")
-    bos = _context_token(tokenizer) if add_bos and not prefix else None
+    bos = context_token(tokenizer) if add_bos and not prefix else None
     context = "template" if prefix else ("bos" if bos is not None else "none")
     enc = encode_corpus(texts, tokenizer, max_length=max_length - reserve, words=words, progress=progress)
     _, suffix = special_template(tokenizer)
@@ -332,101 +322,7 @@ def probe_causal(model, tokenizer, corpus, *, positions: pd.DataFrame | None, ma
 
 
 # ---------------------------------------------------------------------------------------------------------------------
-# greedy generation
-
-
-def _eos_ids(model, tokenizer) -> list[int]:
-    eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
-    if eos is None:
-        eos = getattr(getattr(model, "config", None), "eos_token_id", None)
-    if eos is None:
-        eos = tokenizer.eos_token_id
-    if eos is None:
-        return []
-    return [int(e) for e in (eos if isinstance(eos, (list, tuple)) else [eos])]
-
-
-def generate_ids(model, tokenizer, prompt_ids: list[list[int]], *, max_new_tokens: int = 64, batch_size: int = 32,
-                 progress: bool = True, device=None) -> list[list[int]]:
-    """Greedy continuations (token ids, up to and excluding the first EOS) of prompts given as token ids.
-
-    Batched with left padding (the prompts are sorted by length, so a batch pads little), KV cache on. A prompt that
-    leaves fewer than ``max_new_tokens`` positions in the model's window keeps only its last tokens; an empty prompt
-    starts from the BOS (else EOS) token.
-    """
-    import torch
-    from transformers import GenerationConfig
-
-    if max_new_tokens < 1 or batch_size < 1:
-        raise ToolkitError(f"max_new_tokens and batch_size must be >= 1, got {max_new_tokens}, {batch_size}")
-    eos = _eos_ids(model, tokenizer)
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (eos[0] if eos else 0)
-    room = max_positions(model, tokenizer, 1 << 30) - max_new_tokens
-    if room < 1:
-        raise ToolkitError(f"max_new_tokens {max_new_tokens} does not fit in the model's window")
-    start = _context_token(tokenizer)
-    prompts = []
-    for ids in prompt_ids:
-        ids = [int(i) for i in ids][-room:]
-        if not ids:
-            if start is None:
-                raise ToolkitError("an empty prompt needs a BOS or EOS token to start from")
-            ids = [start]
-        prompts.append(ids)
-    if device is not None:
-        model.to(device)
-    dev = next(model.parameters()).device
-    config = GenerationConfig(max_new_tokens=int(max_new_tokens), do_sample=False, num_beams=1, use_cache=True,
-                              pad_token_id=int(pad), eos_token_id=eos or None)
-    order = sorted(range(len(prompts)), key=lambda i: -len(prompts[i]))
-    out: list[list[int] | None] = [None] * len(prompts)
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.inference_mode():
-            for b0 in tqdm(range(0, len(order), batch_size), desc="generating", unit="batch", disable=not progress,
-                           mininterval=1.0):
-                batch = order[b0:b0 + batch_size]
-                L = max(len(prompts[i]) for i in batch)
-                x = torch.full((len(batch), L), int(pad), dtype=torch.long)
-                att = torch.zeros((len(batch), L), dtype=torch.long)
-                for j, i in enumerate(batch):
-                    n = len(prompts[i])
-                    x[j, L - n:] = torch.tensor(prompts[i], dtype=torch.long)
-                    att[j, L - n:] = 1
-                gen = model.generate(input_ids=x.to(dev), attention_mask=att.to(dev), generation_config=config)
-                new = gen[:, L:].cpu().tolist()
-                for j, i in enumerate(batch):
-                    seq = new[j]
-                    stop = next((p for p, tok in enumerate(seq) if tok in eos), len(seq))
-                    out[i] = seq[:stop]
-    finally:
-        if was_training:
-            model.train()
-    return out  # type: ignore[return-value]
-
-
-def generate_continuations(model, tokenizer, prompts: list[str], *, max_new_tokens: int = 64, batch_size: int = 32,
-                           progress: bool = True, device=None) -> list[str]:
-    """Greedy continuations of ``prompts`` (the generated text only, special tokens skipped), KV cache on, batched
-    with left padding: the same strings as generating prompt by prompt (``batch_size=1``).
-
-    Prompts are encoded as the tokenizer encodes a sequence (``add_special_tokens=True``: nothing added for GPT-2,
-    ``<s>`` for Llama-style tokenizers). For prompts cut from a training document, :func:`regurgitation_rate`.
-    """
-    enc = tokenizer(list(prompts), add_special_tokens=True)["input_ids"] if prompts else []
-    ids = generate_ids(model, tokenizer, enc, max_new_tokens=max_new_tokens, batch_size=batch_size,
-                       progress=progress, device=device)
-    return tokenizer.batch_decode(ids, skip_special_tokens=True) if ids else []
-
-
-# ---------------------------------------------------------------------------------------------------------------------
 # free-running regurgitation
-
-
-def hash_term(term: str) -> str:
-    """First 12 hex digits of the SHA-256 of a normalised term: reports name reproduced identifiers without them."""
-    return hashlib.sha256(term.encode("utf-8")).hexdigest()[:12]
 
 
 def regurgitation_rate(model, tokenizer, corpus, identifiers: set[str], *, prefix_tokens: int = 32,
@@ -454,7 +350,7 @@ def regurgitation_rate(model, tokenizer, corpus, identifiers: set[str], *, prefi
     docs = list(corpus)
     texts = [d.text for d in docs]
     prefix, _ = special_template(tokenizer)
-    bos = _context_token(tokenizer) if add_bos and not prefix else None
+    bos = context_token(tokenizer) if add_bos and not prefix else None
     prompts, targets, n_excluded = [], [], 0
     for b0 in range(0, len(texts), 256):
         enc = tokenizer(texts[b0:b0 + 256], add_special_tokens=True, return_offsets_mapping=True)
@@ -497,5 +393,4 @@ def regurgitation_rate(model, tokenizer, corpus, identifiers: set[str], *, prefi
     }
 
 
-__all__ = ["COLUMNS", "counted_occurrences", "generate_continuations", "generate_ids", "hash_term", "probe_causal",
-           "regurgitation_rate"]
+__all__ = ["COLUMNS", "counted_occurrences", "probe_causal", "regurgitation_rate"]

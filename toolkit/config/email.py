@@ -55,9 +55,10 @@ class EmailProfile:
 
     ``base``: the causal base model (HF id or path) — ``None``: the profile's ``base.clm`` (the tiny model built
     from scratch in the CPU profile). ``pretrain`` / ``public_documents``: how that tiny base is pre-trained, on
-    ``public_documents`` synthetic messages among *other* people (:func:`~toolkit.pipelines.email_extraction.
-    public_email_corpus`). ``finetune``: schedule of the baseline / RMFT / dedup runs (``checkpoints_per_epoch`` > 0
-    for step checkpoints). ``train_documents`` / ``heldout_documents``: use only the first N training / held-out
+    ``public_documents`` synthetic messages among *other* people (:func:`~toolkit.samples.email.public_email_corpus`,
+    given to :func:`~toolkit.pipelines.email_extraction.ensure_email_base`). ``finetune``: schedule of the
+    baseline / RMFT / dedup runs (``checkpoints_per_epoch`` > 0 for step checkpoints). ``train_documents`` /
+    ``heldout_documents``: use only the first N training / held-out
     messages (``None``: all; the CPU profile's time budget). ``corpus_prompts``: prompts cut from the training
     messages right before an address (:func:`~toolkit.audit.prompts.address_prompts`; 0: none), used with the
     prompt file. ``rmft_seed``: RMFT's seed.

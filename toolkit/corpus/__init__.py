@@ -1,5 +1,9 @@
 """Corpus model, readers and writer (SPEC.md §1).
 
+``model`` holds :class:`Document` and :class:`Corpus`; ``formats/`` one reader module per file format (JSONL, CSV,
+i2b2/n2c2 XML, TAB JSON, mbox/Maildir, the Enron layout, folders of text files) over shared helpers in
+``formats/common``; ``load`` detects the format and dispatches (:func:`load_corpus`).
+
 >>> from toolkit.corpus import load_corpus          # doctest: +SKIP
 >>> corpus = load_corpus("notes.jsonl")              # doctest: +SKIP
 """
@@ -7,13 +11,11 @@
 from __future__ import annotations
 
 from toolkit.errors import CorpusError, ToolkitError
-from toolkit.corpus.model import Corpus, Document, Span, make_document
-from toolkit.corpus.readers import (
-    FORMATS,
+from toolkit.corpus.model import Corpus, Document, SkippedRecord, Span, make_document
+from toolkit.corpus.formats import (
     CorpusWarning,
-    detect_format,
-    load_corpus,
     read_csv,
+    read_enron,
     read_i2b2,
     read_jsonl,
     read_maildir,
@@ -22,6 +24,7 @@ from toolkit.corpus.readers import (
     read_txt_folder,
     write_jsonl,
 )
+from toolkit.corpus.load import FORMATS, detect_format, load_corpus
 
 __all__ = [
     "FORMATS",
@@ -29,12 +32,14 @@ __all__ = [
     "CorpusError",
     "CorpusWarning",
     "Document",
+    "SkippedRecord",
     "Span",
     "ToolkitError",
     "detect_format",
     "load_corpus",
     "make_document",
     "read_csv",
+    "read_enron",
     "read_i2b2",
     "read_jsonl",
     "read_maildir",

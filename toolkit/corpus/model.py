@@ -5,7 +5,8 @@ A :class:`Document` is one text about one individual (``person_id``: a patient, 
 toolkit groups documents by ``person_id``.
 
 Validation happens here, once, for every reader: spans must lie inside the text, must not overlap, and labels must be
-non-empty strings. Readers pass ``source`` (file, line/record) so that a problem is reported where it is.
+non-empty strings. Readers pass ``source`` (file, line/record) so that a problem is reported where it is. Messages name
+positions, lengths and types, never the text of a record: an error message ends up in terminals and logs.
 """
 
 from __future__ import annotations
@@ -96,7 +97,8 @@ def make_document(doc_id: Any, person_id: Any, text: Any, spans: Iterable[Any] |
         bad = _SURROGATE.search(value) if isinstance(value, str) else None
         if bad is not None:
             raise fail(f"field {name!r} holds a lone surrogate U+{ord(bad.group()):04X} at character {bad.start()}: "
-                       "not valid Unicode text (in JSON, an unpaired \\uD800-\\uDFFF escape); fix the export")
+                       "not valid Unicode text (in JSON, an unpaired \\uD800-\\uDFFF escape; read leniently, a byte "
+                       "not valid in the file's encoding); fix the export")
     if split is not None and not isinstance(split, str):
         raise fail(f"field 'split' must be a string, got {type(split).__name__}")
     if labels is None:
@@ -116,11 +118,14 @@ def make_document(doc_id: Any, person_id: Any, text: Any, spans: Iterable[Any] |
         elif isinstance(s, (tuple, list)) and len(s) == 3:
             start, end, label = s
         else:
-            raise fail(f"span #{i} must be an object with start, end, label; got {s!r:.80}")
+            raise fail(f"span #{i} must be an object with start, end, label; got a {type(s).__name__}")
         if isinstance(start, bool) or isinstance(end, bool) or not isinstance(start, int) or not isinstance(end, int):
-            raise fail(f"span #{i} offsets must be integers, got start={start!r}, end={end!r}")
+            raise fail(f"span #{i} offsets must be integers, got start of type {type(start).__name__}, end of type "
+                       f"{type(end).__name__}")
         if not isinstance(label, str) or not label.strip() or _SURROGATE.search(label):
-            raise fail(f"span #{i} label must be a non-empty string of valid Unicode, got {label!r}")
+            kind = "an empty string" if isinstance(label, str) and not label.strip() else \
+                "a string with a lone surrogate" if isinstance(label, str) else f"a {type(label).__name__}"
+            raise fail(f"span #{i} label must be a non-empty string of valid Unicode, got {kind}")
         if not 0 <= start < end <= len(text):
             raise fail(f"span #{i} [{start}, {end}) {label} lies outside the text (length {len(text)}) or is empty")
         parsed.append(Span(start, end, label))
@@ -131,22 +136,43 @@ def make_document(doc_id: Any, person_id: Any, text: Any, spans: Iterable[Any] |
     return Document(str(doc_id), str(person_id), text, tuple(parsed), split, dict(labels))
 
 
+@dataclass(frozen=True, slots=True)
+class SkippedRecord:
+    """A record (or one gold span of a record) that a reader left out under ``on_error="skip"``.
+
+    It says where the record is and why it was left out, never what it holds: ``reason`` is the message the strict
+    reader would have raised, and those messages name positions, lengths and types only.
+    """
+
+    file: str | None
+    line: int | None
+    record: str | None
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"file": self.file, "line": self.line, "record": self.record, "reason": self.reason}
+
+
 class Corpus(Sequence[Document]):
     """An ordered, immutable collection of documents with unique ``doc_id``.
 
-    Raises :class:`CorpusError` on an empty corpus or a duplicate ``doc_id`` (naming both records).
+    Raises :class:`CorpusError` on an empty corpus or a duplicate ``doc_id`` (naming both positions, not the id: an
+    id can be an address or a Message-ID). ``skipped`` lists what a lenient reader left out (:class:`SkippedRecord`);
+    it describes the reading, so slices and :meth:`filter` results have none.
     """
 
-    def __init__(self, documents: Iterable[Document], *, source: Any = None, allow_empty: bool = False):
+    def __init__(self, documents: Iterable[Document], *, source: Any = None, allow_empty: bool = False,
+                 skipped: Iterable[SkippedRecord] = ()):
         docs = list(documents)
         self.source = str(source) if source is not None else None
+        self.skipped: tuple[SkippedRecord, ...] = tuple(skipped)
         if not docs and not allow_empty:
             raise CorpusError("the corpus is empty (no documents found)", source)
         seen: dict[str, int] = {}
         for i, d in enumerate(docs):
             if d.doc_id in seen:
-                raise CorpusError(f"duplicate doc_id {d.doc_id!r} (documents #{seen[d.doc_id] + 1} and #{i + 1})",
-                                  source, record=d.doc_id)
+                raise CorpusError(f"duplicate doc_id: documents #{seen[d.doc_id] + 1} and #{i + 1} have the same "
+                                  "doc_id", source, record=f"document #{i + 1}")
             seen[d.doc_id] = i
         self._docs = docs
         self._index = seen

@@ -19,7 +19,6 @@ Definitions (SPEC §2):
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -31,8 +30,10 @@ import pandas as pd
 from toolkit.corpus import Corpus, Span
 from toolkit.errors import ToolkitError
 from toolkit.identifiers.categories import CATEGORIES, pii_category
-from toolkit.identifiers.detectors import DEFAULT_SPACY_LABELS, DEFAULT_SPACY_MODEL, Detector, make_detector
+from toolkit.identifiers.detectors import (DEFAULT_SPACY_LABELS, DEFAULT_SPACY_MODEL, Detector, check_spans,
+                                           make_detector)
 from toolkit.identifiers.graph import TermGraph
+from toolkit.identifiers.storage import attach_documents, run_key, save_identifiers, text_sha256
 from toolkit.identifiers.words import WordTable, segment_corpus
 
 NO_CATEGORY = -1
@@ -141,7 +142,9 @@ class IdentifierAnalysis:
     terms, individuals:
         The term and per-individual tables (see :meth:`save` for the columns).
     summary:
-        Headline counts (JSON-serialisable).
+        Headline counts (JSON-serialisable), with ``run_key`` (:func:`toolkit.identifiers.storage.run_key`).
+    text_sha256:
+        SHA-256 of each document's text (corpus order): the identifiers hold for exactly these texts.
     """
 
     config: IdentifierConfig
@@ -157,6 +160,7 @@ class IdentifierAnalysis:
     terms: pd.DataFrame
     individuals: pd.DataFrame
     summary: dict[str, Any] = field(default_factory=dict)
+    text_sha256: list[str] = field(default_factory=list)
 
     # ---- vocabularies -------------------------------------------------------------------------------------------
     @property
@@ -186,20 +190,21 @@ class IdentifierAnalysis:
         sel = np.flatnonzero(self.protected)
         w = self.words
         cats = np.array(list(CATEGORIES) + [""], dtype=object)
-        return pd.DataFrame({
+        return attach_documents(pd.DataFrame({
             "doc_id": np.asarray(self.doc_ids, dtype=object)[w.doc[sel]],
             "start": w.start[sel], "end": w.end[sel],
             "term": w.vocab[w.term[sel]],
             "direct": self.direct[sel], "indirect": self.indirect[sel],
             "category": cats[self.category[sel]],
-        })
+        }), dict(zip(self.doc_ids, self.text_sha256)))
 
     def span_table(self) -> pd.DataFrame:
         """The detector's PII spans: doc_id, start, end, label, category (the pseudonymisation baselines use them)."""
         rows = [(self.doc_ids[d], s.start, s.end, s.label, pii_category(s.label))
                 for d, spans in enumerate(self.spans) for s in spans]
-        return pd.DataFrame(rows, columns=["doc_id", "start", "end", "label", "category"]).astype(
+        table = pd.DataFrame(rows, columns=["doc_id", "start", "end", "label", "category"]).astype(
             {"doc_id": object, "start": "int64", "end": "int64", "label": object, "category": object})
+        return attach_documents(table, dict(zip(self.doc_ids, self.text_sha256)))
 
     def protected_spans(self, doc_index: int, kind: str = "all") -> list[tuple[int, int]]:
         """Character spans of the protected words of one document (``kind``: all, direct or indirect)."""
@@ -221,54 +226,22 @@ class IdentifierAnalysis:
         return pd.concat(rows, ignore_index=True)
 
     # ---- persistence --------------------------------------------------------------------------------------------
+    def documents(self) -> pd.DataFrame:
+        """doc_id and ``text_sha256`` (SHA-256 of the text analysed) of every document: what the identifiers cover."""
+        return pd.DataFrame({"doc_id": pd.Series(self.doc_ids, dtype=object),
+                             "text_sha256": pd.Series(self.text_sha256, dtype=object)})
+
     def save(self, out_dir: str | Path) -> Path:
-        """Write ``terms.parquet``, ``individuals.parquet``, ``positions.parquet``, ``spans.parquet``, ``summary.json``.
+        """Write ``terms``, ``individuals``, ``positions``, ``spans``, ``documents`` (.parquet), ``summary.json`` and
+        ``manifest.json`` as one set (:mod:`toolkit.identifiers.storage`: written beside the target and swapped in).
 
         ``terms``: term, n (gram size), n_individuals, n_occurrences, direct, indirect, n_direct_occurrences,
         category. ``individuals``: person_id, n_documents, n_words, n_distinct_words, n_direct, n_direct_occurrences,
         n_indirect, n_indirect_unigrams, n_indirect_occurrences, n_protected. ``positions``: see :meth:`positions`.
-        Each file is written to a temporary name and renamed, so an interrupted run never leaves a half file.
+        ``documents``: see :meth:`documents`.
         """
-        from toolkit.io import atomic_write_json, atomic_write_parquet, make_private_dir
-
-        out = make_private_dir(out_dir)  # a new folder is owner-only (0700), its files 0600
-        atomic_write_parquet(self.terms, out / "terms.parquet")
-        atomic_write_parquet(self.individuals, out / "individuals.parquet")
-        atomic_write_parquet(self.positions(), out / "positions.parquet")
-        atomic_write_parquet(self.span_table(), out / "spans.parquet")
-        atomic_write_json(self.summary, out / "summary.json")
-        return out
-
-
-def check_spans(spans: Any, docs: list, *, source: str = "spans") -> list[list[Span]]:
-    """Check detector spans before they are used: one list per document, each entry a :class:`Span` with integer
-    offsets inside the document's text (``0 <= start < end <= len(text)``), a string label, no two overlapping.
-
-    :func:`mark_direct` relies on this (it looks up, for each word, the last span starting before the word's end);
-    overlapping or out-of-range spans would silently mark the wrong words. Returns the lists sorted by start.
-    """
-    if not isinstance(spans, (list, tuple)) or len(spans) != len(docs):
-        n = len(spans) if isinstance(spans, (list, tuple)) else type(spans).__name__
-        raise ToolkitError(f"{source}: expected one list of spans per document ({len(docs)}), got {n}")
-    out: list[list[Span]] = []
-    for d, per_doc in zip(docs, spans):
-        try:
-            items = sorted(per_doc, key=lambda sp: (sp.start, sp.end))
-        except (TypeError, AttributeError) as exc:
-            raise ToolkitError(f"{source}: document {d.doc_id!r}: spans must be toolkit.corpus.Span objects "
-                               f"({exc})") from exc
-        for i, sp in enumerate(items):
-            ok = (isinstance(sp, Span) and isinstance(sp.label, str) and all(
-                isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in (sp.start, sp.end)))
-            if not ok or not 0 <= sp.start < sp.end <= len(d.text):
-                raise ToolkitError(f"{source}: document {d.doc_id!r}: span [{sp.start!r}, {sp.end!r}) is not a Span "
-                                   f"with integer offsets inside the text (length {len(d.text)}) or is empty")
-            if i and items[i - 1].end > sp.start:
-                a = items[i - 1]
-                raise ToolkitError(f"{source}: document {d.doc_id!r}: spans [{a.start}, {a.end}) and "
-                                   f"[{sp.start}, {sp.end}) overlap; detectors must return non-overlapping spans")
-        out.append(items)
-    return out
+        return save_identifiers({"terms": self.terms, "individuals": self.individuals, "positions": self.positions(),
+                                 "spans": self.span_table(), "documents": self.documents()}, self.summary, out_dir)
 
 
 def analyze(corpus: Corpus, config: IdentifierConfig | None = None, *, spans: list[list[Span]] | None = None,
@@ -284,7 +257,8 @@ def analyze(corpus: Corpus, config: IdentifierConfig | None = None, *, spans: li
     spans:
         Precomputed detector spans per document (skips detection; e.g. to compare k/n without re-running NER).
         Checked like a detector's output: :class:`~toolkit.corpus.Span` objects inside the text, non-overlapping
-        (:func:`check_spans`); anything else is a :class:`ToolkitError` naming the document.
+        (:func:`~toolkit.identifiers.detectors.check_spans`); anything else is a :class:`ToolkitError` naming the
+        document.
     progress:
         Show ``tqdm`` progress bars.
     """
@@ -323,8 +297,10 @@ def analyze(corpus: Corpus, config: IdentifierConfig | None = None, *, spans: li
 
     result = IdentifierAnalysis(config=cfg, doc_ids=[d.doc_id for d in docs], person_ids=list(person_ids),
                                 person_of_doc=person_of_doc, words=words, direct=direct, indirect=indirect,
-                                category=category, spans=spans, graph=graph, terms=terms, individuals=individuals)
+                                category=category, spans=spans, graph=graph, terms=terms, individuals=individuals,
+                                text_sha256=[text_sha256(d.text) for d in docs])
     result.summary = _summary(result, timings)
+    result.summary["run_key"] = run_key(result.summary["config"], result.documents())
     return result
 
 
@@ -412,22 +388,3 @@ def _summary(r: IdentifierAnalysis, timings: dict[str, float]) -> dict[str, Any]
         "direct_positions_by_category": {str(k): int(v) for k, v in direct_by_cat.items()},
         "timings_s": {k: round(v, 3) for k, v in timings.items()},
     }
-
-
-def load_identifiers(directory: str | Path) -> dict[str, Any]:
-    """Read what :meth:`IdentifierAnalysis.save` wrote: ``{"terms", "individuals", "positions", "spans", "summary"}``.
-
-    A missing file raises :class:`ToolkitError` naming it.
-    """
-    d = Path(directory)
-    out: dict[str, Any] = {}
-    for name in ("terms", "individuals", "positions", "spans", "summary"):
-        p = d / (f"{name}.parquet" if name != "summary" else "summary.json")
-        if not p.is_file():
-            raise ToolkitError(f"{p}: missing (expected the output of `python -m toolkit identifiers`)")
-        try:
-            out[name] = pd.read_parquet(p) if name != "summary" else json.loads(p.read_text(encoding="utf-8"))
-        except (OSError, ValueError, UnicodeDecodeError) as exc:  # pyarrow's ArrowInvalid is a ValueError
-            raise ToolkitError(f"{p}: unreadable or corrupt ({type(exc).__name__}: {str(exc)[:200]}); re-run "
-                               "`python -m toolkit identifiers`") from exc
-    return out

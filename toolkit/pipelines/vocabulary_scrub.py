@@ -1,13 +1,12 @@
 """Cached steps of the two-step method that notebook 05 chains (SPEC §7): each expensive result is written once.
 
-The NER anonymisation and the model trained from scratch are cached in ``work_dir`` together with the parameters
-that made them (``*.params.json``); a run with other parameters recomputes them. The cheap steps (sentences,
+The NER anonymisation and the model trained from scratch are cached steps under the one cache rule of
+:mod:`toolkit.pipelines.cache` (a step's key is a hash of its inputs); a run with other inputs recomputes them. The cheap steps (sentences,
 candidates, scrubbing, the anonymity test) are recomputed every time.
 """
 
 from __future__ import annotations
 
-import json
 import shutil
 import time
 from contextlib import contextmanager
@@ -18,48 +17,39 @@ from typing import Any
 import pandas as pd
 
 from toolkit.corpus import Corpus
-from toolkit.io import atomic_write_json
+from toolkit.pipelines.cache import cached_step
 from toolkit.scrub.anonymize import AnonymizeConfig, Anonymized, anonymize_corpus, load_anonymized
 
 
-def _params_path(path: Path) -> Path:
-    return path.with_name(f"{path.name}.params.json")
-
-
-def _fresh(path: Path, params: dict[str, Any]) -> bool:
-    p = _params_path(path)
-    return path.exists() and p.is_file() and json.loads(p.read_text(encoding="utf-8")) == params
-
-
-def ensure_anonymized(corpus: Corpus, path: str | Path, config: AnonymizeConfig, *,
+def ensure_anonymized(corpus: Corpus, out_dir: str | Path, config: AnonymizeConfig, *,
                       progress: bool = True) -> Anonymized:
-    """:func:`~toolkit.scrub.anonymize.anonymize_corpus`, cached at ``path`` (JSONL + offset map + summary)."""
+    """:func:`~toolkit.scrub.anonymize.anonymize_corpus` into ``out_dir/anonymized.jsonl`` (+ offset map and
+    summary), a cached step keyed by the corpus fingerprint and the config (:mod:`toolkit.pipelines.cache`)."""
     from toolkit.training import corpus_fingerprint
 
-    p = Path(path)
-    params = {"corpus": corpus_fingerprint(corpus), "config": asdict(config)}
-    if _fresh(p, params):
-        return load_anonymized(p)
-    result = anonymize_corpus(corpus, config, progress=progress)
-    result.save(p)
-    atomic_write_json(params, _params_path(p))
-    return result
+    path = Path(out_dir) / "anonymized.jsonl"
+
+    def compute() -> Anonymized:
+        result = anonymize_corpus(corpus, config, progress=progress)
+        result.save(path)
+        return result
+
+    inputs = {"corpus": corpus_fingerprint(corpus), "config": asdict(config)}
+    return cached_step("anonymize", out_dir, inputs, compute, lambda: load_anonymized(path), check=path.name)
 
 
 def ensure_model(corpus: Corpus, out_dir: str | Path, *, tiny, config, progress: bool = True) -> Path | str:
-    """A tokenizer and a masked LM trained from scratch on ``corpus`` (``toolkit.training.build_base``: SPEC §7.2,
-    the way MedRoBERTa.nl was built), cached in ``out_dir``. When ``tiny`` is a model id or path (a profile with a
-    pre-trained base, e.g. ``paper``), that model is used as it is: any masked LM can be scrubbed."""
+    """A tokenizer and a masked LM trained from scratch on ``corpus`` (``toolkit.training.build_base``: the way
+    MedRoBERTa.nl was built, docs/methods.md §7.2), a cached step in ``out_dir``. When ``tiny`` is a model id or path
+    (a profile with a pre-trained base, e.g. ``paper``), that model is used as it is: any masked LM can be scrubbed."""
     from toolkit.training import build_base, corpus_fingerprint
 
     if isinstance(tiny, str):
         return Path(tiny) if Path(tiny).exists() else tiny
     out = Path(out_dir)
-    params = {"corpus": corpus_fingerprint(corpus), "tiny": asdict(tiny), "config": asdict(config)}
-    if _fresh(out, params) and (out / "config.json").is_file():
-        return out
-    build_base(corpus, out, "mlm", tiny=tiny, config=config, progress=progress)
-    atomic_write_json(params, _params_path(out))
+    inputs = {"corpus": corpus_fingerprint(corpus), "tiny": asdict(tiny), "config": asdict(config)}
+    cached_step("base", out, inputs, lambda: build_base(corpus, out, "mlm", tiny=tiny, config=config,
+                                                         progress=progress), check="config.json")
     return out
 
 
@@ -67,7 +57,7 @@ def scripted_session(candidates: pd.DataFrame, review_file: str | Path, reviewer
                      script: str | Path | pd.DataFrame, *, default: str | None = "not_name"):
     """A :class:`~toolkit.review.store.ReviewSession` whose pending candidates are decided by ``script`` (the
     headless notebook run); candidates the script does not list get ``default``."""
-    from toolkit.review.store import ReviewSession
+    from toolkit.review.session import ReviewSession
 
     session = ReviewSession(candidates, review_file, reviewer)
     session.apply_script(script, default=default)

@@ -25,7 +25,8 @@ import ipywidgets as W
 import pandas as pd
 import traitlets
 
-from toolkit.review.store import DECISIONS, SORT_KEYS, ReviewSession
+from toolkit.review.session import SORT_KEYS, ReviewSession
+from toolkit.review.store import DECISIONS
 from toolkit.scrub.sentences import MASK
 
 KEYS = {"n": "name", "x": "not_name", "u": "unsure", "z": "undo", "j": "next", "ArrowRight": "next", "k": "prev",

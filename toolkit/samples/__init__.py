@@ -3,6 +3,8 @@
 * :func:`generate_clinical` — clinical notes about patients with gold PHI spans (i2b2 labels), public / train /
   heldout / test splits by patient, rare patient-specific terms and a smoking-status label.
 * :func:`generate_email` — Enron-style e-mails with a heavy-tailed address frequency and extraction prompts.
+* :func:`toolkit.samples.email.public_email_corpus` — Enron-style e-mails among other people: the public corpus
+  the tiny e-mail base model is pre-trained on (notebook 04 passes it to ``ensure_email_base``).
 
 ``python -m toolkit.samples [--out data_samples]`` regenerates every file bit for bit (see ``data_samples/README.md``).
 """

@@ -14,7 +14,7 @@ of the replaced entity, see :func:`word_hash`) so that the anonymity test can te
 original name without the sentence file holding names.
 
 Files: JSONL (``sentence_id, source, sentence, original_hashes, doc_id``), CSV, Parquet, and the MedRoBERTa.nl CSV
-format (one column ``sentences``, ``<mask>`` where the name was; ``/work/shared/data``), read by
+format (one column ``sentences``, ``<mask>`` where the name was; ``data_external/``), read by
 :func:`read_sentences`.
 """
 

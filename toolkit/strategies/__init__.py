@@ -10,13 +10,14 @@ Masked LM (whole-word masking, 15% of eligible words afresh each epoch, 80/10/10
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
 from toolkit.corpus import Corpus
 from toolkit.errors import ToolkitError
+from toolkit.identifiers.storage import check_coverage
 from toolkit.identifiers.words import WordTable, segment_corpus
 from toolkit.strategies.encoding import EncodedCorpus, encode_corpus, special_template
 from toolkit.strategies.pseudonymize import pseudonymize
@@ -108,31 +109,73 @@ def strategy_texts(corpus: Corpus, strategy: Strategy, spans: pd.DataFrame | Non
     raise ToolkitError(f"unknown text variant {strategy.text!r}")
 
 
+def require_identifiers(corpus: Corpus, strategy: Strategy, positions: pd.DataFrame | None,
+                        spans: pd.DataFrame | None) -> None:
+    """Refuse to build a strategy's data unless the identifiers it reads exist and cover every document of
+    ``corpus``, made from exactly its text (:func:`toolkit.identifiers.check_coverage`: document fingerprints carried
+    by the tables ``load_identifiers`` / ``IdentifierAnalysis`` return). Without this, a document the identifiers
+    miss, or whose text changed since, would be trained on with nothing protected or pseudonymised."""
+    if strategy.protect:
+        if positions is None:
+            raise ToolkitError(f"strategy {strategy.name} needs identifier positions (positions.parquet)")
+        check_coverage(corpus, positions, table="positions")
+    if strategy.text == "pseudo":
+        if spans is None:
+            raise ToolkitError(f"strategy {strategy.name} needs the detector's PII spans (spans.parquet)")
+        check_coverage(corpus, spans, table="spans")
+
+
+@dataclass
+class TrainingSet:
+    """The examples of one epoch (see :func:`training_examples`) and, for each, the individual (``person_id`` of its
+    document) it comes from: the privacy unit of DP-SGD's per-individual sampling."""
+
+    examples: list[dict]
+    person_ids: list[str] = field(default_factory=list)
+
+
+def training_set(corpus: Corpus, tokenizer, strategy: Strategy | str, *, positions: pd.DataFrame | None,
+                 spans: pd.DataFrame | None = None, max_length: int, progress: bool = True) -> TrainingSet:
+    """:func:`training_examples` with the individual of every example."""
+    strategy = get_strategy(strategy) if isinstance(strategy, str) else strategy
+    require_identifiers(corpus, strategy, positions, spans)
+    texts = strategy_texts(corpus, strategy, spans)
+    words = segment_corpus(texts, progress=False)
+    protected = protected_words(words, [d.doc_id for d in corpus], positions, strategy.protect)
+    enc = encode_corpus(texts, tokenizer, max_length=max_length, words=words, progress=progress)
+    people = [d.person_id for d in corpus]
+    return TrainingSet(examples_from_encoding(enc, protected, strategy.kind),
+                       [people[i] for i in enc.chunk_doc.tolist()])
+
+
 def training_examples(corpus: Corpus, tokenizer, strategy: Strategy | str, *, positions: pd.DataFrame | None,
                       spans: pd.DataFrame | None = None, max_length: int, progress: bool = True) -> list[dict]:
     """The examples one epoch of a strategy trains on.
 
     Masked LM: ``{"input_ids", "special_tokens_mask", "word_ids"}`` where ``special_tokens_mask`` is 1 for every
-    token that may never be a target (special tokens, tokens outside words, tokens of protected words) and
+    token that may never be a target (special tokens, tokens outside words, tokens overlapping a protected word) and
     ``word_ids`` numbers the words of the chunk (-1: none) for whole-word masking.
-    Causal LM: ``{"input_ids", "labels"}`` with label -100 on tokens of protected words.
+    Causal LM: ``{"input_ids", "labels"}`` with label -100 on every token overlapping a protected word.
+
+    A strategy that reads identifiers refuses documents they do not cover (:func:`require_identifiers`).
     """
-    strategy = get_strategy(strategy) if isinstance(strategy, str) else strategy
-    if strategy.protect and positions is None:
-        raise ToolkitError(f"strategy {strategy.name} needs identifier positions (positions.parquet)")
-    texts = strategy_texts(corpus, strategy, spans)
-    words = segment_corpus(texts, progress=False)
-    protected = protected_words(words, [d.doc_id for d in corpus], positions, strategy.protect)
-    enc = encode_corpus(texts, tokenizer, max_length=max_length, words=words, progress=progress)
-    return examples_from_encoding(enc, protected, strategy.kind)
+    return training_set(corpus, tokenizer, strategy, positions=positions, spans=spans, max_length=max_length,
+                        progress=progress).examples
 
 
 def examples_from_encoding(enc: EncodedCorpus, protected: np.ndarray, kind: str) -> list[dict]:
+    """Examples from an encoding and the per-word ``protected`` flags: a token is protected when its characters
+    overlap any protected word (``enc.overlap``; without it, when the word of its last character is protected)."""
+    cum = np.concatenate([[0], np.cumsum(protected, dtype=np.int64)])
     out = []
-    for ids, rows in zip(enc.input_ids, enc.word_row):
+    for c, (ids, rows) in enumerate(zip(enc.input_ids, enc.word_row)):
         in_word = rows >= 0
         prot = np.zeros(len(rows), dtype=bool)
         prot[in_word] = protected[rows[in_word]]
+        if enc.overlap is not None:
+            first, last = enc.overlap[c][:, 0], enc.overlap[c][:, 1]
+            hit = first >= 0
+            prot[hit] |= cum[last[hit] + 1] > cum[first[hit]]
         if kind == "mlm":
             local = np.full(len(rows), -1, dtype=np.int64)
             if in_word.any():
@@ -146,6 +189,6 @@ def examples_from_encoding(enc: EncodedCorpus, protected: np.ndarray, kind: str)
     return out
 
 
-__all__ = ["STRATEGIES", "EncodedCorpus", "Strategy", "encode_corpus", "examples_from_encoding", "get_strategy",
-           "protected_words", "pseudonymize", "special_template", "strategy_texts", "training_examples",
-           "word_rows_of_positions"]
+__all__ = ["STRATEGIES", "EncodedCorpus", "Strategy", "TrainingSet", "encode_corpus", "examples_from_encoding",
+           "get_strategy", "protected_words", "pseudonymize", "require_identifiers", "special_template",
+           "strategy_texts", "training_examples", "training_set", "word_rows_of_positions"]

@@ -1,28 +1,54 @@
 """DP-SGD training for ``mlm_dp`` / ``clm_dp`` with Opacus (SPEC §3: ε = 8, δ = 1e-5, C = 10).
 
-Opacus' ``PrivacyEngine.make_private_with_epsilon`` calibrates the noise multiplier for the target ε over the whole
-run; batches are drawn by Poisson sampling (Opacus' ``UniformWithReplacementSampler``, sample rate = batch / N); the
-spent ε reported at every checkpoint is the accountant's, not the target. Three fixes make Hugging Face models work
-with per-sample gradients (measured on this stack):
+DP-SGD (Abadi et al., 2016) clips every example's gradient to norm ``C``, adds Gaussian noise of standard deviation
+``σ·C`` to their sum and lets a Rényi-DP accountant bound the privacy loss of the whole run. Two conditions make the
+bound true of the toolkit's training, and both are enforced here.
 
-* BERT's MLM output bias is one ``Parameter`` registered on two modules (``cls.predictions.bias`` and
-  ``decoder.bias``): it is untied for training and tied back before saving;
-* ``position_ids`` (and ``token_type_ids``) are passed per sample ([batch, length]) so the embedding layers see a
-  batch dimension Opacus can split;
-* Poisson sampling can draw an empty batch: it is skipped (no data, nothing to clip) and counted in the log.
+**Each example's gradient depends on that example only.** Hugging Face's ``.loss`` is the mean over *all* target
+tokens of the batch, so example *i*'s part of it, ``Σ_t ce_{i,t} / T_batch``, and with it Opacus' per-sample
+gradient, changes with the number of targets of the *other* examples. The loss here is Opacus' expectation for
+``loss_reduction="mean"``: each example's mean over its own targets, then the mean over the batch,
+
+    ℓ_i = (1 / T_i) · Σ_{t ∈ targets(i)} ce_{i,t}   (0 when T_i = 0),     L = (1 / |B|) · Σ_{i ∈ B} ℓ_i,
+
+whose per-sample gradient (Opacus multiplies by ``|B|``) is exactly ``∇ℓ_i`` (:func:`example_mean_loss`).
+
+**The privacy unit is what the accountant counts** (``DPConfig.unit``). With ``"individual"`` (default) every step
+draws each *individual* (``person_id``) independently with probability ``q`` (Poisson sampling) and trains on one
+chunk, drawn uniformly, of each drawn individual (:class:`UnitSampler`). An individual then contributes to a step one
+clipped gradient (sensitivity ``C``), present with probability ``q``: the subsampled Gaussian mechanism the RDP
+accountant analyses, with individuals as its records, so the reported ε bounds what the model reveals about a
+patient, however many notes they have. With ``"chunk"`` the records are the chunks (a patient with ``m`` chunks is
+protected at about ``m·ε`` only). ``q = 1 / ⌈N / B⌉`` for ``N`` units and batch size ``B``: an epoch is ``⌈N/B⌉``
+steps, the expected batch ``N·q ≤ B``, and Opacus' accountant, which takes ``1 / steps per epoch`` as the sample rate,
+uses exactly this ``q``. Per individual, an epoch thus trains on about one chunk of each patient (drawn afresh every
+step), not on all their chunks. A draw with no unit is a noise-only step, counted by the accountant (skipping it
+would no longer be the analysed mechanism).
+
+``PrivacyEngine.make_private_with_epsilon`` calibrates the noise multiplier for the target ε over the whole run; the
+spent ε reported at every checkpoint (``training_log.json`` and ``run.json``: ``"dp": {"unit", "spent_epsilon",
+"delta", ...}``) is the accountant's, not the target.
+
+Two fixes make Hugging Face models work with per-sample gradients (measured on this stack): BERT's MLM output bias
+is one ``Parameter`` registered on two modules (``cls.predictions.bias`` and ``decoder.bias``): it is untied for
+training and tied back before saving; ``position_ids`` (and ``token_type_ids``) are passed per sample
+([batch, length]) so the embedding layers see a batch dimension Opacus can split.
 """
 
 from __future__ import annotations
 
-import math
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from toolkit.errors import ToolkitError
 from toolkit.strategies import Strategy
 
 
-def _untie_mlm_bias(model) -> object | None:
+def untie_mlm_bias(model) -> object | None:
     """Unregister BERT's ``cls.predictions.bias`` (the same Parameter stays as ``decoder.bias``); returns the head."""
     head = getattr(getattr(model, "cls", None), "predictions", None)
     if head is None or getattr(head, "bias", None) is None or head.decoder.bias is not head.bias:
@@ -31,21 +57,100 @@ def _untie_mlm_bias(model) -> object | None:
     return head
 
 
-def _retie_mlm_bias(head) -> None:
+def retie_mlm_bias(head) -> None:
     """Register the decoder's bias as ``cls.predictions.bias`` again (the saved layout Hugging Face expects)."""
     if head is not None:
         head.bias = head.decoder.bias
 
 
+def example_mean_loss(model, batch: dict, kind: str):
+    """``L = mean_i ℓ_i`` with ``ℓ_i`` example *i*'s mean cross-entropy over its own targets (labels != -100;
+    causal LMs predict token t+1 from position t). See the module docstring: the per-sample gradient of ``L`` under
+    Opacus' ``loss_reduction="mean"`` is ``∇ℓ_i``, independent of the other examples of the batch."""
+    import torch
+
+    labels = batch["labels"]
+    logits = model(**{k: v for k, v in batch.items() if k != "labels"}).logits
+    if kind == "clm":
+        logits, labels = logits[:, :-1], labels[:, 1:]
+    ce = torch.nn.functional.cross_entropy(logits.float().transpose(1, 2), labels, ignore_index=-100,
+                                           reduction="none")
+    targets = labels != -100
+    per_example = (ce * targets).sum(1) / targets.sum(1).clamp(min=1)
+    return per_example.mean()
+
+
+def privacy_units(individuals: Sequence[str], unit: str) -> list[list[int]]:
+    """The example indices of every privacy unit: one list per individual (in order of first appearance), or one
+    example each for ``unit="chunk"``."""
+    if unit == "chunk":
+        return [[i] for i in range(len(individuals))]
+    if unit != "individual":
+        raise ToolkitError(f"dp.unit must be 'individual' or 'chunk', got {unit!r}")
+    groups: dict[str, list[int]] = {}
+    for i, p in enumerate(individuals):
+        groups.setdefault(p, []).append(i)
+    return list(groups.values())
+
+
+class UnitSampler:
+    """Batch sampler of DP-SGD: ``steps`` batches; in each, every unit is drawn independently with probability
+    ``sample_rate`` and contributes one of its examples, drawn uniformly (Poisson sampling of units)."""
+
+    def __init__(self, units: Sequence[Sequence[int]], sample_rate: float, steps: int, generator):
+        import torch
+
+        if not units or any(len(u) == 0 for u in units):
+            raise ToolkitError("DP-SGD needs at least one privacy unit and an example for every unit")
+        sizes = np.array([len(u) for u in units], dtype=np.int64)
+        self.flat = torch.as_tensor(np.concatenate([np.asarray(u, dtype=np.int64) for u in units]))
+        self.offset = torch.as_tensor(np.concatenate([[0], np.cumsum(sizes)[:-1]]))
+        self.size = torch.as_tensor(sizes)
+        self.sample_rate, self.steps, self.generator = float(sample_rate), int(steps), generator
+
+    def __len__(self) -> int:
+        return self.steps
+
+    def __iter__(self):
+        import torch
+
+        n = len(self.size)
+        for _ in range(self.steps):
+            drawn = (torch.rand(n, generator=self.generator) < self.sample_rate).nonzero().squeeze(1)
+            pick = (torch.rand(len(drawn), generator=self.generator) * self.size[drawn]).long()
+            pick = torch.minimum(pick, self.size[drawn] - 1)
+            yield self.flat[self.offset[drawn] + pick].tolist()
+
+
+class _UnitDataset:
+    """The examples, with ``len()`` = the number of privacy units: Opacus reads the expected batch size as
+    ``len(dataset) · sample rate``; the sampler yields example indices."""
+
+    def __init__(self, examples: list[dict], n_units: int):
+        self.examples, self.n_units = examples, n_units
+
+    def __len__(self) -> int:
+        return self.n_units
+
+    def __getitem__(self, i: int) -> dict:
+        return self.examples[i]
+
+
 def train_dp(model, tokenizer, examples: list[dict], strat: Strategy, cfg, run: Path, *,
-             progress: bool = True) -> dict[str, Any]:
+             individuals: Sequence[str] | None = None, progress: bool = True) -> dict[str, Any]:
+    """DP-SGD over ``examples`` (``individuals``: the person of each example, needed for ``cfg.dp.unit ==
+    "individual"``); exports ``epoch-N`` at ``cfg.epochs``; returns the run's figures with the ``"dp"`` block."""
     import torch
     from opacus import PrivacyEngine
-    from opacus.utils.uniform_sampler import UniformWithReplacementSampler
     from tqdm.auto import tqdm
 
-    from toolkit.training import save_checkpoint, make_collator
+    from toolkit.training.checkpoints import save_checkpoint
+    from toolkit.training.hf import make_collator
 
+    unit = cfg.dp.unit
+    if unit == "individual" and (individuals is None or len(individuals) != len(examples)):
+        raise ToolkitError("DP-SGD per individual needs the individual of every training example")
+    units = privacy_units(individuals if individuals is not None else [str(i) for i in range(len(examples))], unit)
     torch.manual_seed(cfg.seed)
     collator = make_collator(tokenizer, strat, cfg)
 
@@ -59,14 +164,14 @@ def train_dp(model, tokenizer, examples: list[dict], strat: Strategy, cfg, run: 
             out["token_type_ids"] = torch.zeros(n, length, dtype=torch.long)
         return out
 
-    n = len(examples)
-    rate = min(1.0, cfg.batch_size / n)
-    sampler = UniformWithReplacementSampler(num_samples=n, sample_rate=rate,
-                                            generator=torch.Generator().manual_seed(cfg.seed))
-    loader = torch.utils.data.DataLoader(examples, batch_sampler=sampler, collate_fn=collate)
+    steps_per_epoch = -(-len(units) // cfg.batch_size)
+    rate = 1.0 / steps_per_epoch
+    sampler = UnitSampler(units, rate, steps_per_epoch, torch.Generator().manual_seed(cfg.seed))
+    loader = torch.utils.data.DataLoader(_UnitDataset(examples, len(units)), batch_sampler=sampler,
+                                         collate_fn=collate)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")  # as the Trainer of the other strategies
     model.to(device)
-    head = _untie_mlm_bias(model)
+    head = untie_mlm_bias(model)
     model.train()
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=cfg.learning_rate,
                                   weight_decay=cfg.weight_decay)
@@ -75,46 +180,53 @@ def train_dp(model, tokenizer, examples: list[dict], strat: Strategy, cfg, run: 
     private, optimizer, loader = engine.make_private_with_epsilon(
         module=model, optimizer=optimizer, data_loader=loader, target_epsilon=cfg.dp.epsilon,
         target_delta=cfg.dp.delta, epochs=epochs, max_grad_norm=cfg.dp.max_grad_norm, poisson_sampling=False)
-    steps_per_epoch = len(loader)
     total = steps_per_epoch * epochs
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, (lambda s: max(0.0, 1 - s / total)) if cfg.lr_schedule == "linear" else (lambda s: 1.0))
+
+    def dp_block(eps: float) -> dict[str, Any]:
+        return {"unit": unit, "spent_epsilon": eps, "delta": cfg.dp.delta, "target_epsilon": cfg.dp.epsilon,
+                "max_grad_norm": cfg.dp.max_grad_norm, "noise_multiplier": optimizer.noise_multiplier,
+                "sample_rate": rate, "n_units": len(units), "n_examples": len(examples),
+                "expected_batch_size": len(units) * rate, "steps_per_epoch": steps_per_epoch,
+                "noise_only_steps": empty}
+
     history: list[dict[str, Any]] = []
-    skipped, tokens, t0, step = 0, 0, time.perf_counter(), 0
+    empty, tokens, t0, step = 0, 0, time.perf_counter(), 0
     bar = tqdm(total=total, desc=f"{strat.name} (DP-SGD)", unit="step", disable=not progress)
     for epoch in range(1, epochs + 1):
         losses = []
         for batch in loader:
             bar.update(1)
-            if batch is None:
-                skipped += 1
-                continue
-            batch = {k: v.to(device) for k, v in batch.items()}
             optimizer.zero_grad(set_to_none=True)
-            loss = private(**batch).loss
-            loss.backward()
+            if batch is None:  # no unit drawn: the mechanism still releases noise, and the accountant counts it
+                empty += 1
+                for p in optimizer.params:
+                    p.grad_sample = torch.zeros((0, *p.shape), device=p.device, dtype=p.dtype)
+            else:
+                batch = {k: v.to(device) for k, v in batch.items()}
+                loss = example_mean_loss(private, batch, strat.kind)
+                loss.backward()
+                losses.append(float(loss.detach()))
+                tokens += int(batch["attention_mask"].sum())
             optimizer.step()
             scheduler.step()
             step += 1
-            losses.append(float(loss.detach()))
-            tokens += int(batch["attention_mask"].sum())
         eps = float(engine.get_epsilon(cfg.dp.delta))
         history.append({"epoch": epoch, "step": step, "loss": float(sum(losses) / max(len(losses), 1)),
-                        "epsilon": eps, "delta": cfg.dp.delta, "empty_batches_skipped": skipped})
+                        "epsilon": eps, "delta": cfg.dp.delta, "unit": unit, "noise_only_steps": empty})
         if epoch in cfg.epochs:
-            _retie_mlm_bias(head)
+            retie_mlm_bias(head)
             save_checkpoint(private._module, tokenizer, run / f"epoch-{epoch}",
-                             {"strategy": strat.name, "epoch": epoch, "global_step": step, "log_history": history,
-                              "dp": {"target_epsilon": cfg.dp.epsilon, "spent_epsilon": eps, "delta": cfg.dp.delta,
-                                     "max_grad_norm": cfg.dp.max_grad_norm,
-                                     "noise_multiplier": optimizer.noise_multiplier, "sample_rate": rate}})
+                            {"strategy": strat.name, "epoch": epoch, "global_step": step, "log_history": history,
+                             "dp": dp_block(eps)})
             if head is not None:
                 del head.bias
     bar.close()
-    _retie_mlm_bias(head)
+    retie_mlm_bias(head)
     seconds = time.perf_counter() - t0
     return {"steps": step, "train_seconds": round(seconds, 1), "tokens_per_second": round(tokens / seconds, 1),
-            "dp": {"target_epsilon": cfg.dp.epsilon, "spent_epsilon": history[-1]["epsilon"], "delta": cfg.dp.delta,
-                   "max_grad_norm": cfg.dp.max_grad_norm, "noise_multiplier": optimizer.noise_multiplier,
-                   "empty_batches_skipped": skipped, "steps_per_epoch": steps_per_epoch,
-                   "expected_steps": math.ceil(1 / rate) * epochs}}
+            "dp": dp_block(history[-1]["epsilon"])}
+
+
+__all__ = ["UnitSampler", "example_mean_loss", "privacy_units", "retie_mlm_bias", "train_dp", "untie_mlm_bias"]

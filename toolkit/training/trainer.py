@@ -4,7 +4,9 @@ an Opacus DP-SGD loop for ``*_dp``; checkpoints at chosen epochs; an interrupted
 Layout of a run directory::
 
     RUN_DIR/
-      run.json              strategy, config, data fingerprint, status (written atomically)
+      run.json              strategy, config, fingerprints of the corpus, the base and the identifiers (a resume
+                            with others is refused: toolkit.training.provenance), status; DP runs: "dp" with the
+                            privacy unit, spent ε and δ (written atomically)
       epoch-4/              a Hugging Face model + tokenizer + training_log.json, for every checkpoint epoch
       epoch-8/ ...
       trainer/checkpoint-*  the full training state of the last checkpoint epoch (optimizer, scheduler, RNG): resume
@@ -30,27 +32,40 @@ import logging
 import math
 import shutil
 import time
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-
 from toolkit.corpus import Corpus
 from toolkit.errors import ToolkitError
-from toolkit.io import atomic_write_json, make_private_dir, restrict_tree
-from toolkit.strategies import Strategy, get_strategy, training_examples
+from toolkit.io import atomic_write_json, make_private_dir
+from toolkit.strategies import Strategy, get_strategy, require_identifiers, training_set
+from toolkit.training.checkpoints import (checkpoint_dirs, checkpoint_steps, export_missing_epoch, last_state,
+                                          save_checkpoint)
+from toolkit.training.hf import IndexedCollator, make_collator, recording_trainer, sparse_head_trainer
+from toolkit.training.provenance import base_fingerprint, check_same_inputs, identifiers_fingerprint
 
 log = logging.getLogger(__name__)
 
 
 @dataclass
 class DPConfig:
-    """DP-SGD parameters (SPEC §3: ε = 8, δ = 1e-5, C = 10)."""
+    """DP-SGD parameters (SPEC §3: ε = 8, δ = 1e-5, C = 10) and the privacy unit the (ε, δ) guarantee is about.
+
+    ``unit = "individual"`` (default; a clinical corpus holds several notes per patient): each step Poisson-samples
+    individuals and trains on one chunk of each, so ε bounds what the model reveals about a *patient*.
+    ``unit = "chunk"``: Poisson-samples chunks; ε then bounds one chunk, and a patient with m chunks is only
+    protected at about m·ε (group privacy). See :mod:`toolkit.training.dp`.
+    """
 
     epsilon: float = 8.0
     delta: float = 1e-5
     max_grad_norm: float = 10.0
+    unit: str = "individual"  # "individual" | "chunk"
+
+    def __post_init__(self) -> None:
+        if self.unit not in ("individual", "chunk"):
+            raise ToolkitError(f"dp.unit must be 'individual' or 'chunk', got {self.unit!r}")
 
 
 @dataclass
@@ -103,78 +118,30 @@ def corpus_fingerprint(corpus: Corpus) -> dict[str, Any]:
     return {"n_documents": len(corpus), "n_individuals": len(corpus.person_ids), "sha256": h.hexdigest()}
 
 
-def checkpoint_dirs(run_dir: str | Path) -> list[tuple[int, Path]]:
-    """``(epoch, path)`` of the finished ``epoch-N`` checkpoints of a run, sorted by epoch."""
-    out = []
-    for p in Path(run_dir).glob("epoch-*"):
-        if p.is_dir() and (p / "config.json").is_file() and p.name[6:].isdigit():
-            out.append((int(p.name[6:]), p))
-    return sorted(out)
-
-
-@contextmanager
-def quiet_hf_progress():
-    """Hide the Hugging Face loading / saving progress bars inside the block (restored afterwards)."""
-    from transformers.utils import logging as hf_logging
-
-    was = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        if was:
-            hf_logging.enable_progress_bar()
-
-
-def step_checkpoint_dirs(run_dir: str | Path) -> list[tuple[int, Path]]:
-    """``(global step, path)`` of the finished ``step-S`` checkpoints of a run (``checkpoints_per_epoch > 0``)."""
-    out = []
-    for p in Path(run_dir).glob("step-*"):
-        if p.is_dir() and (p / "config.json").is_file() and p.name[5:].isdigit():
-            out.append((int(p.name[5:]), p))
-    return sorted(out)
-
-
-def checkpoint_steps(n_examples: int, batch_size: int, epochs: int, per_epoch: int) -> dict[int, int]:
-    """``{global step: checkpoint number}`` of step checkpoints: ``per_epoch`` per epoch at steps
-    ``e·n + ceil(j·n / per_epoch)`` (``n`` = optimizer steps per epoch, ``j`` = 1..per_epoch), numbered 1, 2, … in
-    order; duplicates (an epoch shorter than ``per_epoch`` steps) collapse."""
-    n = math.ceil(n_examples / batch_size)
-    steps = sorted({e * n + -(-j * n // per_epoch) for e in range(epochs) for j in range(1, per_epoch + 1)} - {0})
-    return {s: i for i, s in enumerate(steps, 1)}
-
-
-def save_checkpoint(model, tokenizer, out: Path, log_entry: dict[str, Any]) -> None:
-    tmp = out.with_name(f".{out.name}.tmp")
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    with quiet_hf_progress():  # no "Writing model shards" bar for every checkpoint
-        model.save_pretrained(tmp)
-    tokenizer.save_pretrained(tmp)
-    atomic_write_json(log_entry, tmp / "training_log.json")
-    restrict_tree(tmp)  # owner-only like the run directory: 0700 folder, 0600 files
-    if out.exists():
-        shutil.rmtree(out)
-    tmp.rename(out)
-
-
 def train(corpus: Corpus, base: str | Path, run_dir: str | Path, strategy: str | Strategy,
           config: TrainConfig | None = None, *, positions=None, spans=None, progress: bool = True,
           model=None, tokenizer=None, callbacks=()) -> list[tuple[int, Path]]:
     """Fine-tune ``base`` (HF id or directory) on ``corpus`` with ``strategy``; returns the checkpoints.
 
     ``positions`` / ``spans`` are the identifiers step's ``positions.parquet`` / ``spans.parquet`` frames (needed by
-    the protecting and pseudonymising strategies). A run directory with finished checkpoints resumes from the last
-    full training state; a run whose ``run.json`` names another strategy or corpus is refused.
+    the protecting and pseudonymising strategies), as ``load_identifiers`` returns them: they must cover every
+    document of ``corpus``, made from exactly its text, or training is refused
+    (:func:`~toolkit.strategies.require_identifiers`). A run directory with finished checkpoints resumes from the
+    last full training state; a run whose ``run.json`` names another strategy or corpus, or another base model or
+    other identifiers (:mod:`toolkit.training.provenance`), is refused.
     ``model``/``tokenizer`` may be passed instead of loading ``base`` (used to pre-train a base from scratch).
     """
     from toolkit.models import load_model, model_kind
 
     cfg = config or TrainConfig()
     strat = get_strategy(strategy) if isinstance(strategy, str) else strategy
+    require_identifiers(corpus, strat, positions, spans)
     run = make_private_dir(run_dir)
     run.chmod(0o700)
     fingerprint = corpus_fingerprint(corpus)
+    inputs = {"base_fingerprint": base_fingerprint(base, model, tokenizer),
+              "identifiers_fingerprint": identifiers_fingerprint(positions if strat.protect else None,
+                                                                 spans if strat.text == "pseudo" else None)}
     meta_path = run / "run.json"
     if meta_path.is_file():
         try:
@@ -184,8 +151,12 @@ def train(corpus: Corpus, base: str | Path, run_dir: str | Path, strategy: str |
         if old.get("strategy") != strat.name or old.get("corpus") != fingerprint:
             raise ToolkitError(f"{run} holds a run of strategy {old.get('strategy')!r} on another corpus or strategy; "
                                f"use a new run directory")
+        if checkpoint_dirs(run) or last_state(run / "trainer") is not None:  # something trained that could mix
+            check_same_inputs(old, base=inputs["base_fingerprint"], identifiers=inputs["identifiers_fingerprint"],
+                              run=run)
         done = {e for e, _ in checkpoint_dirs(run)}
-        if old.get("status") == "done" and _same_config(old.get("config") or {}, cfg) and set(cfg.epochs) <= done:
+        if old.get("status") == "done" and _same_config(old.get("config") or {}, cfg, uses_dp=strat.dp) \
+                and set(cfg.epochs) <= done:
             return checkpoint_dirs(run)  # finished earlier with the same settings: nothing to do
     if model is None:
         model, tokenizer = load_model(base, kind=strat.kind)
@@ -193,11 +164,12 @@ def train(corpus: Corpus, base: str | Path, run_dir: str | Path, strategy: str |
         raise ToolkitError(f"strategy {strat.name} needs a {'masked' if strat.kind == 'mlm' else 'causal'} LM, "
                            f"{base} is a {model_kind(model)} model")
     meta = {"strategy": strat.name, "kind": strat.kind, "base": str(base), "config": asdict(cfg),
-            "corpus": fingerprint, "status": "running", "started": time.strftime("%Y-%m-%dT%H:%M:%S")}
+            "corpus": fingerprint, **inputs, "status": "running", "started": time.strftime("%Y-%m-%dT%H:%M:%S")}
     atomic_write_json(meta, meta_path)
     max_length = min(cfg.max_length, _model_max_length(model))
-    examples = training_examples(corpus, tokenizer, strat, positions=positions, spans=spans,
-                                 max_length=max_length, progress=progress)
+    data = training_set(corpus, tokenizer, strat, positions=positions, spans=spans, max_length=max_length,
+                        progress=progress)
+    examples = data.examples
     t0 = time.perf_counter()
     if strat.dp:
         from toolkit.training.dp import train_dp
@@ -205,7 +177,7 @@ def train(corpus: Corpus, base: str | Path, run_dir: str | Path, strategy: str |
         if cfg.checkpoints_per_epoch:
             raise ToolkitError("checkpoints_per_epoch (step checkpoints) is not available with DP-SGD strategies")
 
-        stats = train_dp(model, tokenizer, examples, strat, cfg, run, progress=progress)
+        stats = train_dp(model, tokenizer, examples, strat, cfg, run, individuals=data.person_ids, progress=progress)
     else:
         stats = _train_hf(model, tokenizer, examples, strat, cfg, run, progress=progress, callbacks=callbacks)
     if stats.get("steps") is None and meta_path.is_file():  # nothing left to train: keep the first run's figures
@@ -217,31 +189,33 @@ def train(corpus: Corpus, base: str | Path, run_dir: str | Path, strategy: str |
     return checkpoint_dirs(run)
 
 
-def _same_config(saved: dict[str, Any], cfg: TrainConfig) -> bool:
-    """A saved run's config equals ``cfg``; a field added to ``TrainConfig`` after the run was saved counts as equal
-    when ``cfg`` keeps its default (so upgrading the toolkit does not retrain finished runs)."""
+def _same_config(saved: dict[str, Any], cfg: TrainConfig, *, uses_dp: bool = True) -> bool:
+    """A saved run's config equals ``cfg``; a field added to ``TrainConfig`` (or ``DPConfig``) after the run was
+    saved counts as equal when ``cfg`` keeps its default (so upgrading the toolkit does not retrain finished runs).
+
+    The DP settings only count for DP strategies (``uses_dp``). ``dp.unit`` is the exception to the rule: a run saved
+    before it existed sampled chunks, so it counts as ``"chunk"``, not as the default."""
     current, default = asdict(cfg), asdict(TrainConfig())
-    return all(current.get(k) == v for k, v in saved.items()) and \
-        all(current[k] == default[k] for k in current.keys() - saved.keys())
+    if not uses_dp:
+        saved, current = {k: v for k, v in saved.items() if k != "dp"}, {k: v for k, v in current.items() if k != "dp"}
+    elif isinstance(saved.get("dp"), dict) and "unit" not in saved["dp"]:
+        saved = {**saved, "dp": {**saved["dp"], "unit": "chunk"}}
+
+    def same(old: dict[str, Any], new: dict[str, Any], dflt: dict[str, Any]) -> bool:
+        for k, v in old.items():
+            if isinstance(v, dict) and isinstance(new.get(k), dict):
+                if not same(v, new[k], dflt.get(k) or {}):
+                    return False
+            elif new.get(k) != v:
+                return False
+        return all(new[k] == dflt.get(k) for k in new.keys() - old.keys())
+
+    return same(saved, current, default)
 
 
 def _model_max_length(model) -> int:
     c = model.config
     return int(getattr(c, "max_position_embeddings", None) or getattr(c, "n_positions", None) or 512)
-
-
-def make_collator(tokenizer, strat: Strategy, cfg: TrainConfig):
-    """The collator of a strategy kind: protected whole-word masking (MLM) or padding with -100 labels (CLM)."""
-    if strat.kind == "mlm":
-        from toolkit.strategies.masked import ProtectedWholeWordCollator
-
-        # no private generator: the global torch RNG (seeded by the Trainer, saved and restored with its checkpoints)
-        # drives the masks, so a resumed run draws exactly the masks an uninterrupted run would have drawn
-        return ProtectedWholeWordCollator(tokenizer=tokenizer, mlm_probability=cfg.mlm_probability)
-    from transformers import DataCollatorForSeq2Seq
-
-    # pads input_ids with the pad token and labels with -100; protected tokens already carry -100
-    return DataCollatorForSeq2Seq(tokenizer=tokenizer, label_pad_token_id=-100, padding=True)
 
 
 def _train_hf(model, tokenizer, examples: list[dict], strat: Strategy, cfg: TrainConfig, run: Path, *,
@@ -329,14 +303,14 @@ def _train_hf(model, tokenizer, examples: list[dict], strat: Strategy, cfg: Trai
     collator = make_collator(tokenizer, strat, cfg)
     extra_callbacks = []
     if record:
-        trainer_cls = _recording_trainer(trainer_cls, consumed)
-        collator = _IndexedCollator(collator)
+        trainer_cls = recording_trainer(trainer_cls, consumed)
+        collator = IndexedCollator(collator)
         extra_callbacks.append(StepCheckpoints())
     trainer = trainer_cls(model=model, args=args, train_dataset=dataset, data_collator=collator,
                           callbacks=[EpochCheckpoints(), *extra_callbacks, *callbacks])
-    resume = _last_state(state_dir)
+    resume = last_state(state_dir)
     if resume is not None:
-        _export_missing_epoch(resume, model, tokenizer, run, strat, wanted)
+        export_missing_epoch(resume, model, tokenizer, run, strat.name, wanted)
     if resume is not None and round(json.loads((resume / "trainer_state.json").read_text())["epoch"]) >= max(wanted):
         return {"resumed_from": str(resume), "steps": None}
     if resume is not None and record:
@@ -352,106 +326,17 @@ def _train_hf(model, tokenizer, examples: list[dict], strat: Strategy, cfg: Trai
             "tokens_per_second": round(tokens / max(out.metrics.get("train_runtime", 1e-9), 1e-9), 1)}
 
 
-class _IndexedCollator:
-    """Wraps a collator: takes each feature's ``example_index`` out before collating and returns the batch's
-    indices as the tensor ``batch["example_index"]`` (read and removed by :func:`_recording_trainer`)."""
-
-    def __init__(self, inner):
-        self.inner = inner
-
-    def __call__(self, features):
-        import torch
-
-        features = [dict(f) for f in features]
-        idx = [int(f.pop("example_index")) for f in features]
-        batch = self.inner(features)
-        batch["example_index"] = torch.tensor(idx, dtype=torch.long)
-        return batch
-
-
-def _recording_trainer(base_cls, consumed: set[int]):
-    """A subclass of ``base_cls`` whose ``training_step`` adds the batch's example indices to ``consumed`` (the
-    batch actually trained on: the dataloader prefetches, so collation time would be one batch early)."""
-
-    class RecordingTrainer(base_cls):
-        def training_step(self, model, inputs, num_items_in_batch=None):
-            idx = inputs.pop("example_index", None)
-            if idx is not None:
-                consumed.update(int(i) for i in idx.tolist())
-            return super().training_step(model, inputs, num_items_in_batch)
-
-    return RecordingTrainer
-
-
-def sparse_head_trainer():
-    import torch
-    from transformers import Trainer
-
-    from toolkit.models import split_lm_head
-
-    class SparseHeadTrainer(Trainer):
-        """Masked-LM loss with the LM head applied only at target positions (ModernBERT's "sparse prediction").
-
-        The loss equals ``BertForMaskedLM``'s (mean cross-entropy over tokens whose label is not -100); the head's
-        vocabulary projection, most of a small model's compute, runs on ~15% of the tokens instead of all of them.
-        Models without a separable head fall back to the standard loss.
-        """
-
-        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-            split = split_lm_head(self.accelerator.unwrap_model(model)) if "labels" in inputs else None
-            if split is None or return_outputs:
-                return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
-            inputs = dict(inputs)
-            labels = inputs.pop("labels")
-            base, head = split
-            hidden = base(**inputs).last_hidden_state
-            sel = labels != -100
-            logits = head(hidden[sel])
-            loss = torch.nn.functional.cross_entropy(logits.float(), labels[sel], reduction="sum")
-            return loss / (num_items_in_batch if num_items_in_batch is not None else sel.sum().clamp(min=1))
-
-    return SparseHeadTrainer
-
-
-
-
-def _last_state(state_dir: Path) -> Path | None:
-    """The newest complete full-state checkpoint. The Trainer writes ``trainer_state.json`` last and not atomically,
-    so a run killed while saving leaves a folder without it, or with a truncated one: such a folder is skipped (the
-    previous checkpoint is only deleted after the new one is complete)."""
-    def complete(p: Path) -> bool:
-        try:
-            json.loads((p / "trainer_state.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return False
-        return p.name.split("-")[-1].isdigit()
-
-    cands = [p for p in state_dir.glob("checkpoint-*") if complete(p)]
-    return max(cands, key=lambda p: int(p.name.split("-")[1])) if cands else None
-
-
-def _export_missing_epoch(resume: Path, model, tokenizer, run: Path, strat: Strategy, wanted: set[int]) -> None:
-    """Re-export ``epoch-N`` from the full-state checkpoint when a kill fell between the two saves of epoch N.
-
-    The Trainer saves its checkpoint first and the ``epoch-N`` export follows in ``on_save``; a run killed between
-    them would resume after epoch N and never write ``epoch-N``. Its weights are the checkpoint's weights.
-    """
-    state = json.loads((resume / "trainer_state.json").read_text(encoding="utf-8"))
-    epoch = round(state.get("epoch") or 0)
-    if epoch not in wanted or any(e == epoch for e, _ in checkpoint_dirs(run)):
-        return
-    if not (resume / "config.json").is_file():
-        return
-    saved = type(model).from_pretrained(resume)  # the weights exactly as the Trainer will restore them
-    save_checkpoint(saved, tokenizer, run / f"epoch-{epoch}",
-                     {"strategy": strat.name, "epoch": epoch, "global_step": state.get("global_step"),
-                      "log_history": state.get("log_history", []), "exported_from": resume.name})
-
-
 def build_base(corpus: Corpus, out_dir: str | Path, kind: str, *, tiny=None, config: TrainConfig | None = None,
                progress: bool = True) -> Path:
     """Build a base model offline: a tokenizer trained on ``corpus`` and a tiny model pre-trained from scratch on it
-    with the plain ``mlm``/``clm`` objective (CPU profile). Saved in Hugging Face format at ``out_dir``."""
+    with the plain ``mlm``/``clm`` objective (CPU profile). Saved in Hugging Face format at ``out_dir``.
+
+    The work folder ``.NAME.pretrain`` keeps the tokenizer beside the run: an interrupted build resumes with the
+    tokenizer its weights were trained with (tokenizer training is not bit-reproducible, and the run's base
+    fingerprint covers the tokenizer, so a new one would be refused as another base)."""
+    from transformers import PreTrainedTokenizerFast
+
+    from toolkit.io import restrict_tree
     from toolkit.models import TinyModelConfig, init_model, train_tokenizer
 
     tiny = tiny or TinyModelConfig(kind=kind)
@@ -459,10 +344,19 @@ def build_base(corpus: Corpus, out_dir: str | Path, kind: str, *, tiny=None, con
         raise ToolkitError(f"tiny model config is for {tiny.kind!r}, asked for {kind!r}")
     cfg = config or TrainConfig(epochs=[15], batch_size=8, learning_rate=2e-3, warmup_steps=50,
                                 max_length=tiny.max_length)
-    tokenizer = train_tokenizer((d.text for d in corpus), kind, tiny.vocab_size)
-    model = init_model(tokenizer, tiny, seed=cfg.seed)
     out = Path(out_dir)
     work = out.with_name(f".{out.name}.pretrain")
+    saved = work / "tokenizer"
+    if (saved / "tokenizer.json").is_file():
+        tokenizer = PreTrainedTokenizerFast.from_pretrained(saved)
+    else:
+        tokenizer = train_tokenizer((d.text for d in corpus), kind, tiny.vocab_size)
+        tmp = make_private_dir(work) / ".tokenizer.tmp"
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        tokenizer.save_pretrained(tmp)
+        restrict_tree(tmp).rename(saved)
+    model = init_model(tokenizer, tiny, seed=cfg.seed)
     ckpts = train(corpus, "scratch", work, "mlm" if kind == "mlm" else "clm", cfg, model=model,
                   tokenizer=tokenizer, progress=progress)
     if out.exists():

@@ -1,0 +1,127 @@
+"""The package's layout rules, checked on the import graph built from the source (ast), not by importing it.
+
+* no import circle between modules (an edge to a package counts as an edge to its ``__init__``; a package's
+  ``__init__`` re-exporting its own children is not a circle);
+* no module imports another module's ``_private`` name;
+* production code does not import ``toolkit.samples`` (the synthetic data generator): only ``toolkit/samples/``,
+  the command line (``toolkit/cli/``) and the tests do;
+* no file in ``toolkit/`` is over 450 lines (word lists and templates excepted);
+* the notebooks' ``.py`` twins define no classes and no functions: notebooks call the package.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import networkx as nx
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PKG = ROOT / "toolkit"
+
+
+def _modules(root: Path = PKG) -> dict[str, Path]:
+    mods = {}
+    for path in root.rglob("*.py"):
+        rel = path.relative_to(root.parent).with_suffix("")
+        name = ".".join(rel.parts)
+        mods[name[: -len(".__init__")] if name.endswith(".__init__") else name] = path
+    return mods
+
+
+def _imports(name: str, path: Path, mods: dict[str, Path]):
+    """(target module, imported name or None) for every ``toolkit`` import of module ``name``."""
+    is_pkg = path.name == "__init__.py"
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = name.split(".") if is_pkg else name.split(".")[:-1]
+                base = base[: len(base) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if target.split(".")[0] != "toolkit":
+                continue
+            for alias in node.names:
+                yield target, alias.name
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == "toolkit":
+                    yield alias.name, None
+
+
+def import_graph(root: Path = PKG) -> tuple[nx.DiGraph, list[str], list[str]]:
+    """The module import graph of ``root``, the cross-module private imports and the production modules importing
+    ``toolkit.samples``."""
+    mods = _modules(root)
+    graph = nx.DiGraph()
+    graph.add_nodes_from(mods)
+    private, samples_users = [], []
+    for name, path in mods.items():
+        for target, imported in _imports(name, path, mods):
+            full = f"{target}.{imported}" if imported else target
+            dst = full if full in mods else target
+            if dst in mods and dst != name:
+                graph.add_edge(name, dst)
+            if (imported and imported.startswith("_") and not imported.startswith("__") and target != name
+                    and not target.startswith(name + ".")):
+                private.append(f"{name} imports {target}.{imported}")
+            if target.startswith("toolkit.samples") and not name.startswith(("toolkit.samples", "toolkit.cli")):
+                samples_users.append(name)
+    return graph, private, sorted(set(samples_users))
+
+
+def design_circles(graph: nx.DiGraph) -> list[list[str]]:
+    """Strongly connected groups of modules, except a package's ``__init__`` with its own children (re-export)."""
+    circles = []
+    for comp in nx.strongly_connected_components(graph):
+        if len(comp) > 1:
+            top = min(comp, key=len)
+            if not all(m == top or m.startswith(top + ".") for m in comp):
+                circles.append(sorted(comp))
+    return circles
+
+
+def test_the_checker_finds_what_it_looks_for(tmp_path):
+    pkg = tmp_path / "toolkit"
+    (pkg / "a").mkdir(parents=True)
+    (pkg / "samples").mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a" / "__init__.py").write_text("")
+    (pkg / "samples" / "__init__.py").write_text("")
+    (pkg / "a" / "x.py").write_text("from toolkit.b import y\n")
+    (pkg / "b.py").write_text("from toolkit.a.x import _helper\nfrom toolkit.samples import make\n")
+    graph, private, samples_users = import_graph(pkg)
+    assert design_circles(graph) == [["toolkit.a.x", "toolkit.b"]]
+    assert private == ["toolkit.b imports toolkit.a.x._helper"]
+    assert samples_users == ["toolkit.b"]
+
+
+def test_no_import_circle():
+    graph, _, _ = import_graph()
+    assert design_circles(graph) == []
+
+
+def test_no_cross_module_private_import():
+    _, private, _ = import_graph()
+    assert private == []
+
+
+def test_production_code_does_not_import_samples():
+    _, _, samples_users = import_graph()
+    assert samples_users == []
+
+
+def test_no_oversized_module():
+    big = {str(p.relative_to(ROOT)): n for p in PKG.rglob("*.py")
+           if (n := len(p.read_text(encoding="utf-8").splitlines())) > 450
+           and "wordlist" not in p.name and "templates" not in p.name}
+    assert big == {}
+
+
+@pytest.mark.parametrize("twin", sorted((ROOT / "notebooks").glob("*.py")), ids=lambda p: p.name)
+def test_notebook_twins_define_no_functions(twin):
+    defs = [n.name for n in ast.parse(twin.read_text(encoding="utf-8")).body
+            if isinstance(n, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))]
+    assert defs == []

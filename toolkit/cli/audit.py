@@ -1,0 +1,123 @@
+"""Audits of a checkpoint: ``probe`` (privacy and utility on its training documents, SPEC §4) and ``mia``
+(membership inference by predicted indirect identifiers, SPEC §5).
+
+Both pick the probe from the checkpoint's architecture, as
+:func:`toolkit.pipelines.steps.audit_checkpoint` does: fill-mask (:func:`toolkit.audit.probe_masked`) for a masked LM,
+teacher-forced next-word (:func:`toolkit.audit.probe_causal`) for a causal LM.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from toolkit.cli.common import FORMAT_HELP, add_quiet, csv_list, load_args_corpus, load_corpus_split
+
+TITLE = "audit"
+
+
+def probe_checkpoint(checkpoint, corpus, positions, *, max_length: int = 256, batch_size: int = 64, seed: int = 0,
+                     progress: bool = True):
+    """One row per probed word of ``corpus`` (the probes' common columns): fill-mask for a masked LM (``seed`` sets
+    its pass assignment), teacher-forced next-word for a causal LM (deterministic; first occurrences of protected
+    types only, its ``attrs["token_accuracy"]`` set)."""
+    from toolkit.audit import probe_causal, probe_masked
+    from toolkit.models import load_model, model_kind
+
+    model, tokenizer = load_model(checkpoint)
+    if model_kind(model) == "mlm":
+        return probe_masked(model, tokenizer, corpus, positions=positions, max_length=max_length, seed=seed,
+                            batch_size=batch_size, progress=progress)
+    return probe_causal(model, tokenizer, corpus, positions=positions, max_length=max_length, batch_size=batch_size,
+                        progress=progress)
+
+
+def _probe(args: argparse.Namespace, corpus, ids):
+    return probe_checkpoint(args.checkpoint, corpus, ids["positions"], max_length=args.max_length,
+                            batch_size=args.batch_size, seed=args.seed, progress=not args.quiet)
+
+
+def cmd_probe(args: argparse.Namespace) -> int:
+    from toolkit.audit.evaluate import corpus_word_types, evaluate_predictions
+    from toolkit.identifiers import load_identifiers
+    from toolkit.io import atomic_write_json, atomic_write_parquet, make_private_dir
+
+    ids = load_identifiers(args.identifiers)
+    preds = _probe(args, load_args_corpus(args), ids)
+    base_vocab = None
+    if args.base_corpus:
+        base_vocab = corpus_word_types(load_corpus_split(args.base_corpus, args.base_split))
+    report = evaluate_predictions(preds, ids, base_vocabulary=base_vocab)
+    report["checkpoint"] = str(args.checkpoint)
+    if preds.attrs.get("token_accuracy") is not None:
+        report["token_accuracy"] = float(preds.attrs["token_accuracy"])
+    out = make_private_dir(args.out)
+    atomic_write_json(report, out / "metrics.json")
+    atomic_write_parquet(preds.drop(columns=["top_k"]).assign(top_k=preds["top_k"].map(list)),
+                         out / "predictions.parquet")
+    print(f"utility {report['utility']:.3f}  privacy {report['privacy']:.3f}  direct {report['direct_privacy']:.3f}  "
+          f"indirect {report['indirect_privacy']:.3f}  leaked {report['n_leaked']}/{report['n_identifiers']}")
+    return 0
+
+
+def cmd_mia(args: argparse.Namespace) -> int:
+    from toolkit.audit.evaluate import membership_report, membership_scores
+    from toolkit.identifiers import load_identifiers
+    from toolkit.io import atomic_write_json, atomic_write_parquet, make_private_dir
+
+    ids = load_identifiers(args.identifiers)
+    corpus = load_args_corpus(args)
+    members = set(corpus.filter(split=csv_list(args.members)).person_ids)
+    nonmembers = set(corpus.filter(split=csv_list(args.nonmembers)).person_ids)
+    corpus = corpus.filter(person_ids=members | nonmembers)
+    scores = membership_scores(_probe(args, corpus, ids), ids, corpus)
+    report = membership_report(scores, members, nonmembers, n_bootstrap=args.bootstrap, seed=args.seed)
+    report["checkpoint"] = str(args.checkpoint)
+    out = make_private_dir(args.out)
+    atomic_write_json(report, out / "roc.json")
+    frame = scores.rename("score").rename_axis("person_id").reset_index()
+    frame["member"] = frame["person_id"].isin(members)
+    atomic_write_parquet(frame, out / "scores.parquet")
+    tprs = ", ".join(f"{k}: {'n/r' if v is None else f'{v:.3f}'}" for k, v in report["tpr_at_fpr"].items())
+    print(f"AUC {report['auc']:.3f} [{report['auc_ci'][0]:.3f}, {report['auc_ci'][1]:.3f}]; TPR at FPR {tprs}")
+    return 0
+
+
+def _add_common(s: argparse.ArgumentParser, identifiers_help: str, out_help: str) -> None:
+    s.add_argument("checkpoint", help="a checkpoint directory (RUN_DIR/epoch-N) or a base model, masked or causal")
+    s.add_argument("--corpus", required=True, help="corpus file or folder holding the probed documents")
+    s.add_argument("--format", default="auto", help=FORMAT_HELP)
+    s.add_argument("--identifiers", required=True, help=identifiers_help)
+    s.add_argument("--out", required=True, help=out_help)
+    s.add_argument("--max-length", type=int, default=256, help="probe window in tokens (default 256)")
+    s.add_argument("--batch-size", type=int, default=64, help="sequences per forward pass (default 64)")
+    s.add_argument("--seed", type=int, default=0,
+                   help="seed of the fill-mask pass assignment (masked LMs) and of the bootstrap (mia) (default 0)")
+    add_quiet(s)
+
+
+def register(sub) -> None:
+    s = sub.add_parser("probe", help="privacy and utility audit of a checkpoint on its training documents: fill-mask "
+                                     "or next-word probe, from its architecture (SPEC §4)",
+                       description="Probe every word of the training documents (fill-mask for a masked LM, "
+                                   "teacher-forced next word for a causal LM) and write OUT/metrics.json (utility, "
+                                   "privacy, leaks) and OUT/predictions.parquet (predicted words: personal data).")
+    _add_common(s, "identifiers of the probed documents (output folder of `identifiers`)",
+                "folder for metrics.json and predictions.parquet")
+    s.add_argument("--split", default="train", help="splits of --corpus to probe (default train)")
+    s.add_argument("--base-corpus", help="the base model's training corpus, for novel-identifier privacy")
+    s.add_argument("--base-split", default="public", help="splits of --base-corpus to use (default public)")
+    s.set_defaults(func=cmd_probe)
+
+    s = sub.add_parser("mia", help="membership inference by predicted indirect identifiers (SPEC §5)",
+                       description="Probe members and non-members (fill-mask or next word, from the checkpoint's "
+                                   "architecture), score each individual by its predicted indirect identifiers and "
+                                   "write OUT/roc.json (AUC with bootstrap interval, TPR at low FPR) and "
+                                   "OUT/scores.parquet.")
+    _add_common(s, "identifiers of the probed documents (members and non-members)",
+                "folder for roc.json and scores.parquet")
+    # the documents are chosen by --members / --nonmembers; a hidden --split keeps older command lines working
+    s.add_argument("--split", default=None, help=argparse.SUPPRESS)
+    s.add_argument("--members", default="train", help="splits of the members: the training documents (default train)")
+    s.add_argument("--nonmembers", default="heldout", help="splits of the non-members (default heldout)")
+    s.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples of the AUC interval (default 1000)")
+    s.set_defaults(func=cmd_mia)

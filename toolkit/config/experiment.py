@@ -1,0 +1,369 @@
+"""Experiment configs: YAML → typed dataclasses (``load_experiment``), validated with messages naming the file and the
+key; ``resolved_settings`` merges a config with its profile. Running one is :mod:`toolkit.pipelines.lm_experiment`.
+
+An experiment is data: which corpus and splits, which detector and ``k``/``n`` (docs/methods.md §2), which base model
+and strategies (§3), which checkpoint epochs, which audits (§4–5).
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from toolkit.config.validation import UniqueKeyLoader, Where, field_names, set_dotted
+from toolkit.errors import ToolkitError
+
+CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"  # the example configs of the repository
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# config sections
+
+
+@dataclass
+class CorpusSection:
+    """Which documents play which role. Paths are resolved against the config file's folder.
+
+    ``public_split`` builds the tiny base model (CPU profile) and defines *novel* identifiers (SPEC §4); members are
+    the first ``n_individuals`` individuals of ``member_split`` (fine-tuning data), non-members the first
+    ``n_individuals`` of ``nonmember_split`` (membership inference, SPEC §5). ``n_public`` limits the individuals of
+    the public split (None: all).
+    """
+
+    path: list[str]
+    format: str = "auto"
+    public_split: str | None = "public"
+    member_split: str = "train"
+    nonmember_split: str = "heldout"
+    n_individuals: int | None = None
+    n_public: int | None = None
+
+
+@dataclass
+class ModelSection:
+    """The base model: ``kind`` (``mlm``/``clm``), ``base`` (a Hugging Face id or local directory; None: the
+    profile's base — for the CPU profile a tiny model built from the public split), and for a tiny base the
+    ``architecture`` (``toolkit.models.TinyModelConfig`` fields) and ``pretrain`` schedule (``TrainConfig`` fields)
+    overriding the profile's."""
+
+    kind: str
+    base: str | None = None
+    architecture: dict[str, Any] = field(default_factory=dict)
+    pretrain: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class TrainingSection:
+    """Strategies (SPEC §3) and the fine-tuning schedule: ``schedule`` holds ``TrainConfig`` fields (``epochs``,
+    ``batch_size``, ``learning_rate`` …) overriding the profile's; DP strategies use ``dp_epochs`` when given."""
+
+    strategies: list[str]
+    schedule: dict[str, Any] = field(default_factory=dict)
+    dp_epochs: list[int] | None = None
+
+
+@dataclass
+class RegurgitationSection:
+    """Free-running regurgitation of a causal LM (greedy continuation of each member note's first tokens)."""
+
+    prefix_tokens: int = 32
+    max_new_tokens: int = 64
+
+
+@dataclass
+class AuditSection:
+    """Probe and attack options (SPEC §4–5): which checkpoints to audit (``all`` or ``last``), whether to audit the
+    base model (epoch 0), the probe window, bootstrap resamples of the ROC, and the causal-LM regurgitation test
+    (None: skipped)."""
+
+    checkpoints: str = "all"
+    base_model: bool = True
+    max_length: int = 256
+    batch_size: int = 32
+    n_bootstrap: int = 1000
+    regurgitation: RegurgitationSection | None = None
+
+
+@dataclass
+class ExperimentConfig:
+    """A whole experiment (see the module docstring). ``source`` is the YAML file it came from."""
+
+    name: str
+    corpus: CorpusSection
+    model: ModelSection
+    training: TrainingSection
+    identifiers: Any  # toolkit.identifiers.IdentifierConfig
+    audit: AuditSection = field(default_factory=AuditSection)
+    profile: str = "cpu"
+    seed: int = 0
+    description: str = ""
+    source: str | None = None
+
+    def summary(self) -> dict[str, Any]:
+        """The settings that define the experiment, one line each (for notebooks and logs)."""
+        c, t, a = self.corpus, self.training, self.audit
+        return {
+            "corpus": ", ".join(Path(p).name for p in c.path),
+            "members / non-members": f"split {c.member_split!r} / {c.nonmember_split!r}, "
+                                     + (f"first {c.n_individuals} individuals each" if c.n_individuals else "all"),
+            "base model": self.model.base or f"profile {self.profile!r} ({self.model.kind})"
+                          + (f", built from split {c.public_split!r}" if c.public_split else ""),
+            "identifiers": f"detector {self.identifiers.detector}, k = {self.identifiers.k}, n = {self.identifiers.n}",
+            "strategies": ", ".join(t.strategies),
+            "checkpoint epochs": ", ".join(map(str, t.schedule.get("epochs", []))) or f"profile {self.profile!r}",
+            "audits": f"{a.checkpoints} checkpoints" + (" + base model" if a.base_model else "")
+                      + f", {a.n_bootstrap} bootstrap resamples"
+                      + (", free-running regurgitation" if a.regurgitation else ""),
+            "seed": self.seed,
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict of the config (YAML keys), as written to ``config.yaml`` and the manifest."""
+        d = asdict(self)
+        d.pop("source")
+        d["identifiers"]["spacy_labels"] = list(d["identifiers"]["spacy_labels"])
+        return d
+
+
+_TOP_KEYS = {"name", "description", "profile", "seed", "corpus", "identifiers", "model", "training", "audit"}
+
+
+def parse_overrides(items: list[str]) -> dict[str, Any]:
+    """``["training.schedule.epochs=[1,2]", "seed=3"]`` → ``{"training.schedule.epochs": [1, 2], "seed": 3}``
+    (values are parsed as YAML), for ``python -m toolkit run --set``."""
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ToolkitError(f"--set expects KEY=VALUE (e.g. training.schedule.epochs=[2,4]), got {item!r}")
+        try:
+            out[key.strip()] = yaml.safe_load(value)
+        except yaml.YAMLError as exc:
+            raise ToolkitError(f"--set {key}: invalid YAML value {value!r} ({exc})") from None
+    return out
+
+
+def resolve_config_path(path: str | Path) -> Path:
+    """A config path as given, or the name of an example config in ``configs/`` (``cpu_causal``)."""
+    p = Path(path)
+    if p.is_file():
+        return p
+    for cand in (CONFIG_DIR / p, CONFIG_DIR / f"{p}.yaml"):
+        if cand.is_file():
+            return cand
+    available = sorted(q.stem for q in CONFIG_DIR.glob("*.yaml")) if CONFIG_DIR.is_dir() else []
+    raise ToolkitError(f"experiment config {str(path)!r} not found; a YAML file path or one of {available}")
+
+
+def load_experiment(path: str | Path, overrides: dict[str, Any] | None = None) -> ExperimentConfig:
+    """Read and validate an experiment YAML; ``overrides`` maps dotted keys to values (``"training.strategies"``).
+
+    Every problem is a :class:`ToolkitError` naming the file and the key: unknown keys, a missing corpus file, an
+    unknown strategy or one of the other model kind, bad epochs, a bad identifier setting, a profile that does not
+    exist.
+    """
+    p = resolve_config_path(path)
+    try:
+        raw = yaml.load(p.read_text(encoding="utf-8"), Loader=UniqueKeyLoader)  # noqa: S506 — a SafeLoader subclass
+    except yaml.YAMLError as exc:
+        raise ToolkitError(f"{p}: invalid YAML ({exc})") from None
+    except UnicodeDecodeError as exc:
+        raise ToolkitError(f"{p}: not UTF-8 text ({exc})") from None
+    where = Where(str(p))
+    raw = where.mapping(raw, "", _TOP_KEYS, {"corpus", "model", "training"})
+    raw = copy.deepcopy(raw)
+    for key, value in (overrides or {}).items():
+        set_dotted(raw, key, value, Where(f"{p} (override)"))
+    return experiment_from_dict(raw, source=p)
+
+
+def experiment_from_dict(raw: dict[str, Any], *, source: str | Path = "<config>") -> ExperimentConfig:
+    """Build and validate an :class:`ExperimentConfig` from a plain dict (YAML keys); relative paths are resolved
+    against ``source``'s folder."""
+    from toolkit.config import load_profile
+    from toolkit.identifiers import IdentifierConfig
+    from toolkit.models import MODEL_KINDS, TinyModelConfig
+    from toolkit.strategies import STRATEGIES
+    from toolkit.training import TrainConfig
+
+    where = Where(str(source))
+    base_dir = Path(source).parent if Path(str(source)).suffix else Path.cwd()
+    raw = where.mapping(raw, "", _TOP_KEYS, {"corpus", "model", "training"})
+
+    name = raw.get("name") or (Path(str(source)).stem if Path(str(source)).suffix else "experiment")
+    if not isinstance(name, str) or not name.replace("-", "_").replace(".", "_").isidentifier():
+        raise where.error("name", f"must be a short name of letters, digits, '-', '_' or '.', got {name!r}")
+    seed = where.integer(raw.get("seed", 0), "seed", minimum=0)
+
+    # profile
+    profile_name = raw.get("profile", "cpu")
+    if not isinstance(profile_name, str):
+        raise where.error("profile", f"must be a profile name (cpu, paper) or a YAML path, got {profile_name!r}")
+    prof_ref = profile_name
+    if Path(profile_name).suffix and not Path(profile_name).is_absolute():
+        prof_ref = str((base_dir / profile_name).resolve())
+    try:
+        profile = load_profile(prof_ref)
+    except ToolkitError as exc:
+        raise where.error("profile", str(exc)) from None
+
+    # corpus
+    c = where.mapping(raw["corpus"], "corpus", field_names(CorpusSection), {"path"})
+    paths = c["path"] if isinstance(c["path"], list) else [c["path"]]
+    if not paths or not all(isinstance(x, str) and x for x in paths):
+        raise where.error("corpus.path", f"must be a file/folder path or a list of them, got {c['path']!r}")
+    resolved = []
+    for x in paths:
+        q = Path(x).expanduser()
+        q = q if q.is_absolute() else (base_dir / q)
+        if not q.exists():
+            raise where.error("corpus.path", f"{q.resolve()} does not exist")
+        resolved.append(str(q.resolve()))
+    c["path"] = resolved
+    for key in ("n_individuals", "n_public"):
+        c[key] = where.integer(c.get(key), f"corpus.{key}", minimum=1, allow_none=True)
+    for key in ("member_split", "nonmember_split"):
+        if key in c and not isinstance(c[key], str):
+            raise where.error(f"corpus.{key}", f"must be a split name, got {c[key]!r}")
+    if c.get("public_split") is not None and not isinstance(c["public_split"], str):
+        raise where.error("corpus.public_split", f"must be a split name or null, got {c['public_split']!r}")
+    corpus = CorpusSection(**c)
+    if corpus.member_split == corpus.nonmember_split:
+        raise where.error("corpus.nonmember_split", "must differ from member_split (non-members are held out)")
+
+    # identifiers
+    i = where.mapping(raw.get("identifiers"), "identifiers", field_names(IdentifierConfig))
+    i.setdefault("detector", "oracle")
+    try:
+        identifiers = IdentifierConfig(**i)
+    except (ToolkitError, TypeError, ValueError) as exc:
+        raise where.error("identifiers", str(exc)) from None
+
+    # model
+    m = where.mapping(raw["model"], "model", field_names(ModelSection), {"kind"})
+    if m["kind"] not in MODEL_KINDS:
+        raise where.error("model.kind", f"must be one of {list(MODEL_KINDS)}, got {m['kind']!r}")
+    for sub, cls in (("architecture", TinyModelConfig), ("pretrain", TrainConfig)):
+        m[sub] = where.mapping(m.get(sub), f"model.{sub}", field_names(cls) - {"kind"})
+    if "epochs" in m["pretrain"]:
+        m["pretrain"]["epochs"] = where.epochs(m["pretrain"]["epochs"], "model.pretrain.epochs")
+    if m.get("base") is not None:
+        if not isinstance(m["base"], str) or not m["base"]:
+            raise where.error("model.base", f"must be a Hugging Face model id or a local directory, got {m['base']!r}")
+        local = base_dir / m["base"]
+        if not Path(m["base"]).is_absolute() and local.exists():
+            m["base"] = str(local.resolve())
+    model = ModelSection(**m)
+    base_spec = model.base if model.base is not None else profile.base.get(model.kind)
+    if base_spec is None:
+        raise where.error("model.base", f"profile {profile.name!r} defines no {model.kind} base; give one here")
+    if not isinstance(base_spec, str):
+        if corpus.public_split is None:
+            raise where.error("corpus.public_split", f"profile {profile.name!r} builds a tiny {model.kind} base from "
+                                                     "the public split; name the split or set model.base")
+        try:
+            TinyModelConfig(**{**asdict(base_spec), **model.architecture})
+            if model.kind not in profile.pretrain:
+                raise ToolkitError(f"profile {profile.name!r} has no pretrain.{model.kind} schedule")
+            TrainConfig(**{**asdict(profile.pretrain[model.kind]), **model.pretrain})
+        except (ToolkitError, TypeError, ValueError) as exc:
+            raise where.error("model", str(exc)) from None
+    elif model.architecture or model.pretrain:
+        raise where.error("model.architecture", f"the base {base_spec!r} is a pre-trained model: architecture and "
+                                                "pretrain apply only to a tiny base built from scratch")
+
+    # training
+    t = where.mapping(raw["training"], "training", {"strategies", "dp_epochs", *field_names(TrainConfig)},
+                      {"strategies"})
+    strategies = t.pop("strategies")
+    if isinstance(strategies, str):
+        strategies = [strategies]
+    if not isinstance(strategies, list) or not strategies:
+        raise where.error("training.strategies", f"must be a non-empty list of strategy names, got {strategies!r}")
+    for j, s in enumerate(strategies):
+        if s not in STRATEGIES:
+            raise where.error(f"training.strategies[{j}]", f"unknown strategy {s!r}; available: "
+                                                           f"{', '.join(STRATEGIES)}")
+        if STRATEGIES[s].kind != model.kind:
+            raise where.error(f"training.strategies[{j}]", f"{s} trains a {STRATEGIES[s].kind} model but "
+                                                           f"model.kind is {model.kind}")
+    if len(set(strategies)) != len(strategies):
+        raise where.error("training.strategies", f"a strategy is listed twice: {strategies}")
+    dp_epochs = t.pop("dp_epochs", None)
+    if dp_epochs is not None:
+        dp_epochs = where.epochs(dp_epochs, "training.dp_epochs")
+    if "epochs" in t:
+        t["epochs"] = where.epochs(t["epochs"], "training.epochs")
+    if "seed" in t:
+        raise where.error("training.seed", "set the top-level `seed` (it seeds training, probes and base model)")
+    if model.kind not in profile.finetune:
+        raise where.error("profile", f"profile {profile.name!r} has no finetune.{model.kind} schedule")
+    try:
+        TrainConfig(**{**asdict(profile.finetune[model.kind]), **t})
+    except (ToolkitError, TypeError, ValueError) as exc:
+        raise where.error("training", str(exc)) from None
+    training = TrainingSection(strategies=list(strategies), schedule=t, dp_epochs=dp_epochs)
+
+    # audit
+    a = where.mapping(raw.get("audit"), "audit", field_names(AuditSection))
+    if a.get("checkpoints", "all") not in ("all", "last"):
+        raise where.error("audit.checkpoints", f"must be 'all' or 'last', got {a['checkpoints']!r}")
+    if not isinstance(a.get("base_model", True), bool):
+        raise where.error("audit.base_model", f"must be true or false, got {a['base_model']!r}")
+    a["max_length"] = where.integer(a.get("max_length", 256), "audit.max_length", minimum=8)
+    a["batch_size"] = where.integer(a.get("batch_size", 32), "audit.batch_size", minimum=1)
+    a["n_bootstrap"] = where.integer(a.get("n_bootstrap", 1000), "audit.n_bootstrap", minimum=0)
+    if a.get("regurgitation") is not None:
+        r = where.mapping(a["regurgitation"], "audit.regurgitation", field_names(RegurgitationSection))
+        for key in r:
+            r[key] = where.integer(r[key], f"audit.regurgitation.{key}", minimum=1)
+        if model.kind != "clm":
+            raise where.error("audit.regurgitation", "free-running regurgitation needs a causal LM (model.kind: clm)")
+        a["regurgitation"] = RegurgitationSection(**r)
+    audit = AuditSection(**a)
+
+    description = raw.get("description", "")
+    if not isinstance(description, str):
+        raise where.error("description", "must be text")
+    return ExperimentConfig(name=name, corpus=corpus, model=model, training=training, identifiers=identifiers,
+                            audit=audit, profile=profile_name, seed=seed, description=description,
+                            source=str(source))
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# resolved settings
+
+
+def experiment_profile(cfg: ExperimentConfig):
+    from toolkit.config import load_profile
+
+    ref = cfg.profile
+    if Path(ref).suffix and not Path(ref).is_absolute() and cfg.source:
+        ref = str((Path(cfg.source).parent / ref).resolve())
+    return load_profile(ref)
+
+
+def resolved_settings(cfg: ExperimentConfig) -> dict[str, Any]:
+    """The profile merged with the config: ``base`` (id/path or TinyModelConfig), ``pretrain`` (TrainConfig or
+    None), ``finetune`` (TrainConfig, seeded), ``dp_finetune`` (TrainConfig of DP strategies)."""
+    from toolkit.models import TinyModelConfig
+    from toolkit.training import TrainConfig
+
+    prof = experiment_profile(cfg)
+    spec = cfg.model.base if cfg.model.base is not None else prof.base[cfg.model.kind]
+    pretrain = None
+    if not isinstance(spec, str):
+        spec = TinyModelConfig(**{**asdict(spec), **cfg.model.architecture})
+        pretrain = TrainConfig(**{**asdict(prof.pretrain[cfg.model.kind]), **cfg.model.pretrain, "seed": cfg.seed})
+    finetune = TrainConfig(**{**asdict(prof.finetune[cfg.model.kind]), **cfg.training.schedule, "seed": cfg.seed})
+    dp = replace(finetune, epochs=list(cfg.training.dp_epochs)) if cfg.training.dp_epochs else finetune
+    return {"profile": prof.name, "base": spec, "pretrain": pretrain, "finetune": finetune, "dp_finetune": dp}
+
+
+__all__ = ["AuditSection", "CONFIG_DIR", "CorpusSection", "ExperimentConfig", "ModelSection", "RegurgitationSection",
+           "TrainingSection", "experiment_from_dict", "experiment_profile", "load_experiment", "parse_overrides",
+           "resolve_config_path", "resolved_settings"]

@@ -1,0 +1,141 @@
+"""The one cache rule of every pipeline: a step's key is a hash of its inputs.
+
+A step writes into its own output directory, which holds ``step.json``: ``{"step", "key", "status", "inputs",
+"seconds"}``. ``key`` is the SHA-256 of the canonical JSON of ``{step kind, STEP_VERSION, inputs}`` — the inputs being
+the step's config section, the fingerprints of its data and the keys of the steps it depends on. A step is *current*
+when ``step.json`` says ``done`` with the same key (and its main output file exists); then its result is loaded, not
+recomputed. Otherwise the stale output is removed and the step runs again; a step that crashed keeps
+``status: running``: a resumable step (training) with the same key resumes from its own state, any other step starts
+over. A step returns its result (``compute()``'s value when it ran, ``load()``'s when it was current): nothing is
+computed and then read back.
+
+:func:`cached_step` is the rule for a single step (notebooks, the e-mail and scrubbing pipelines);
+:class:`StepCache` applies it within a run and records every step in the run's manifest
+(:class:`~toolkit.pipelines.manifest.Manifest`).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from toolkit.io import atomic_write_json, make_private_dir
+from toolkit.pipelines.manifest import digest, jsonable
+
+STEP_VERSION = 1  # bump when a step's outputs change meaning, to invalidate every cached step
+
+
+def step_key(name: str, inputs: dict[str, Any]) -> str:
+    """The step's cache key: SHA-256 of ``{step kind, STEP_VERSION, inputs}`` (kind = ``name`` up to the first ``/``)."""
+    return digest({"step": name.split("/")[0], "version": STEP_VERSION, "inputs": inputs})
+
+
+def read_step(out_dir: str | Path) -> dict[str, Any] | None:
+    """``out_dir/step.json``, or None when absent or unreadable."""
+    p = Path(out_dir) / "step.json"
+    try:
+        return json.loads(p.read_text(encoding="utf-8")) if p.is_file() else None
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def is_current(out_dir: str | Path, key: str, check: str | None = None) -> bool:
+    """True when ``out_dir`` holds a finished step with this key (and its ``check`` file)."""
+    info = read_step(out_dir)
+    return bool(info and info.get("status") == "done" and info.get("key") == key
+                and (check is None or (Path(out_dir) / check).exists()))
+
+
+def begin_step(name: str, out_dir: str | Path, key: str, inputs: dict[str, Any], *, resumable: bool = False) -> bool:
+    """Prepare ``out_dir`` for a run of the step: stale output removed (kept when a resumable step with the same key
+    was interrupted), ``step.json`` marked running. Returns True when it resumes."""
+    out = Path(out_dir)
+    old = read_step(out)
+    keep = resumable and old is not None and old.get("key") == key and old.get("status") == "running"
+    if out.exists() and not keep:
+        shutil.rmtree(out)  # stale: made from other inputs, or an interrupted non-resumable step
+    make_private_dir(out)
+    atomic_write_json({"step": name, "key": key, "status": "running", "inputs": jsonable(inputs),
+                       "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}, out / "step.json")
+    return keep
+
+
+def finish_step(name: str, out_dir: str | Path, key: str, inputs: dict[str, Any], seconds: float) -> None:
+    atomic_write_json({"step": name, "key": key, "status": "done", "inputs": jsonable(inputs),
+                       "seconds": round(seconds, 3), "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z")},
+                      Path(out_dir) / "step.json")
+
+
+def cached_step(name: str, out_dir: str | Path, inputs: dict[str, Any], compute: Callable[[], Any],
+                load: Callable[[], Any] | None = None, *, check: str | None = None, resumable: bool = False) -> Any:
+    """Run one step under the cache rule and return its result: ``load()`` when current, else ``compute()`` (which
+    writes into ``out_dir``)."""
+    key = step_key(name, inputs)
+    if is_current(out_dir, key, check):
+        return load() if load is not None else None
+    begin_step(name, out_dir, key, inputs, resumable=resumable)
+    t0 = time.perf_counter()
+    result = compute()
+    finish_step(name, out_dir, key, inputs, time.perf_counter() - t0)
+    return result
+
+
+class StepCache:
+    """:func:`cached_step` within a run: every step recorded in the manifest, one line per step on the terminal."""
+
+    def __init__(self, manifest, *, echo: bool = True, state=None):
+        self.manifest = manifest
+        self.echo = echo
+        self.state = state  # accelerate PartialState under `accelerate launch`, else None
+        self.run_dir = manifest.path.parent
+
+    digest = staticmethod(digest)
+    key = staticmethod(step_key)
+    read = staticmethod(read_step)
+    is_current = staticmethod(is_current)
+
+    def _say(self, text: str) -> None:
+        if self.echo:
+            print(text, flush=True)
+
+    def run(self, name: str, out_dir: str | Path, inputs: dict[str, Any], compute: Callable[[], Any],
+            load: Callable[[], Any] | None = None, *, check: str | None = None, resumable: bool = False,
+            all_processes: bool = False) -> Any:
+        """Run ``compute`` (which writes into ``out_dir``) unless current; return its result, or ``load()``'s when
+        the step was current.
+
+        ``all_processes``: under ``accelerate launch`` every process calls ``compute`` (training); otherwise only the
+        process calling this method does.
+        """
+        out = Path(out_dir)
+        key = step_key(name, inputs)
+        rel = str(out.relative_to(self.run_dir)) if out.is_relative_to(self.run_dir) else str(out)
+        main = self.state is None or self.state.is_main_process
+        if is_current(out, key, check):
+            info = read_step(out) or {}
+            self.manifest.record(name, "cached", 0.0, key=key, output=rel, original_seconds=info.get("seconds"))
+            self._say(f"[run] {name}: up to date (cached)")
+            return load() if load is not None else None
+        if main:
+            resumed = begin_step(name, out, key, inputs, resumable=resumable)
+            self._say(f"[run] {name}: {'resuming' if resumed else 'running'} ...")
+        if all_processes and self.state is not None:
+            self.state.wait_for_everyone()
+        t0 = time.perf_counter()
+        result = compute()
+        seconds = time.perf_counter() - t0
+        if all_processes and self.state is not None:
+            self.state.wait_for_everyone()
+        if main:
+            finish_step(name, out, key, inputs, seconds)
+            self.manifest.record(name, "ran", seconds, key=key, output=rel)
+            self._say(f"[run] {name}: done in {seconds:.1f} s")
+        return result
+
+
+__all__ = ["STEP_VERSION", "StepCache", "begin_step", "cached_step", "finish_step", "is_current", "read_step",
+           "step_key"]

@@ -1,0 +1,185 @@
+"""Build the self-contained HTML audit report (``python -m toolkit report``) from finished run directories.
+
+One HTML file, readable offline: the plotly.js bundle is inlined once in the page head and every figure is a
+``<div>`` drawn by it (no CDN, no external file). The sections (:mod:`toolkit.report.sections`) come per run, then
+a plain-language reading of what the figures show and do not show (:func:`run_findings`, :data:`READING`), with the
+EDPB framing of paper 000 §6 (:data:`EDPB`).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from toolkit.errors import ToolkitError
+from toolkit.io import atomic_write_text
+from toolkit.plots import runs as figures
+from toolkit.report.collect import RunData, collect_run
+from toolkit.report.formatting import Identifiers, fmt, pct
+from toolkit.report.sections import audit_results, run_sections
+
+
+def run_findings(run: RunData, results: pd.DataFrame | None) -> list[str]:
+    """Plain-language sentences computed from a run's numbers (nothing written in advance)."""
+    out = []
+    s = run.ids_summary.get("members")
+    if s:
+        out.append(f"The fine-tuning data hold {fmt(s.get('n_documents'))} documents about "
+                   f"{fmt(s.get('n_individuals'))} individuals ({fmt(s.get('n_words'))} words) with "
+                   f"{fmt(s.get('n_I_direct'))} direct and {fmt(s.get('n_I_indirect'))} indirect identifier types; "
+                   f"{pct(s.get('share_protected_positions'))} of the word positions are identifiers.")
+    if results is not None and len(results):
+        base = results[results["strategy"] == "base"]
+        if len(base):
+            b = base.iloc[0]
+            if int(b["n_leaked"]):
+                out.append(f"Before fine-tuning, the base model already predicts {int(b['n_leaked'])} identifier types "
+                           f"(privacy {b['privacy']:.3f}): those come from its own training data, not from the "
+                           "audited documents.")
+            else:
+                out.append("Before fine-tuning, the base model predicts none of these identifier types.")
+        for strat in run.strategies:
+            e, a = run.last(strat)
+            m, r = a["metrics"], a["roc"]
+            text = (f"{strat} after {e} epochs: privacy {m['privacy']:.3f} ({m['n_leaked']} of "
+                    f"{m['n_identifiers']} identifier types predicted"
+                    + (f"; novel identifiers {m['novel_privacy']:.3f}" if m.get("novel_privacy") is not None else "")
+                    + f"), utility {m['utility']:.3f}; membership attack AUC {r['auc']:.2f}")
+            ci = r.get("auc_ci")
+            if ci:
+                text += f" [{ci[0]:.2f}, {ci[1]:.2f}]"
+                if ci[0] > 0.5:
+                    text += ": members are told apart from non-members more often than chance"
+                else:
+                    text += ": not distinguishable from chance with this attack and this many individuals"
+            tpr10 = (r.get("tpr_at_fpr") or {}).get("0.1")
+            if tpr10 is not None:
+                text += f"; at 10% false positives it finds {pct(tpr10, 0)} of members"
+            out.append(text + ".")
+        last = {st: run.last(st)[1]["metrics"]["privacy"] for st in run.strategies}
+        if len(last) > 1 and max(last.values()) == min(last.values()):
+            out.append(f"At the last checkpoints every strategy has the same privacy ({max(last.values()):.3f}).")
+        elif len(last) > 1:
+            best, worst = max(last, key=last.get), min(last, key=last.get)
+            out.append(f"At the last checkpoints, {best} keeps the most identifiers private ({last[best]:.3f}) and "
+                       f"{worst} the fewest ({last[worst]:.3f}).")
+    for name, r in run.regurgitation.items():
+        if r.get("share_reproduced") is not None:
+            out.append(f"Writing freely from the first tokens of each note, {name} reproduced {r['n_reproduced']} of "
+                       f"{r['n_identifier_occurrences']} later identifiers ({pct(r['share_reproduced'])}).")
+    if run.extraction is not None and "ter" in run.extraction.columns and len(run.extraction):
+        g = figures.group_column(run.extraction)
+        parts = []
+        for name, sub in run.extraction.groupby(g, sort=False):
+            if "checkpoint" in sub.columns:
+                sub = sub[sub["checkpoint"].astype(float) > 0].sort_values("checkpoint")
+            if len(sub):
+                last = sub.iloc[-1]
+                parts.append(f"{str(name).rsplit('/', 1)[-1]} {float(last['ter']):.2f}%"
+                             + (f" ({int(last['n_leaked'])} of {int(last['n_original'])} training addresses)"
+                                if {"n_leaked", "n_original"} <= set(sub.columns) else ""))
+        if parts:
+            out.append("E-mail extraction, TER at the last checkpoint: " + "; ".join(parts) + ".")
+    for item in run.aurc:
+        rep = item["data"] or {}
+        for name, a in (rep.get("aurc") or {}).items():
+            t0 = (rep.get("infeasible_below") or {}).get(name)
+            out.append(f"{name}: AURC {float(a):,.0f} %² over τ ≤ {rep.get('tau_max', float('nan')):g}% (the larger, the "
+                       f"more extraction it removes for a given perplexity cost)"
+                       + ("; no checkpoint within any τ" if t0 is None else
+                          f"; no checkpoint costs less than {t0:.1f}% perplexity" if t0 > 0 else "") + ".")
+    for item in run.anonymity:
+        a = item["data"]
+        if "n_name_like" in a and "n_predictions" in a:
+            out.append(f"Anonymity test ({item['source']}): {a['n_name_like']} of {a['n_predictions']} predictions "
+                       f"for masked names are name-like"
+                       + (f" ({pct(a.get('share_name_like'), 2)})" if a.get("share_name_like") is not None else "")
+                       + (f"; an original name was predicted in {a['n_original_name_predicted']} sentences"
+                          if a.get("n_original_name_predicted") is not None else "") + ".")
+    return out
+
+
+READING = [
+    "What they show: how often this model, probed the way SPEC §4 describes, writes out the identifiers of the "
+    "documents it was fine-tuned on (privacy), how well it predicts ordinary words (utility), whether a simple "
+    "attacker who knows the data can tell the individuals it was trained on from others (membership inference), "
+    "and — where present — how many training e-mail addresses targeted prompts extract and how many names remain "
+    "predictable after vocabulary scrubbing.",
+    "What they do not show: a privacy of 1.000 means that this probe never produced an identifier, not that no "
+    "prompt, decoding method or stronger attack could. The membership attack is a low-cost one (counts of predicted "
+    "indirect identifiers, no shadow models); an AUC near 0.5 is no proof that membership cannot be inferred "
+    "otherwise. Confidence intervals are wide with few individuals, and a false-positive rate below one over the "
+    "number of non-members cannot be measured at all (n/r).",
+    "Identifiers are what the detector found (or the corpus' gold annotation) plus words rarer than k: an "
+    "identifier missed by the detector is neither protected in training nor counted as a leak (paper 000 §7). "
+    "The figures cover the fine-tuning documents only: a pre-trained base model may reproduce personal data from "
+    "its own pre-training, which these audits do not measure (the base model's row and novel privacy separate what "
+    "fine-tuning added). Synthetic sample data and tiny CPU models show the direction of the effects, not the "
+    "papers' absolute values.",
+]
+
+EDPB = [
+    "Paper 000 situates these audits in the European Data Protection Board's Opinion 28/2024 on AI models: a model "
+    "trained on personal data cannot be considered anonymous in all cases, and the data controller has to show "
+    "that the likelihood of extracting personal data from it — including through queries — is insignificant, "
+    "taking into account all the means reasonably likely to be used. Paper 000 §3 takes the position of an "
+    "auditor who knows the training data and checks that it is not regurgitated.",
+    "Paper 000 §6 adds that fine-tuning with privacy-preserving strategies protects the fine-tuning data but does "
+    "not by itself make the model anonymous when the foundation model was not anonymised: personal data learnt in "
+    "pre-training may still be regurgitated, and the model remains subject to the conditions the EDPB sets for its "
+    "re-use.",
+    "This report is technical evidence for one part of such an assessment — measured leakage of the fine-tuning "
+    "data under the stated probes and attacks. It is not a legal determination that a model is anonymous or that "
+    "its use is lawful; that assessment belongs to the controller and, where relevant, the supervisory authority.",
+]
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# assembly
+
+
+def _run_context(run: RunData, i: int, ids: Identifiers) -> dict[str, Any]:
+    results = audit_results(run)
+    sections = run_sections(run, results, ids)
+    kind_text = {"mlm": "masked LM (fill-mask probe)", "clm": "causal LM (teacher-forced next-word probe)"}
+    return {"id": f"run{i + 1}", "label": run.label, "path": str(run.path), "kind": run.kind,
+            "kind_text": kind_text.get(run.kind, run.kind), "description": (run.config or {}).get("description"),
+            "sections": sections, "findings": run_findings(run, results)}
+
+
+def render_report(runs: list[RunData], *, show_identifiers: bool = False, title: str | None = None) -> str:
+    """The report's HTML for already collected runs."""
+    import jinja2
+    from plotly.offline import get_plotlyjs
+
+    from toolkit.pipelines.manifest import package_versions
+    from toolkit.report.template import TEMPLATE
+
+    if not runs:
+        raise ToolkitError("no run to report on")
+    ids = Identifiers(show_identifiers)
+    env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
+    return env.from_string(TEMPLATE).render(
+        title=title or "Language-model anonymity audit report", version=package_versions(["lm-anonymity-toolkit"])["lm-anonymity-toolkit"] or "",
+        generated=time.strftime("%Y-%m-%d %H:%M:%S %Z"), show_identifiers=show_identifiers,
+        plotly_js=jinja2.utils.markupsafe.Markup(get_plotlyjs()),
+        runs=[_run_context(r, i, ids) for i, r in enumerate(runs)], reading=READING, edpb=EDPB)
+
+
+def build_report(run_dirs, out: str | Path, *, show_identifiers: bool = False, title: str | None = None,
+                 labels: list[str] | None = None) -> Path:
+    """Collect ``run_dirs`` (one path or several) and write the report to ``out`` atomically."""
+    dirs = [run_dirs] if isinstance(run_dirs, (str, Path)) else list(run_dirs)
+    runs = [collect_run(d, labels[i] if labels else None) for i, d in enumerate(dirs)]
+    seen: dict[str, int] = {}
+    for r in runs:  # distinct labels for the navigation
+        seen[r.label] = seen.get(r.label, 0) + 1
+        if seen[r.label] > 1:
+            r.label = f"{r.label} ({seen[r.label]})"
+    return atomic_write_text(render_report(runs, show_identifiers=show_identifiers, title=title), out)
+
+
+__all__ = ["EDPB", "READING", "build_report", "render_report", "run_findings"]
