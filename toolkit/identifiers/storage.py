@@ -208,6 +208,8 @@ def save_identifiers(tables: Mapping[str, pd.DataFrame], summary: dict[str, Any]
     from toolkit.io import atomic_write_json, atomic_write_parquet, make_private_dir
 
     target = Path(out_dir)
+    if target.is_symlink():  # a link to the outputs' folder: replace the folder it points to, keep the link
+        target = target.resolve()
     make_private_dir(target.parent)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))  # 0700
     try:

@@ -24,6 +24,13 @@ the same position, by a structured look-alike:
    :data:`MAX_TRIES` collisions the local part becomes the anchor and the domain is drawn among the (name, TLD)
    pairs that give a new address, which always exist thanks to the curated lists.
 
+**The person.** RMFT edits the text only. A corpus read with ``person="sender"`` (mbox, Maildir, the Enron layout)
+has the sender's address as ``person_id``, and that field is written to the output as it is — the address the text
+no longer repeats. With ``person_key`` (CLI ``--pseudonymise-person``) every ``person_id`` is replaced by a keyed
+pseudonym, ``"p-"`` + the first 12 hex digits of HMAC-SHA-256(key, person_id) (:func:`pseudonymise_persons`,
+:func:`toolkit.audit.hashing.hash_term`): the same person gets the same pseudonym everywhere under one key (its
+documents stay grouped, membership audits still work), and only the key's holder can test a guessed address.
+
 One :class:`random.Random` seeded with ``seed`` makes every draw in table order: the same corpus and seed give the
 same output byte for byte. Text outside the replaced addresses is untouched and gold spans move with the edits.
 Cost: one regex pass and one dictionary look-up per occurrence — linear in the corpus (the paper's implementation
@@ -32,6 +39,7 @@ took 15 min for 10,000 e-mails; ``benchmarks/rmft.py`` measures this one).
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -40,10 +48,11 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
+from toolkit.audit.hashing import hash_term
 from toolkit.corpus import Corpus
 from toolkit.errors import ToolkitError
-from toolkit.identifiers.addresses import (AddressParts, address_summary, apply_case, case_style, edit_document, occurrence_table,
-                        parse_address, rebuild_corpus)
+from toolkit.identifiers.addresses import (AddressParts, address_summary, apply_case, case_style, edit_document,
+                                           occurrence_table, parse_address, rebuild_corpus)
 
 #: Common web-mail domain names (without TLD) added to the domain store (002 §3: "a small, curated list").
 COMMON_DOMAINS: tuple[str, ...] = ("gmail", "yahoo", "hotmail", "outlook", "aol", "msn", "icloud", "comcast",
@@ -206,10 +215,29 @@ class RMFTResult:
     summary: dict = field(default_factory=dict)
 
 
+def pseudonymise_persons(corpus: Corpus, key: bytes) -> Corpus:
+    """``corpus`` with every ``person_id`` replaced by ``"p-"`` + :func:`~toolkit.audit.hashing.hash_term` of it
+    under ``key`` (16 bytes or more): consistent per person, not reversible without the key (module docstring)."""
+    names: dict[str, str] = {}
+    docs = []
+    for doc in corpus:
+        pid = str(doc.person_id)
+        if pid not in names:
+            names[pid] = "p-" + hash_term(pid, key)
+        docs.append(dataclasses.replace(doc, person_id=names[pid]))
+    if len(set(names.values())) < len(names):  # 48 bits: a collision would merge two people silently
+        raise ToolkitError(f"two of {len(names)} persons got the same pseudonym under this key; use another key")
+    return rebuild_corpus(corpus, docs)
+
+
 def rmft(corpus: Corpus, seed: int = 0, *, common_domains: Sequence[str] = COMMON_DOMAINS,
-         common_tlds: Sequence[str] = COMMON_TLDS, progress: bool = False) -> RMFTResult:
+         common_tlds: Sequence[str] = COMMON_TLDS, person_key: bytes | None = None,
+         progress: bool = False) -> RMFTResult:
     """Apply RMFT to ``corpus`` (module docstring; SPEC §6): first occurrence of each address kept, later ones
-    replaced by seeded look-alikes. Returns the new corpus, the replacement map and a summary of counts."""
+    replaced by seeded look-alikes. Returns the new corpus, the replacement map and a summary of counts.
+
+    With ``person_key`` the output's ``person_id`` are keyed pseudonyms (:func:`pseudonymise_persons`); without
+    it they are the input's, e.g. the sender's raw address for mail read with ``person="sender"``."""
     occ = occurrence_table(corpus)
     original = set(occ["address"])
     stores = Stores.from_addresses(original, common_domains, common_tlds)
@@ -240,6 +268,8 @@ def rmft(corpus: Corpus, seed: int = 0, *, common_domains: Sequence[str] = COMMO
             new_pos[(i, s)] = (s + shift, s + shift + len(new))
             shift += len(new) - (e - s)
     out = rebuild_corpus(corpus, docs)
+    if person_key is not None:
+        out = pseudonymise_persons(out, person_key)
     ids = [d.doc_id for d in corpus]
     replacements = pd.DataFrame(
         [(ids[d], d, s, e, a, anc, new, *new_pos[(d, s)]) for d, s, e, a, anc, new in rows],
@@ -247,11 +277,11 @@ def rmft(corpus: Corpus, seed: int = 0, *, common_domains: Sequence[str] = COMMO
     after = occurrence_table(out)
     summary = {
         "technique": "rmft", "seed": int(seed), "n_documents": len(corpus), "n_replaced": int(len(later)),
-        "n_spans_dropped": int(dropped), "stores": stores.sizes(),
+        "n_spans_dropped": int(dropped), "stores": stores.sizes(), "person_pseudonymised": person_key is not None,
         "before": address_summary(occ, original), "after": address_summary(after, original),
     }
     return RMFTResult(out, replacements, summary)
 
 
 __all__ = ["COMMON_DOMAINS", "COMMON_TLDS", "MAX_TRIES", "REPLACEMENT_COLUMNS", "RMFTResult", "Stores", "look_alike",
-           "rmft"]
+           "pseudonymise_persons", "rmft"]
