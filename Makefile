@@ -39,12 +39,13 @@ fuzz: $(STAMP)
 samples: $(STAMP)
 	$(PY) -m toolkit.samples --out data_samples
 
-# The vocabulary review app (Voilà, opens in the browser) on notebook 05's candidates; REVIEW_FILE=... to choose the
-# review file (default: review-<reviewer>.jsonl beside the candidates; add ?reviewer=NAME to the page address).
+# The vocabulary review app (Voilà) on notebook 05's candidates, on 127.0.0.1 behind a random token printed once
+# (open the printed address). REVIEWER="Your Name" fixes the reviewer (else add &reviewer=NAME to the address); each
+# reviewer's decisions go to their own file beside the candidates (review-NAME-DIGEST.jsonl). PORT=... to choose one.
 REVIEW_CANDIDATES ?= outputs/work/05_vocabulary_scrubbing/candidates.parquet
 .PHONY: review
 review: $(STAMP)
-	REVIEW_CANDIDATES=$(abspath $(REVIEW_CANDIDATES)) $(VENV)/bin/voila apps/review.ipynb
+	$(PY) -m toolkit review $(REVIEW_CANDIDATES) $(if $(REVIEWER),--reviewer "$(REVIEWER)") $(if $(PORT),--port $(PORT))
 
 clean:
 	rm -rf outputs .pytest_cache

@@ -20,10 +20,15 @@
 # 2. `python -m toolkit run` — here its library entry point — finds the identifiers, trains a tiny GPT-2 twice
 #    (`clm`: plain fine-tuning; `ppclm`: identifiers stay in the text but the model is never trained to write them),
 #    and audits every checkpoint;
-# 3. we look at what the models learnt, whether an attacker can tell who was in the training data, and write the
-#    report a privacy office reads.
+# 3. we look at what the models learnt, whether an attacker can tell who was in the training data, write the
+#    report a privacy office reads, and end with its verdict per model (green / amber / red).
 #
 # Everything is cached under `work_dir`: the first run trains (a few minutes on a laptop CPU), later runs only read.
+#
+# **Executed copies contain text of the corpus, including identifiers: treat them like the corpus.** Once run, this
+# notebook (and its HTML export under `outputs/`) shows notes, predictions and tables of the corpus it read: keep
+# executed copies owner-only, never publish or share them, and commit the notebook stripped (`nbstripout`); the
+# inventory of everything the toolkit writes, and how to delete it, is in `PRIVACY.md`.
 
 # %% tags=["parameters"]
 config = "../configs/quickstart.yaml"
@@ -42,7 +47,7 @@ from toolkit import plots
 from toolkit.pipelines.lm_experiment import load_data, load_experiment, run_experiment
 from toolkit.identifiers import load_identifiers
 from toolkit.pipelines.steps import results_table
-from toolkit.report import build_report, collect_run, run_findings
+from toolkit.report import build_report, collect_run, run_findings, thresholds_html, verdicts_html
 
 plots.setup_notebook()
 cfg = load_experiment(config, overrides)
@@ -120,6 +125,17 @@ display(Markdown("\n".join(f"- {f}" for f in run_findings(run, results))))
 # %%
 out = build_report(work_dir, report_path, show_identifiers=show_identifiers)
 display(HTML(f"Report: <a href='{out}' target='_blank'>{out}</a> ({out.stat().st_size / 1e6:.1f} MB, opens offline)"))
+
+# %% [markdown]
+# ## 8. The verdict
+# Each audited model (the base model and each strategy's last checkpoint) gets a traffic light from fixed rules:
+# **red** when an attack clearly finds leakage, **amber** for signs of it, **green** when these attacks found none at
+# this sample size — with the smallest AUC this many patients could have revealed. Green is not a certificate: a
+# stronger attack or more patients could find what these did not. The same verdicts open the report.
+
+# %%
+display(HTML(verdicts_html([run], show_run=False)))
+display(HTML("<details><summary>The rules and their thresholds</summary>" + thresholds_html() + "</details>"))
 
 # %% [markdown]
 # ## Where next

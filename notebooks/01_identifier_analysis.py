@@ -21,6 +21,11 @@
 # 3. **Protected positions** — every occurrence that a privacy-preserving training must never use as a target.
 #
 # The sample corpus is synthetic (Faker names): nothing here is a real person.
+#
+# **Executed copies contain text of the corpus, including identifiers: treat them like the corpus.** Once run, this
+# notebook (and its HTML export under `outputs/`) shows notes, predictions and tables of the corpus it read: keep
+# executed copies owner-only, never publish or share them, and commit the notebook stripped (`nbstripout`); the
+# inventory of everything the toolkit writes, and how to delete it, is in `PRIVACY.md`.
 
 # %% tags=["parameters"]
 profile = "cpu"

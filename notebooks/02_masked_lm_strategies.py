@@ -30,6 +30,11 @@
 # direction of the effects is what to look at. This notebook runs the experiment config `configs/cpu_masked.yaml`
 # (the same run as `python -m toolkit run configs/cpu_masked.yaml`); its parameters below override the config.
 # Everything is cached under `work_dir`: re-running only computes what changed.
+#
+# **Executed copies contain text of the corpus, including identifiers: treat them like the corpus.** Once run, this
+# notebook (and its HTML export under `outputs/`) shows notes, predictions and tables of the corpus it read: keep
+# executed copies owner-only, never publish or share them, and commit the notebook stripped (`nbstripout`); the
+# inventory of everything the toolkit writes, and how to delete it, is in `PRIVACY.md`.
 
 # %% tags=["parameters"]
 config = "cpu_masked"  # the experiment config (configs/cpu_masked.yaml): its values are this notebook's defaults
@@ -60,6 +65,8 @@ from toolkit.corpus import Corpus
 from toolkit.metrics import auxiliary_knowledge_identifiable, mia_report, mia_scores
 from toolkit.pipelines.lm_experiment import run_experiment
 from toolkit.pipelines.steps import findings, results_table, runs_table
+from toolkit.report import collect_run
+from toolkit.report.attack_sections import ABSENT as NO_ATTACKS
 
 plots.setup_notebook()
 overrides = {key: value for key, value in {
@@ -117,6 +124,29 @@ plots.privacy_variants(points).show()
 last = {name: audits[(name, runs[name][-1][0])] for name in strategies}
 plots.roc_curves({name: a["roc"] for name, a in last.items()}).show()
 plots.tpr_table({name: a["roc"] for name, a in last.items()}, with_ci=True)
+
+# %% [markdown]
+# ### The attack battery next to the papers' attack
+# The count of predicted rare words is one attack among several. The battery scores every person from the model's
+# losses on their notes — loss, loss ÷ zlib size, Min-K% (the least likely 20% of words), the reference-model attack
+# (the audited model against the base model) — and the papers' attack joins it as "predicted rare words". One panel
+# per model (the base model and each strategy's last checkpoint), every attack in each, log-log axes, the thin dashed
+# line is chance. Min-K%++ needs a causal model: it has no curve here.
+#
+# **What a PP strategy protects, and what it does not.** `ppmlm` never uses an identifier as a prediction target:
+# the model is not trained to *write* names, dates or rare words, which is why its privacy stays high. It still
+# learns **the rest of each note** — the wording, the ordinary words, the identifiers as *context* for the words
+# around them — so a model fine-tuned with `ppmlm` can still fit its training notes better than unseen ones: the
+# membership attacks can still tell members from non-members. PP strategies protect identifiers as outputs, not
+# membership; the battery shows how much of the latter remains.
+
+# %%
+battery = collect_run(work_dir).attack_models()
+if battery:
+    plots.attack_roc_grid(battery, title="Every attack at the last checkpoint of each strategy (ROC, log-log)").show()
+    display(plots.auc_matrix(battery))
+else:
+    display(Markdown(f"_{NO_ATTACKS}_"))
 
 # %% [markdown]
 # **Auxiliary knowledge** (001 §6.1): an attacker who only knows some categories of words (here drugs and

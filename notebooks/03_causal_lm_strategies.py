@@ -25,6 +25,11 @@
 # prediction. For a protected word only its first occurrence in a note counts (later ones can be copied from the
 # prefix). We also let the model write freely from the first tokens of each note and count identifiers it
 # reproduces verbatim.
+#
+# **Executed copies contain text of the corpus, including identifiers: treat them like the corpus.** Once run, this
+# notebook (and its HTML export under `outputs/`) shows notes, predictions and tables of the corpus it read: keep
+# executed copies owner-only, never publish or share them, and commit the notebook stripped (`nbstripout`); the
+# inventory of everything the toolkit writes, and how to delete it, is in `PRIVACY.md`.
 
 # %% tags=["parameters"]
 config = "cpu_causal"  # the experiment config (configs/cpu_causal.yaml): its values are this notebook's defaults
@@ -51,6 +56,8 @@ from toolkit import plots
 from toolkit.config.experiment import load_experiment
 from toolkit.pipelines.lm_experiment import run_experiment
 from toolkit.pipelines.steps import findings, results_table, runs_table
+from toolkit.report import collect_run
+from toolkit.report.attack_sections import ABSENT as NO_ATTACKS
 
 plots.setup_notebook()
 overrides = {key: value for key, value in {
@@ -94,6 +101,29 @@ plots.privacy_variants(points).show()
 last = {name: audits[(name, runs[name][-1][0])] for name in strategies}
 plots.roc_curves({name: a["roc"] for name, a in last.items()}).show()
 plots.tpr_table({name: a["roc"] for name, a in last.items()}, with_ci=True)
+
+# %% [markdown]
+# ### The attack battery next to the papers' attack
+# The battery scores every person from the model's token losses on their notes — loss, loss ÷ zlib size, Min-K%,
+# Min-K%++ (each token's likelihood against what the model expected at that place), the reference-model attack (the
+# audited model against the base model) — and the papers' count of predicted rare words joins it. One panel per model
+# (the base model and each strategy's last checkpoint), every attack in each, log-log axes, the thin dashed line is
+# chance.
+#
+# **What a PP strategy protects, and what it does not.** In `ppclm` the tokens of identifiers get label −100: the
+# model reads them but is never trained to *produce* them, so it rarely writes a name or a record number. It is
+# still trained on **every other token of the note**, and those tokens are predicted *from* the identifiers before
+# them: the model learns the rest of each note and the context of its identifiers. A loss-based attack does not
+# need the model to write an identifier — it only asks whether the model fits a person's notes better than unseen
+# ones — so membership can still show. PP protects identifiers as outputs, not membership.
+
+# %%
+battery = collect_run(work_dir).attack_models()
+if battery:
+    plots.attack_roc_grid(battery, title="Every attack at the last checkpoint of each strategy (ROC, log-log)").show()
+    display(plots.auc_matrix(battery))
+else:
+    display(Markdown(f"_{NO_ATTACKS}_"))
 
 # %% [markdown]
 # ## 6. Free-running regurgitation

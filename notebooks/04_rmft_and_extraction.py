@@ -29,6 +29,11 @@
 # sample, so absolute numbers are not the paper's; the direction of the effects is what to look at. The sample is
 # synthetic (Faker names, fictional companies): the addresses shown below belong to no one. Everything is cached under
 # `work_dir`.
+#
+# **Executed copies contain text of the corpus, including identifiers: treat them like the corpus.** Once run, this
+# notebook (and its HTML export under `outputs/`) shows notes, predictions and tables of the corpus it read: keep
+# executed copies owner-only, never publish or share them, and commit the notebook stripped (`nbstripout`); the
+# inventory of everything the toolkit writes, and how to delete it, is in `PRIVACY.md`.
 
 # %% tags=["parameters"]
 profile = "cpu"

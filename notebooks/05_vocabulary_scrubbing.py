@@ -23,6 +23,11 @@
 # they play the part of the names that slip through. The review is done here by a script built from the sample's gold
 # name spans (headless run); set `scripted_review = None` to review by hand in the widget, or use the stand-alone
 # review app (`make review`, a Voilà page for reviewers who do not use notebooks).
+#
+# **Executed copies contain text of the corpus, including identifiers: treat them like the corpus.** Once run, this
+# notebook (and its HTML export under `outputs/`) shows notes, predictions and tables of the corpus it read: keep
+# executed copies owner-only, never publish or share them, and commit the notebook stripped (`nbstripout`); the
+# inventory of everything the toolkit writes, and how to delete it, is in `PRIVACY.md`.
 
 # %% tags=["parameters"]
 profile = "cpu"

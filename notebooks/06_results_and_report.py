@@ -11,13 +11,19 @@
 #
 # The earlier notebooks each leave a finished run on disk (`../outputs/work/…`): the masked-LM strategies (02), the
 # causal-LM strategies (03), the e-mail extraction experiment (04) and the vocabulary scrubbing (05), and the quick
-# start (00). Nothing is trained or probed here: this notebook **reads** those runs, draws them next to each other
+# start (00). Nothing is trained or probed here: this notebook **reads** those runs, shows the **verdict** of every
+# audited model (green / amber / red, from its attack results), draws the runs next to each other
 # (membership-inference ROC, privacy–utility trade-offs, MaxTER/AURC) with widgets to pick runs, strategies and
 # checkpoints, and writes the **audit report**: one self-contained HTML file a privacy office can open offline
 # (`python -m toolkit report RUN_DIR … --out report.html` does the same from the command line).
 #
 # A run that has not been made yet is skipped with a message: run its notebook (or `python -m toolkit run
 # configs/….yaml`) and come back.
+#
+# **Executed copies contain text of the corpus, including identifiers: treat them like the corpus.** Once run, this
+# notebook (and its HTML export under `outputs/`) shows notes, predictions and tables of the corpus it read: keep
+# executed copies owner-only, never publish or share them, and commit the notebook stripped (`nbstripout`); the
+# inventory of everything the toolkit writes, and how to delete it, is in `PRIVACY.md`.
 
 # %% tags=["parameters"]
 run_dirs = {
@@ -39,7 +45,7 @@ from IPython.display import HTML, Markdown, display
 from toolkit import plots
 from toolkit.plots.widgets import roc_explorer
 from toolkit.errors import ToolkitError
-from toolkit.report import build_report, collect_run, run_findings
+from toolkit.report import build_report, collect_run, run_findings, verdicts_frame, verdicts_html
 from toolkit.plots.runs import (aurc_by_group, extraction_figure, last_checkpoints, maxter_figure,
                                     results_frame, roc_reports)
 
@@ -65,7 +71,26 @@ if not runs:
                      "stay empty."))
 
 # %% [markdown]
-# ## 2. Every strategy at its last checkpoint
+# ## 2. The verdicts
+# Every audited model of every run, from its attack results: **red** when an attack clearly finds leakage, **amber**
+# for signs of it, **green** when these attacks found none at this sample size (with the smallest AUC the sample
+# could have revealed; never a certificate). Runs made before the attack battery have no verdict: they say so. The
+# report opens with the same verdicts and prints the rules with their thresholds.
+
+# %%
+if runs:
+    display(HTML(verdicts_html(runs)))
+    verdicts = verdicts_frame(runs)
+    display(verdicts if len(verdicts) else Markdown("_No run has attack results yet: no verdict._"))
+    for run in runs:
+        battery = run.attack_models()
+        if battery:
+            plots.attack_roc_grid(battery, title=f"{run.label}: every attack, last checkpoints (ROC, log-log)").show()
+else:
+    display(Markdown("_No verdict: no finished run._"))
+
+# %% [markdown]
+# ## 3. Every strategy at its last checkpoint
 # Privacy = share of identifier types the model never predicts when every word of its training notes is probed;
 # utility = accuracy on ordinary words; `mia_auc` = how well the count-based attack separates members from
 # non-members (0.5 = chance). Epoch 0 is the base model before fine-tuning.
@@ -75,7 +100,7 @@ summary = last_checkpoints(runs)
 summary.round(3) if len(summary) else Markdown("_No audited checkpoint in the runs found._")
 
 # %% [markdown]
-# ## 3. Privacy–utility trade-offs
+# ## 4. Privacy–utility trade-offs
 # One line per strategy (and run), a point per checkpoint. The runs use different models and probes (fill-mask for
 # a masked LM, next word for a causal LM), so compare strategies *within* a run; across runs compare directions.
 
@@ -89,7 +114,7 @@ else:
     display(Markdown("_No trade-off to draw._"))
 
 # %% [markdown]
-# ## 4. Membership inference — pick a run, strategies and a checkpoint
+# ## 5. Membership inference — pick a run, strategies and a checkpoint
 # The widgets redraw the ROC (log-log axes, dashed chance line) and the TPR at fixed FPR. Headless (papermill,
 # `make demo`) the first run's last checkpoints are drawn below the widgets.
 
@@ -107,7 +132,7 @@ else:
     display(Markdown("_No membership-inference results in the runs found._"))
 
 # %% [markdown]
-# ## 5. E-mail extraction: TER per checkpoint, MaxTER and AURC (paper 002)
+# ## 6. E-mail extraction: TER per checkpoint, MaxTER and AURC (paper 002)
 # How many training addresses greedy continuations of training prompts write out (TER), and — for RMFT and
 # deduplication against the plain baseline — the largest TER drop reachable within a perplexity budget τ (MaxTER;
 # AURC is the area under it).
@@ -127,7 +152,7 @@ if not shown:
     display(Markdown("_No extraction results found (notebook 04 writes them)._"))
 
 # %% [markdown]
-# ## 6. What the runs show (computed from their numbers)
+# ## 7. What the runs show (computed from their numbers)
 
 # %%
 for run in runs:
@@ -135,10 +160,11 @@ for run in runs:
     display(Markdown(f"**{run.label}**\n\n" + ("\n".join(f"- {f}" for f in findings) or "- no audit results")))
 
 # %% [markdown]
-# ## 7. The audit report
-# One HTML file with every section (corpus and identifier statistics, strategies, trade-offs, ROC and TPR@FPR,
-# regurgitation, extraction, vocabulary review and anonymity test, the manifests) and a plain-language reading of
-# what the figures show and do not show. Identifiers are hashed unless `show_identifiers`.
+# ## 8. The audit report
+# One HTML file that opens with the verdicts, then every section (the attacks, corpus and identifier statistics,
+# strategies, trade-offs, ROC and TPR@FPR, regurgitation, extraction, vocabulary review and anonymity test), a
+# plain-language reading of what the figures show and do not show, a glossary, and an appendix with the technical
+# material (manifests, package versions, hashed identifiers). Identifiers are hashed unless `show_identifiers`.
 
 # %%
 if runs:

@@ -104,12 +104,12 @@ def test_every_option_has_help_and_commands_are_grouped_by_task():
     assert not missing
     assert list(sub.choices) == ["run", "report", "demo", "probe", "mia", "identifiers", "samples", "base", "train",
                                  "rmft", "dedup", "email-train", "extract", "maxter", "anonymize", "sentences",
-                                 "candidates", "review-compare", "scrub", "anonymity-test"]
+                                 "candidates", "review-compare", "scrub", "anonymity-test", "review", "purge"]
     epilog = parser.format_help().split("commands by task:", 1)[1]
     assert " ".join(epilog.split()) == (
         "run & report run, report, demo audit probe, mia data & identifiers identifiers, samples training base, train "
         "e-mail rmft, dedup, email-train, extract, maxter scrubbing anonymize, sentences, candidates, review-compare, "
-        "scrub, anonymity-test")
+        "scrub, anonymity-test review review privacy purge")
 
 
 def test_report_out_defaults_to_the_run_dir(tmp_path, monkeypatch, capsys):

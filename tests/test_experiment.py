@@ -14,7 +14,7 @@ from toolkit.cli import main
 from toolkit.errors import ToolkitError
 from toolkit.config.experiment import (CONFIG_DIR, ExperimentConfig, load_experiment, parse_overrides,
                                        resolved_settings)
-from toolkit.pipelines.lm_experiment import run_experiment
+from toolkit.pipelines.lm_experiment import results_lines, run_experiment
 
 # ---------------------------------------------------------------------------------------------------------------------
 # config validation
@@ -57,6 +57,17 @@ def _cfg(**changes) -> dict:
     ({"audit__checkpoints": "some"}, "audit.checkpoints", "'all' or 'last'"),
     ({"training__seed": 3}, "training.seed", "top-level `seed`"),
     ({"corpus": None}, "", "missing required key(s) ['corpus']"),
+    ({"models": ["gpt2"]}, "", "exactly one of `training`"),
+    ({"training": None}, "", "exactly one of `training`"),
+    ({"training": None, "models": ["gpt2"]}, "model", "each model's kind is read from its architecture"),
+    ({"model": None}, "", "missing required key(s) ['model']"),
+    ({"audit__reference": "gpt2"}, "audit.reference", "for `models:` configs only"),
+    ({"training__canaries": {"n": 0}}, "training.canaries.n", "integer >= 1"),
+    ({"training__canaries": {"repeats": [0, 4]}}, "training.canaries.repeats", "positive integers"),
+    ({"training__canaries": {"count": 3}}, "training.canaries", "unknown key(s) ['count']"),
+    ({"audit__attacks": {"pii_candidates": 1}}, "audit.attacks.pii_candidates", "integer >= 2"),
+    ({"audit__attacks": {"windw": 64}}, "audit.attacks", "unknown key(s) ['windw']"),
+    ({"audit__attacks": {"enabled": "yes"}}, "audit.attacks.enabled", "true or false"),
 ])
 def test_config_errors_name_file_and_key(tmp_path, changes, key, message):
     path = write_config(tmp_path / "bad.yaml", _cfg(**changes))
@@ -143,9 +154,10 @@ def _statuses(run_dir: Path) -> dict[str, str]:
     return {s["name"]: s["status"] for s in m["steps"]}
 
 
+ATTACK_STEPS = {"attacks/base", "attacks/clm/epoch-8", "attacks/ppclm/epoch-8"}
 ALL_STEPS = {"data", "base", "identifiers_members", "identifiers_all", "train/clm", "train/ppclm", "audit/base",
              "audit/clm/epoch-4", "audit/clm/epoch-8", "audit/ppclm/epoch-4", "audit/ppclm/epoch-8",
-             "regurgitation/base", "regurgitation/clm", "regurgitation/ppclm"}
+             "regurgitation/base", "regurgitation/clm", "regurgitation/ppclm"} | ATTACK_STEPS
 
 
 def test_run_writes_every_step(run_dir):
@@ -174,15 +186,19 @@ def test_cache_reruns_only_dependent_steps(run_dir, tmp_path):
     assert ran == set() and cached == ALL_STEPS - {"data"}
 
     ran, _ = again(**{"audit.n_bootstrap": 10})
-    assert ran == {s for s in ALL_STEPS if s.startswith("audit/")}
+    assert ran == {s for s in ALL_STEPS if s.startswith("audit/")} | ATTACK_STEPS
     assert json.loads((work / "audit/clm/epoch-8/step.json").read_text())["inputs"]["audit"]["n_bootstrap"] == 10
 
     ran, _ = again(**{"audit.n_bootstrap": 10, "audit.regurgitation.max_new_tokens": 4})
-    assert ran == {"regurgitation/base", "regurgitation/clm", "regurgitation/ppclm"}
+    assert ran == {"regurgitation/base", "regurgitation/clm", "regurgitation/ppclm"} | ATTACK_STEPS  # verdict input
+
+    ran, _ = again(**{"audit.n_bootstrap": 10, "audit.regurgitation.max_new_tokens": 4, "audit.attacks.window": 64})
+    assert ran == ATTACK_STEPS
 
     # k changes the identifiers: ppclm (which protects them) retrains, clm (which ignores them) does not
     before = (work / "runs/clm/epoch-8/model.safetensors").stat().st_mtime_ns
-    ran, cached = again(**{"audit.n_bootstrap": 10, "audit.regurgitation.max_new_tokens": 4, "identifiers.k": 3})
+    ran, cached = again(**{"audit.n_bootstrap": 10, "audit.regurgitation.max_new_tokens": 4, "audit.attacks.window": 64,
+                           "identifiers.k": 3})
     assert ran == ALL_STEPS - {"data", "base", "train/clm"}
     assert {"base", "train/clm"} <= cached
     assert (work / "runs/clm/epoch-8/model.safetensors").stat().st_mtime_ns == before
@@ -192,7 +208,8 @@ def test_cache_reruns_only_dependent_steps(run_dir, tmp_path):
     step = work / "audit/ppclm/epoch-4/step.json"
     info = json.loads(step.read_text())
     step.write_text(json.dumps({**info, "status": "running"}))
-    ran, _ = again(**{"audit.n_bootstrap": 10, "audit.regurgitation.max_new_tokens": 4, "identifiers.k": 3})
+    ran, _ = again(**{"audit.n_bootstrap": 10, "audit.regurgitation.max_new_tokens": 4, "audit.attacks.window": 64,
+                      "identifiers.k": 3})
     assert ran == {"audit/ppclm/epoch-4"}
 
 
@@ -233,7 +250,100 @@ def test_cli_run_reuses_the_cached_run(run_dir, tmp_path, capsys):
     assert main(["run", str(cfg_path), "--out", str(run_dir), "--quiet"]) == 0
     out = capsys.readouterr().out
     assert "0 steps ran" not in out  # the data step always runs
-    assert "13 up to date" in out and "manifest" in out
+    assert "16 up to date" in out and "manifest" in out
+
+
+ATTACK_FILES = ("attacks.json", "roc.json", "scores.parquet", "identifiers.json", "verdict.json")
+
+
+def test_attack_steps_files_verdicts_and_results_lines(run_dir, tmp_path):
+    for sub in ATTACK_STEPS:
+        for name in ATTACK_FILES:
+            assert (run_dir / sub / name).is_file(), (sub, name)
+    assert not (run_dir / "attacks/clm/epoch-4").exists()  # the last checkpoint of each strategy only
+    base = json.loads((run_dir / "attacks/base/attacks.json").read_text())
+    clm = json.loads((run_dir / "attacks/clm/epoch-8/attacks.json").read_text())
+    assert base["reference"] is None and "reference" not in base["attacks"]
+    assert Path(clm["reference"]).resolve() == (run_dir / "base_clm").resolve()
+    assert set(clm["attacks"]) == {"loss", "zlib", "min_k", "min_k_plus_plus", "reference", "identifier_count"}
+    # identifier_count is the §4 audit's count attack on the same individuals
+    roc = json.loads((run_dir / "audit/clm/epoch-8/roc.json").read_text())
+    assert clm["attacks"]["identifier_count"]["auc"] == pytest.approx(roc["auc"])
+    ids = json.loads((run_dir / "attacks/clm/epoch-8/identifiers.json").read_text())
+    assert set(ids) == {"pii_inference", "memorisation"} and ids["memorisation"]["overall"]["n_types"] > 0
+    assert json.loads((run_dir / "attacks/base/identifiers.json").read_text())["memorisation"]["overall"] is None
+    result = run_experiment(load_experiment(write_config(tmp_path / "c.yaml")), run_dir, progress=False, echo=False)
+    assert set(result.verdicts) == {("base", 0), ("clm", 8), ("ppclm", 8)}
+    assert result.verdicts[("clm", 8)] == json.loads((run_dir / "attacks/clm/epoch-8/verdict.json").read_text())
+    assert result.verdicts[("clm", 8)]["level"] != "green"  # 8 epochs on 8 patients: the members stand out
+    lines = results_lines(result)
+    assert lines[0].split()[:2] == ["model", "privacy"] and len(lines) == 4
+    assert [ln.split()[0] for ln in lines[1:]] == ["base", "clm", "ppclm"] and "clm epoch 8" in lines[2]
+    for ln, key in zip(lines[1:], [("base", 0), ("clm", 8), ("ppclm", 8)]):
+        assert result.verdicts[key]["level"] in ln
+        assert f"{result.audits[key]['metrics']['privacy']:.3f}" in ln
+
+
+def test_models_config_audits_without_training(run_dir, tmp_path):
+    data = copy.deepcopy(TINY)
+    del data["model"], data["training"]
+    data["models"] = [str(run_dir / "runs/clm/epoch-8")]
+    data["audit"] = {"n_bootstrap": 20, "max_length": 128}
+    cfg = load_experiment(write_config(tmp_path / "only.yaml", data))
+    assert cfg.training is None and cfg.model is None and cfg.models == [str((run_dir / "runs/clm/epoch-8").resolve())]
+    out = tmp_path / "only"
+    res = run_experiment(cfg, out, progress=False, echo=False)
+    label = "clm-epoch-8"
+    assert set(res.verdicts) == {(label, 0)} and res.checkpoints == {}
+    for name in ATTACK_FILES:
+        assert (out / label / name).is_file(), name
+    for name in ("attacks.json", "identifiers.json", "verdicts.json", "manifest.json"):
+        assert (out / name).is_file(), name
+    att = json.loads((out / label / "attacks.json").read_text())
+    assert Path(att["reference"]) == (run_dir / "base_clm").resolve()  # the base named by the run's run.json
+    assert {s["name"] for s in res.manifest["steps"]} == {"data", "identifiers_members", "identifiers_all",
+                                                          f"audit/{label}", f"attacks/{label}"}
+    # the same checkpoint, data and reference as the training run's attack step: the same figures
+    trained = json.loads((run_dir / "attacks/clm/epoch-8/attacks.json").read_text())
+    for name in ("loss", "zlib", "reference", "identifier_count"):
+        assert att["attacks"][name]["auc"] == pytest.approx(trained["attacks"][name]["auc"]), name
+    assert results_lines(res)[1].startswith(label)
+    assert run_experiment(cfg, out, progress=False, echo=False).steps("ran") == ["data"]
+
+
+@pytest.mark.slow
+def test_canaries_inserted_not_protected_and_exposed(run_dir, tmp_path):
+    import pandas as pd
+
+    from toolkit.audit.attacks import canary_ranges
+    from toolkit.audit.evaluate import identifier_sets
+
+    work = tmp_path / "run"
+    shutil.copytree(run_dir, work)  # the tiny base is reused
+    data = copy.deepcopy(TINY)
+    data["training"] = {**data["training"], "strategies": ["ppclm"], "epochs": [2],
+                        "canaries": {"n": 4, "repeats": [1, 4]}}
+    res = run_experiment(load_experiment(write_config(tmp_path / "c.yaml", data)), work, progress=False, echo=False)
+    assert {s["name"]: s["status"] for s in res.manifest["steps"]}["base"] == "cached"
+    table = pd.read_parquet(work / "canaries/canaries.parquet")
+    assert table["repeats"].tolist() == [1, 4, 1, 4] and table["number"].str.fullmatch(r"\d{8}").all()
+    members = res.data["members"]
+    for r in table.itertuples():
+        assert sum(d.text.count(r.text) for d in members) == r.repeats
+    # the canaries are not identifiers: no protected position inside one, their names and numbers not in I
+    pos = res.identifiers["members"]["positions"]
+    for doc_id, ranges in canary_ranges(members, table).items():
+        sel = pos[pos["doc_id"] == doc_id]
+        assert not any(((sel["start"] < b) & (sel["end"] > a)).any() for a, b in ranges)
+    words = {w.lower() for n in table["name"] for w in n.split()} | set(table["number"])
+    sets = identifier_sets(res.identifiers["members"])
+    assert not words & (sets["I_direct"] | sets["I_indirect"])
+    assert res.identifiers["members"]["summary"]["canaries_excluded"]["n_terms"] > 0
+    # exposure per repeat count, for the base model (never saw them) and the trained checkpoint
+    for key in (("base", 0), ("ppclm", 2)):
+        can = res.attacks[key]["identifiers"]["canaries"]
+        assert set(can["by_repeats"]) == {"1", "4"} and len(can["canaries"]) == 4
+        assert all(0 <= c["exposure"] <= can["log2_space"] for c in can["canaries"])
 
 
 @pytest.mark.slow

@@ -186,6 +186,34 @@ def test_pattern_detector():
     assert ("https://example.org/x", "URL") in found
 
 
+def _found(text: str) -> set[tuple[str, str]]:
+    return {(text[s.start:s.end], s.label) for s in PatternDetector().spans(text)}
+
+
+def test_pattern_detector_case_numbers():
+    """ECHR-style application numbers are one ID with their year (TAB annotates ``40593/04`` as one CODE)."""
+    assert _found("(application no. 40593/04) lodged") == {("40593/04", "ID")}
+    assert _found("applications nos. 40593/04 and 1234/05") == {("40593/04", "ID"), ("1234/05", "ID")}
+    assert _found("joined with 40593/04.") == {("40593/04", "ID")}
+    assert _found("Application No. 123/98") == {("123/98", "ID")}
+    # blood pressures, fractions and dates stay what they were
+    assert _found("BP 120/80, HR 72, ratio 3/4") == set()
+    assert _found("seen 03/14/2019") == {("03/14/2019", "DATE")}
+    assert _found("MRN: 48213377") == {("48213377", "ID")}
+
+
+def test_pattern_detector_skips_html_colour_codes():
+    """``#000066`` inside an HTML tag or after a colour property is a colour, not a record number; elsewhere a
+    ``#`` number stays an ID."""
+    for text in ('<font color="#000066" size=2>Hi</font>', "<td bgcolor=#FFFFFF><font color=#000066>",
+                 '<p style="border: 1px solid #336699; color: #000000">', "a { color: #000066; }",
+                 "<body text=#000000 link=#0000ff>"):
+        assert not {x for x in _found(text) if x[1] == "ID"}, text
+    assert _found("deal #580271 was booked") == {("580271", "ID")}
+    assert _found("color: red; ticket #123456") == {("123456", "ID")}
+    assert _found("<b>Ticket #123456</b>") == {("123456", "ID")}
+
+
 def test_spacy_detector_and_scores():
     text = "Dr. John Smith examined the patient at Boston General Hospital on March 3, 2020."
     c = Corpus([make_document("d", "P", text, [(4, 14, "DOCTOR"), (39, 63, "HOSPITAL"), (67, 80, "DATE")])])

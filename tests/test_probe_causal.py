@@ -281,13 +281,13 @@ def test_batched_generation_equals_one_by_one(tokenizer, memoriser, random_model
 def test_regurgitation_rate(tokenizer, memo_corpus, memoriser, random_model):
     ids = {"Insulin", "aspirin", "pressure", "patient", "nowhere"}
     rep = regurgitation_rate(memoriser, tokenizer, memo_corpus, ids, prefix_tokens=4, max_new_tokens=24,
-                             progress=False)
+                             progress=False, hash_key=b"k" * 32)
     # 4-token prompts cut back to whole words: "the patient takes", "doctor", "the nurse"; targets after them:
     # aspirin (m0: "patient" is only in the prompt), insulin + patient (m1), pressure (m2)
     assert rep["n_documents"] == 3 and rep["n_prompted"] == 3 and rep["n_excluded_in_prompt"] == 0
     assert rep["n_identifier_occurrences"] == 4 and rep["n_reproduced"] == 4 and rep["share_reproduced"] == 1.0
     assert len(rep["examples_hashed"]) == 4 and all(len(h) == 12 for h in rep["examples_hashed"])
-    assert hash_term("insulin") in rep["examples_hashed"] and "insulin" not in str(rep)
+    assert hash_term("insulin", b"k" * 32) in rep["examples_hashed"] and "insulin" not in str(rep)
     rnd = regurgitation_rate(random_model, tokenizer, memo_corpus, ids, prefix_tokens=4, max_new_tokens=24,
                              progress=False)
     assert rnd["n_identifier_occurrences"] == 4 and rnd["share_reproduced"] < 0.5

@@ -9,16 +9,17 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from _attack_fixtures import write_run_attacks
 from _experiment_fixtures import CORPUS, ROOT, tiny_run
 
 from toolkit.audit.evaluate import identifier_sets, regurgitation
-from toolkit.audit.hashing import hash_term
+from toolkit.audit.hashing import hash_term, run_key
 from toolkit.cli import main
 from toolkit.corpus import load_corpus
 from toolkit.errors import ToolkitError
 from toolkit.identifiers import load_identifiers
 from toolkit.identifiers.words import iter_words, normalize_term
-from toolkit.report import SECTIONS, build_report, collect_run
+from toolkit.report import APPENDIX, SECTIONS, build_report, collect_run
 
 EMAILS = ROOT / "data_samples" / "email" / "train.jsonl"
 
@@ -26,10 +27,12 @@ EMAILS = ROOT / "data_samples" / "email" / "train.jsonl"
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
     """The shared tiny run plus fixture files in the formats of the extraction (issue 5) and scrubbing (issue 6)
-    steps, holding real identifiers of the sample data: leaked addresses and reviewed name tokens."""
+    steps, holding real identifiers of the sample data: leaked addresses and reviewed name tokens; and attack battery
+    and verdict files (``attacks/``)."""
     src = tiny_run(tmp_path_factory)
     work = tmp_path_factory.mktemp("report") / "run"
     shutil.copytree(src, work)
+    write_run_attacks(work)
     emails = [d.text[s.start:s.end] for d in list(load_corpus(EMAILS))[:40] for s in d.spans if s.label == "EMAIL"]
     emails = list(dict.fromkeys(emails))[:6]
     ex = work / "extraction" / "rmft"
@@ -91,7 +94,7 @@ def _source_words() -> set[str]:
 
 def test_every_section_and_self_contained(reports):
     html, _ = reports
-    for sid, title in SECTIONS:
+    for sid, title in SECTIONS + APPENDIX:
         assert f'id="run1-{sid}"' in html, sid
         assert html.count(title) >= 1, title
     for heading in ("Summary in plain language", "What the figures show and do not show", "Opinion 28/2024",
@@ -153,10 +156,10 @@ def test_no_raw_identifier_by_default(reports, run_dir):
         assert e not in html and e.lower() not in html.lower()
     for n in run_dir["names"]:
         assert normalize_term(n) not in words
-    assert hash_term(normalize_term(run_dir["emails"][0])) in html
+    assert hash_term(normalize_term(run_dir["emails"][0]), run_key(work)) in html
     assert "seen by" not in content  # review contexts never shown
     # ... and leaked identifiers are shown hashed, findable by whoever knows the word
-    assert hash_term(_top_leak(work)) in html
+    assert hash_term(_top_leak(work), run_key(work)) in html
 
 
 def _top_leak(work: Path) -> str:

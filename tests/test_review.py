@@ -377,10 +377,10 @@ def test_widget_is_a_thin_view_over_the_session(tmp_path):
 
 def test_review_app_configuration(tmp_path):
     from toolkit.scrub.candidates import save_candidates
-    from toolkit.review.widget import review_app
+    from toolkit.review.widget import review_app, review_file_for
 
     missing = review_app({"REVIEW_CANDIDATES": str(tmp_path / "none.parquet")})
     assert "candidate file not found" in missing.value and "notebook" in missing.value
     save_candidates(candidates(), tmp_path / "cand.parquet")
     app = review_app({"REVIEW_CANDIDATES": str(tmp_path / "cand.parquet"), "QUERY_STRING": "reviewer=Dr%20Bob/x"})
-    assert "review-Dr_Bob_x.jsonl" in app.children[0].value   # one file per reviewer, from the page address
+    assert review_file_for(tmp_path / "cand.parquet", "Dr Bob/x").name in app.children[0].value  # the reviewer's own

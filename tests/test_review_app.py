@@ -1,9 +1,10 @@
 """The Voilà review app end to end in a real headless Chromium (Debian's ``chromium`` + ``chromedriver``).
 
-Voilà serves ``apps/review.ipynb`` on a free localhost port; Selenium drives the system browser (``Service`` with the
-system chromedriver, so selenium-manager never downloads anything). The test marks three candidates (two buttons and
-one keyboard shortcut), reloads the page, and checks that the decisions are still there — in the page (a new kernel
-replays the review file) and in the file.
+``python -m toolkit review`` serves ``apps/review.ipynb`` with Voilà on a free localhost port behind a random token
+that it prints once; Selenium drives the system browser (``Service`` with the system chromedriver, so
+selenium-manager never downloads anything). The test marks three candidates (two buttons and one keyboard shortcut),
+reloads the page, and checks that the decisions are still there — in the page (a new kernel replays the review file)
+and in the reviewer's own file. Without the token, the page and the kernel API are refused.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ import pandas as pd
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-APP = ROOT / "apps" / "review.ipynb"
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -50,27 +50,29 @@ def _candidates(path: Path) -> None:
 
 @pytest.fixture
 def app(tmp_path):
-    cand, review = tmp_path / "candidates.parquet", tmp_path / "review.jsonl"
+    """``python -m toolkit review`` for reviewer ``tester``: yields the printed address (with its token) and the
+    reviewer's review file."""
+    from toolkit.review.widget import review_file_for
+
+    cand = tmp_path / "candidates.parquet"
     _candidates(cand)
     port = _free_port()
-    env = {**os.environ, "REVIEW_CANDIDATES": str(cand), "REVIEW_FILE": str(review), "REVIEWER": "tester"}
-    log = open(tmp_path / "voila.log", "wb")
-    proc = subprocess.Popen([sys.executable, "-m", "voila", str(APP), "--no-browser", f"--port={port}",
-                             "--Voila.ip=127.0.0.1", "--show_tracebacks=True"],
-                            env=env, stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path)
+    env = {k: v for k, v in os.environ.items() if k not in ("REVIEW_FILE", "REVIEWER", "JUPYTER_TOKEN")}
+    out, log = tmp_path / "review.out", open(tmp_path / "voila.log", "wb")
+    with open(out, "wb") as stdout:
+        proc = subprocess.Popen([sys.executable, "-m", "toolkit", "review", str(cand), "--reviewer", "tester",
+                                 f"--port={port}"], env=env, stdout=stdout, stderr=log, cwd=ROOT)
     try:
-        deadline = time.monotonic() + 60
-        while True:
+        deadline = time.monotonic() + 90
+        while "token=" not in out.read_text():
             if proc.poll() is not None:
-                raise RuntimeError(f"voila exited: {(tmp_path / 'voila.log').read_text()[-2000:]}")
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise RuntimeError("voila did not start in 60 s") from None
-                time.sleep(0.2)
-        yield f"http://127.0.0.1:{port}/", review
+                raise RuntimeError(f"toolkit review exited: {(tmp_path / 'voila.log').read_text()[-2000:]}")
+            if time.monotonic() > deadline:
+                raise RuntimeError("toolkit review did not start in 90 s")
+            time.sleep(0.2)
+        url = next(w for w in out.read_text().split() if "token=" in w)
+        assert url.startswith(f"http://127.0.0.1:{port}/?token=") and out.read_text().count("token=") == 1
+        yield url, review_file_for(cand, "tester")
     finally:
         proc.terminate()
         try:
@@ -148,3 +150,30 @@ def test_mark_three_reload_keeps_decisions(app, browser):
     assert shown == {"okafor": "name", "Bowers": "not a name", "nurse": "unsure", "lindqvist": "pending",
                      "Mrs": "pending", "patient": "pending"}
     assert len(review.read_text(encoding="utf-8").splitlines()) == 3  # reloading wrote nothing
+
+
+def test_requests_without_the_token_are_refused(app, browser):
+    import urllib.error
+    import urllib.request
+    from urllib.parse import urlsplit
+
+    url, review = app
+    base = f"{urlsplit(url).scheme}://{urlsplit(url).netloc}"
+
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args, **kwargs):
+            return None
+
+    opener = urllib.request.build_opener(NoRedirect)
+    for path in ("/", "/?reviewer=tester", "/?token=wrong&reviewer=tester", "/api/kernels", "/voila/render/review.ipynb"):
+        try:
+            status, location = opener.open(base + path, timeout=30).status, ""
+        except urllib.error.HTTPError as exc:
+            status, location = exc.code, exc.headers.get("Location", "")
+        assert status in (302, 403, 404) and (status != 302 or "/login" in location), (path, status, location)
+    assert opener.open(url, timeout=60).status == 200  # the same request with the token is served
+
+    browser.get(base + "/?reviewer=tester")        # in a browser: the login page, never the review panel
+    _wait_text(browser, "body", "assword", timeout=60)
+    assert "/login" in browser.current_url and not _text(browser, ".review-progress")
+    assert not review.exists()

@@ -88,7 +88,8 @@ def test_pseudo_targets_include_X(setup):
 
 
 def test_strategies_are_data():
-    assert set(STRATEGIES) >= {"mlm", "mlm_pseudo", "ppmlm", "dppmlm", "ippmlm", "mlm_dp", "clm", "ppclm"}
+    assert set(STRATEGIES) >= {"mlm", "mlm_pseudo", "ppmlm", "dppmlm", "ippmlm", "mlm_dp", "clm", "ppclm",
+                               "ppmlm_surrogate", "ppclm_surrogate", "ppmlm_category", "ppclm_category"}
     assert get_strategy("dppmlm").protect == ("direct",)
     with pytest.raises(ToolkitError, match="unknown strategy"):
         get_strategy("nope")
@@ -214,7 +215,7 @@ def test_no_token_overlapping_a_protected_word_is_ever_a_target(spanning, model,
 
 # ---- identifiers must cover the training documents, made from exactly their text -------------------------------------
 
-@pytest.mark.parametrize("name", ["ppmlm", "mlm_pseudo"])
+@pytest.mark.parametrize("name", ["ppmlm", "mlm_pseudo", "ppmlm_surrogate", "ppmlm_category"])
 def test_identifiers_missing_documents_are_refused_with_a_count(setup, name):
     corpus, _, mtok, _ = setup
     partial = analyze(Corpus(list(corpus)[:50]), detector="oracle", progress=False)  # 10 notes not analysed
@@ -234,11 +235,12 @@ def test_identifiers_of_an_older_text_are_refused_with_a_count(setup, tmp_path):
     # three notes edited after the identifiers were made (same ids, same offsets for the earlier words)
     edited = Corpus([make_document(d.doc_id, d.person_id, d.text + " Seen again by Dr. Quarshie.", d.spans)
                      if i in (3, 17, 42) else d for i, d in enumerate(docs)])
-    for name in ("ppmlm", "dppmlm", "mlm_pseudo", "ppclm"):
+    for name in ("ppmlm", "dppmlm", "mlm_pseudo", "ppclm", "ppmlm_surrogate", "ppclm_category"):
         with pytest.raises(ToolkitError, match=r"0 of 60 are not covered by them and 3 were changed"):
             training_examples(edited, mtok, name, positions=ids["positions"], spans=ids["spans"], max_length=64,
                               progress=False)
-    assert len(training_examples(corpus, mtok, "ppmlm", positions=ids["positions"], max_length=64,
-                                 progress=False)) > 0
+    for name in ("ppmlm", "ppmlm_surrogate", "ppclm_category"):
+        assert len(training_examples(corpus, mtok, name, positions=ids["positions"], spans=ids["spans"],
+                                     max_length=64, progress=False)) > 0
     # a strategy that reads no identifiers does not need them
     assert len(training_examples(edited, mtok, "mlm", positions=None, max_length=64, progress=False)) > 0

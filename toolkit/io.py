@@ -7,7 +7,12 @@ SIGKILL to check this). A kill can leave a ``.NAME.*.tmp`` file beside the targe
 target.
 
 The data are about people, so what the toolkit creates is private to the user who runs it: new files are 0600
-(``mkstemp``), new folders 0700 (:func:`make_private_dir`; existing folders keep their permissions).
+(``mkstemp``), new folders 0700 (:func:`make_private_dir`; existing folders keep their permissions). Files that
+libraries write themselves (the Hugging Face Trainer's ``trainer/checkpoint-*``, tokenizers, Opacus states) follow
+the process umask, so every entry point that writes runs under :func:`private_umask` (umask 077): the command line
+(``toolkit.cli.common.run_command``), :func:`toolkit.pipelines.lm_experiment.run_experiment` and the e-mail
+pipeline's functions (``toolkit.pipelines.email_extraction``). ``toolkit.training.train`` / ``build_base`` called
+directly from a notebook do not set it themselves: wrap such a call in ``with private_umask():``.
 """
 
 from __future__ import annotations
@@ -19,6 +24,20 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
+
+
+@contextmanager
+def private_umask() -> Iterator[None]:
+    """Run the block under umask 077: whatever is created inside it, by the toolkit or by a library, is owner-only.
+
+    The umask is per process (not per thread); the previous one is restored on exit, also on an exception. Nested
+    blocks are harmless.
+    """
+    old = os.umask(0o077)
+    try:
+        yield
+    finally:
+        os.umask(old)
 
 
 def make_private_dir(path: str | Path) -> Path:

@@ -53,6 +53,8 @@ tokens reproduces verbatim (the continuations come from :func:`toolkit.audit.gen
 
 from __future__ import annotations
 
+import secrets
+
 import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
@@ -65,7 +67,7 @@ from toolkit.strategies.encoding import encode_corpus, special_template
 from toolkit.audit.probe_masked import COLUMNS as MASKED_COLUMNS
 from toolkit.audit.probe_masked import max_positions, decode_word_predictions, prediction_frame, word_normaliser
 from toolkit.audit.generation import context_token, generate_ids
-from toolkit.audit.hashing import hash_term
+from toolkit.audit.hashing import SCHEME, active_key, hash_term
 
 COLUMNS = MASKED_COLUMNS + ["counted", "n_tokens_correct"]
 
@@ -327,7 +329,8 @@ def probe_causal(model, tokenizer, corpus, *, positions: pd.DataFrame | None, ma
 
 def regurgitation_rate(model, tokenizer, corpus, identifiers: set[str], *, prefix_tokens: int = 32,
                        max_new_tokens: int = 64, batch_size: int = 32, progress: bool = True, device=None,
-                       lowercase: bool = True, add_bos: bool = False, n_examples: int = 5) -> dict:
+                       lowercase: bool = True, add_bos: bool = False, n_examples: int = 5,
+                       hash_key: bytes | None = None) -> dict:
     """Free-running regurgitation: the share of a document's later identifiers that the greedy continuation of its
     first tokens reproduces verbatim (issue 001; SPEC §4 *Regurgitation* for the teacher-forced counterpart).
 
@@ -341,11 +344,15 @@ def regurgitation_rate(model, tokenizer, corpus, identifiers: set[str], *, prefi
 
     Returns ``{"n_documents", "n_prompted" (documents with a target), "n_identifier_occurrences" (targets: distinct
     types per document, summed), "n_reproduced", "share_reproduced" (None without targets), "n_excluded_in_prompt",
-    "prefix_tokens", "max_new_tokens", "examples_hashed"}`` — ``examples_hashed``: :func:`hash_term` of up to
-    ``n_examples`` reproduced types (never the identifiers themselves).
+    "prefix_tokens", "max_new_tokens", "examples_hashed", "examples_hash"}`` — ``examples_hashed``: keyed
+    :func:`~toolkit.audit.hashing.hash_term` of up to ``n_examples`` reproduced types under ``hash_key`` (default: the
+    run's :func:`~toolkit.audit.hashing.active_key`, else a one-off key nobody keeps); ``examples_hash`` says which.
     """
     if prefix_tokens < 1:
         raise ToolkitError(f"prefix_tokens must be >= 1, got {prefix_tokens}")
+    key = hash_key if hash_key is not None else active_key()
+    scheme = f"{SCHEME} with " + ("the run's key" if key is not None else "a one-off key nobody kept")
+    key = key if key is not None else secrets.token_bytes(32)
     ids_norm = {normalize_term(str(t), lowercase) for t in identifiers}
     docs = list(corpus)
     texts = [d.text for d in docs]
@@ -389,7 +396,8 @@ def regurgitation_rate(model, tokenizer, corpus, identifiers: set[str], *, prefi
         "n_documents": len(docs), "n_prompted": len(prompts), "n_identifier_occurrences": n_targets,
         "n_reproduced": n_rep, "share_reproduced": n_rep / n_targets if n_targets else None,
         "n_excluded_in_prompt": n_excluded, "prefix_tokens": int(prefix_tokens), "max_new_tokens": int(max_new_tokens),
-        "examples_hashed": sorted(hash_term(t) for t in reproduced)[:max(0, int(n_examples))],
+        "examples_hashed": sorted(hash_term(t, key) for t in reproduced)[:max(0, int(n_examples))],
+        "examples_hash": scheme,
     }
 
 

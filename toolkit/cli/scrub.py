@@ -10,7 +10,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from toolkit.cli.common import add_corpus_options, add_quiet, csv_list, load_args_corpus, require_files
+from toolkit.cli.common import (add_corpus_options, add_quiet, add_read_options, csv_list, load_args_corpus,
+                                require_files)
 from toolkit.errors import ToolkitError
 
 TITLE = "scrubbing"
@@ -37,12 +38,11 @@ def cmd_anonymize(args: argparse.Namespace) -> int:
 
 
 def cmd_sentences(args: argparse.Namespace) -> int:
-    from toolkit.corpus import load_corpus
     from toolkit.scrub.anonymize import load_anonymized
     from toolkit.scrub.sentences import split_dev_test, tag_sentences, write_sentences
 
     anon = load_anonymized(args.anonymized)
-    original = load_corpus(args.original) if args.original else None
+    original = load_args_corpus(args, args.original, split="") if args.original else None
     pool = tag_sentences(anon, tag=args.tag, seen_splits=csv_list(args.seen_split),
                          unseen_splits=csv_list(args.unseen_split), min_words=args.min_words,
                          max_words=args.max_words, original=original,
@@ -157,7 +157,7 @@ def _register_anonymize(sub) -> None:
     s = sub.add_parser("anonymize", help="replace NER entities by tags (PERSON, GPE) with an offset map (SPEC §7.1)",
                        description="Anonymise a corpus with spaCy NER: each entity of the chosen labels becomes its "
                                    "tag; writes OUT (JSONL), OUT_STEM.offsets.parquet and OUT_STEM.summary.json.")
-    add_corpus_options(s, positional=True)
+    add_corpus_options(s, positional=True, skipped_beside=True)
     s.add_argument("--out", required=True, help="anonymised corpus (.jsonl)")
     s.add_argument("--labels", default="PERSON,GPE,LOC=GPE",
                    help="NER labels to replace, LABEL or LABEL=TAG, comma-separated (default PERSON,GPE,LOC=GPE)")
@@ -171,7 +171,8 @@ def _register_anonymize(sub) -> None:
 def _register_sentences(sub) -> None:
     s = sub.add_parser("sentences", help="development and test sentences with one masked tag (SPEC §7.3, §7.6)")
     s.add_argument("anonymized", help="output of `anonymize` (its offset map must be beside it)")
-    s.add_argument("--original", help="the corpus before anonymisation (hashes of the original names)")
+    s.add_argument("--original", help="the corpus before anonymisation (hashes of the original names), read as "
+                                      "`anonymize` read it: same reading options")
     s.add_argument("--out", required=True, help="folder for dev.jsonl and test.jsonl")
     s.add_argument("--tag", default="PERSON", help="the tag to mask (default PERSON)")
     s.add_argument("--seen-split", default="train", help="the model's training split(s)")
@@ -184,6 +185,7 @@ def _register_sentences(sub) -> None:
     s.add_argument("--min-words", type=int, default=4, help="shortest sentence kept, in words (default 4)")
     s.add_argument("--max-words", type=int, default=40, help="longest sentence kept, in words (default 40)")
     s.add_argument("--seed", type=int, default=0, help="seed of the random draw of the sentences (default 0)")
+    add_read_options(s, of="--original")
     s.set_defaults(func=cmd_sentences)
 
 

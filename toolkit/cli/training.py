@@ -53,7 +53,7 @@ def register(sub) -> None:
                        description="Train a tokenizer on CORPUS and pre-train a tiny masked/causal LM from scratch "
                                    "(profile architecture), saved in Hugging Face format.")
     s.add_argument("--kind", choices=["mlm", "clm"], required=True, help="masked (mlm) or causal (clm) LM")
-    add_corpus_options(s, split="public", split_help="splits to train on (default public)")
+    add_corpus_options(s, split="public", split_help="splits to train on (default public)", skipped_beside=True)
     s.add_argument("--out", required=True, help="model directory to write (Hugging Face format)")
     s.add_argument("--profile", default="cpu", help=PROFILE_HELP + "; sets the architecture and pre-training")
     s.add_argument("--epochs", help="override the pre-training epochs, e.g. 15")

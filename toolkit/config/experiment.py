@@ -14,98 +14,42 @@ from typing import Any
 
 import yaml
 
+from toolkit.config.sections import (ATTACK_MINIMA, AttacksSection, AuditSection, CanariesSection, CorpusSection,
+                                     ModelSection, RegurgitationSection, TrainingSection)
 from toolkit.config.validation import UniqueKeyLoader, Where, field_names, set_dotted
 from toolkit.errors import ToolkitError
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"  # the example configs of the repository
 
 
-# ---------------------------------------------------------------------------------------------------------------------
-# config sections
-
-
-@dataclass
-class CorpusSection:
-    """Which documents play which role. Paths are resolved against the config file's folder.
-
-    ``public_split`` builds the tiny base model (CPU profile) and defines *novel* identifiers (SPEC §4); members are
-    the first ``n_individuals`` individuals of ``member_split`` (fine-tuning data), non-members the first
-    ``n_individuals`` of ``nonmember_split`` (membership inference, SPEC §5). ``n_public`` limits the individuals of
-    the public split (None: all).
-    """
-
-    path: list[str]
-    format: str = "auto"
-    public_split: str | None = "public"
-    member_split: str = "train"
-    nonmember_split: str = "heldout"
-    n_individuals: int | None = None
-    n_public: int | None = None
-
-
-@dataclass
-class ModelSection:
-    """The base model: ``kind`` (``mlm``/``clm``), ``base`` (a Hugging Face id or local directory; None: the
-    profile's base — for the CPU profile a tiny model built from the public split), and for a tiny base the
-    ``architecture`` (``toolkit.models.TinyModelConfig`` fields) and ``pretrain`` schedule (``TrainConfig`` fields)
-    overriding the profile's."""
-
-    kind: str
-    base: str | None = None
-    architecture: dict[str, Any] = field(default_factory=dict)
-    pretrain: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class TrainingSection:
-    """Strategies (SPEC §3) and the fine-tuning schedule: ``schedule`` holds ``TrainConfig`` fields (``epochs``,
-    ``batch_size``, ``learning_rate`` …) overriding the profile's; DP strategies use ``dp_epochs`` when given."""
-
-    strategies: list[str]
-    schedule: dict[str, Any] = field(default_factory=dict)
-    dp_epochs: list[int] | None = None
-
-
-@dataclass
-class RegurgitationSection:
-    """Free-running regurgitation of a causal LM (greedy continuation of each member note's first tokens)."""
-
-    prefix_tokens: int = 32
-    max_new_tokens: int = 64
-
-
-@dataclass
-class AuditSection:
-    """Probe and attack options (SPEC §4–5): which checkpoints to audit (``all`` or ``last``), whether to audit the
-    base model (epoch 0), the probe window, bootstrap resamples of the ROC, and the causal-LM regurgitation test
-    (None: skipped)."""
-
-    checkpoints: str = "all"
-    base_model: bool = True
-    max_length: int = 256
-    batch_size: int = 32
-    n_bootstrap: int = 1000
-    regurgitation: RegurgitationSection | None = None
-
-
 @dataclass
 class ExperimentConfig:
-    """A whole experiment (see the module docstring). ``source`` is the YAML file it came from."""
+    """A whole experiment (see the module docstring). ``source`` is the YAML file it came from. Exactly one of
+    ``training`` (train strategies from ``model``, then audit) and ``models`` (audit these Hugging Face ids or
+    directories, masked or causal, without training; ``model`` is then None)."""
 
     name: str
     corpus: CorpusSection
-    model: ModelSection
-    training: TrainingSection
+    model: ModelSection | None
+    training: TrainingSection | None
     identifiers: Any  # toolkit.identifiers.IdentifierConfig
     audit: AuditSection = field(default_factory=AuditSection)
     profile: str = "cpu"
     seed: int = 0
     description: str = ""
     source: str | None = None
+    models: list[str] | None = None
 
     def summary(self) -> dict[str, Any]:
         """The settings that define the experiment, one line each (for notebooks and logs)."""
         c, t, a = self.corpus, self.training, self.audit
+        if t is None:
+            return {"corpus": ", ".join(Path(p).name for p in c.path),
+                    "members / non-members": f"split {c.member_split!r} / {c.nonmember_split!r}",
+                    "identifiers": f"detector {self.identifiers.detector}, k = {self.identifiers.k}, "
+                                   f"n = {self.identifiers.n}",
+                    "audited models": ", ".join(self.models or []), "reference": a.reference or "from run.json",
+                    "seed": self.seed}
         return {
             "corpus": ", ".join(Path(p).name for p in c.path),
             "members / non-members": f"split {c.member_split!r} / {c.nonmember_split!r}, "
@@ -129,7 +73,7 @@ class ExperimentConfig:
         return d
 
 
-_TOP_KEYS = {"name", "description", "profile", "seed", "corpus", "identifiers", "model", "training", "audit"}
+_TOP_KEYS = {"name", "description", "profile", "seed", "corpus", "identifiers", "model", "training", "audit", "models"}
 
 
 def parse_overrides(items: list[str]) -> dict[str, Any]:
@@ -174,7 +118,7 @@ def load_experiment(path: str | Path, overrides: dict[str, Any] | None = None) -
     except UnicodeDecodeError as exc:
         raise ToolkitError(f"{p}: not UTF-8 text ({exc})") from None
     where = Where(str(p))
-    raw = where.mapping(raw, "", _TOP_KEYS, {"corpus", "model", "training"})
+    raw = where.mapping(raw, "", _TOP_KEYS, {"corpus"})
     raw = copy.deepcopy(raw)
     for key, value in (overrides or {}).items():
         set_dotted(raw, key, value, Where(f"{p} (override)"))
@@ -186,13 +130,17 @@ def experiment_from_dict(raw: dict[str, Any], *, source: str | Path = "<config>"
     against ``source``'s folder."""
     from toolkit.config import load_profile
     from toolkit.identifiers import IdentifierConfig
-    from toolkit.models import MODEL_KINDS, TinyModelConfig
-    from toolkit.strategies import STRATEGIES
-    from toolkit.training import TrainConfig
 
     where = Where(str(source))
     base_dir = Path(source).parent if Path(str(source)).suffix else Path.cwd()
-    raw = where.mapping(raw, "", _TOP_KEYS, {"corpus", "model", "training"})
+    raw = where.mapping(raw, "", _TOP_KEYS, {"corpus"})
+    if ("training" in raw) == ("models" in raw):
+        raise where.error("", "give exactly one of `training` (train strategies, then audit them) and `models` "
+                              "(audit these models, no training)")
+    if "models" in raw and "model" in raw:
+        raise where.error("model", "with `models:` each model's kind is read from its architecture; name the "
+                                   "attacks' reference model in audit.reference")
+    where.mapping(raw, "", _TOP_KEYS, {"corpus"} | ({"model"} if "training" in raw else set()))
 
     name = raw.get("name") or (Path(str(source)).stem if Path(str(source)).suffix else "experiment")
     if not isinstance(name, str) or not name.replace("-", "_").replace(".", "_").isidentifier():
@@ -243,8 +191,40 @@ def experiment_from_dict(raw: dict[str, Any], *, source: str | Path = "<config>"
     except (ToolkitError, TypeError, ValueError) as exc:
         raise where.error("identifiers", str(exc)) from None
 
-    # model
-    m = where.mapping(raw["model"], "model", field_names(ModelSection), {"kind"})
+    if "models" in raw:
+        model, training, models = None, None, _models(raw["models"], where, base_dir)
+    else:
+        model = _model(raw["model"], where, profile, corpus, base_dir)
+        training, models = _training(raw["training"], where, profile, model.kind), None
+    audit = _audit(raw.get("audit"), where, model)
+
+    description = raw.get("description", "")
+    if not isinstance(description, str):
+        raise where.error("description", "must be text")
+    return ExperimentConfig(name=name, corpus=corpus, model=model, training=training, identifiers=identifiers,
+                            audit=audit, profile=profile_name, seed=seed, description=description,
+                            source=str(source), models=models)
+
+
+def _models(value: Any, where: Where, base_dir: Path) -> list[str]:
+    """``models:``: Hugging Face ids or directories (relative ones resolved against the config's folder)."""
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list) or not items or not all(isinstance(x, str) and x for x in items):
+        raise where.error("models", f"must be a non-empty list of Hugging Face ids or model directories, got {value!r}")
+    out = []
+    for x in items:
+        local = Path(x).expanduser() if Path(x).expanduser().is_absolute() else base_dir / x
+        out.append(str(local.resolve()) if local.exists() else x)
+    if len(set(out)) != len(out):
+        raise where.error("models", "a model is listed twice")
+    return out
+
+
+def _model(raw: Any, where: Where, profile, corpus: CorpusSection, base_dir: Path) -> ModelSection:
+    from toolkit.models import MODEL_KINDS, TinyModelConfig
+    from toolkit.training import TrainConfig
+
+    m = where.mapping(raw, "model", field_names(ModelSection), {"kind"})
     if m["kind"] not in MODEL_KINDS:
         raise where.error("model.kind", f"must be one of {list(MODEL_KINDS)}, got {m['kind']!r}")
     for sub, cls in (("architecture", TinyModelConfig), ("pretrain", TrainConfig)):
@@ -275,9 +255,14 @@ def experiment_from_dict(raw: dict[str, Any], *, source: str | Path = "<config>"
     elif model.architecture or model.pretrain:
         raise where.error("model.architecture", f"the base {base_spec!r} is a pre-trained model: architecture and "
                                                 "pretrain apply only to a tiny base built from scratch")
+    return model
 
-    # training
-    t = where.mapping(raw["training"], "training", {"strategies", "dp_epochs", *field_names(TrainConfig)},
+
+def _training(raw: Any, where: Where, profile, kind: str) -> TrainingSection:
+    from toolkit.strategies import STRATEGIES
+    from toolkit.training import TrainConfig
+
+    t = where.mapping(raw, "training", {"strategies", "dp_epochs", "canaries", *field_names(TrainConfig)},
                       {"strategies"})
     strategies = t.pop("strategies")
     if isinstance(strategies, str):
@@ -288,28 +273,35 @@ def experiment_from_dict(raw: dict[str, Any], *, source: str | Path = "<config>"
         if s not in STRATEGIES:
             raise where.error(f"training.strategies[{j}]", f"unknown strategy {s!r}; available: "
                                                            f"{', '.join(STRATEGIES)}")
-        if STRATEGIES[s].kind != model.kind:
+        if STRATEGIES[s].kind != kind:
             raise where.error(f"training.strategies[{j}]", f"{s} trains a {STRATEGIES[s].kind} model but "
-                                                           f"model.kind is {model.kind}")
+                                                           f"model.kind is {kind}")
     if len(set(strategies)) != len(strategies):
         raise where.error("training.strategies", f"a strategy is listed twice: {strategies}")
     dp_epochs = t.pop("dp_epochs", None)
     if dp_epochs is not None:
         dp_epochs = where.epochs(dp_epochs, "training.dp_epochs")
+    canaries = t.pop("canaries", None)
+    if canaries is not None:
+        c = where.mapping(canaries, "training.canaries", field_names(CanariesSection))
+        c["n"] = where.integer(c.get("n", 20), "training.canaries.n", minimum=1)
+        c["repeats"] = where.epochs(c.get("repeats", [1, 4, 16]), "training.canaries.repeats")
+        canaries = CanariesSection(**c)
     if "epochs" in t:
         t["epochs"] = where.epochs(t["epochs"], "training.epochs")
     if "seed" in t:
         raise where.error("training.seed", "set the top-level `seed` (it seeds training, probes and base model)")
-    if model.kind not in profile.finetune:
-        raise where.error("profile", f"profile {profile.name!r} has no finetune.{model.kind} schedule")
+    if kind not in profile.finetune:
+        raise where.error("profile", f"profile {profile.name!r} has no finetune.{kind} schedule")
     try:
-        TrainConfig(**{**asdict(profile.finetune[model.kind]), **t})
+        TrainConfig(**{**asdict(profile.finetune[kind]), **t})
     except (ToolkitError, TypeError, ValueError) as exc:
         raise where.error("training", str(exc)) from None
-    training = TrainingSection(strategies=list(strategies), schedule=t, dp_epochs=dp_epochs)
+    return TrainingSection(strategies=list(strategies), schedule=t, dp_epochs=dp_epochs, canaries=canaries)
 
-    # audit
-    a = where.mapping(raw.get("audit"), "audit", field_names(AuditSection))
+
+def _audit(raw: Any, where: Where, model: ModelSection | None) -> AuditSection:
+    a = where.mapping(raw, "audit", field_names(AuditSection))
     if a.get("checkpoints", "all") not in ("all", "last"):
         raise where.error("audit.checkpoints", f"must be 'all' or 'last', got {a['checkpoints']!r}")
     if not isinstance(a.get("base_model", True), bool):
@@ -321,17 +313,22 @@ def experiment_from_dict(raw: dict[str, Any], *, source: str | Path = "<config>"
         r = where.mapping(a["regurgitation"], "audit.regurgitation", field_names(RegurgitationSection))
         for key in r:
             r[key] = where.integer(r[key], f"audit.regurgitation.{key}", minimum=1)
-        if model.kind != "clm":
-            raise where.error("audit.regurgitation", "free-running regurgitation needs a causal LM (model.kind: clm)")
+        if model is None or model.kind != "clm":
+            raise where.error("audit.regurgitation", "free-running regurgitation needs a causal LM trained by the "
+                                                     "run (model.kind: clm)")
         a["regurgitation"] = RegurgitationSection(**r)
-    audit = AuditSection(**a)
-
-    description = raw.get("description", "")
-    if not isinstance(description, str):
-        raise where.error("description", "must be text")
-    return ExperimentConfig(name=name, corpus=corpus, model=model, training=training, identifiers=identifiers,
-                            audit=audit, profile=profile_name, seed=seed, description=description,
-                            source=str(source))
+    at = where.mapping(a.get("attacks"), "audit.attacks", field_names(AttacksSection))
+    if not isinstance(at.get("enabled", True), bool):
+        raise where.error("audit.attacks.enabled", f"must be true or false, got {at['enabled']!r}")
+    for key, low in ATTACK_MINIMA.items():
+        if key in at:
+            at[key] = where.integer(at[key], f"audit.attacks.{key}", minimum=low)
+    at["batch_size"] = where.integer(at.get("batch_size"), "audit.attacks.batch_size", minimum=1, allow_none=True)
+    a["attacks"] = AttacksSection(**at)
+    if a.get("reference") is not None and (model is not None or not isinstance(a["reference"], str)):
+        raise where.error("audit.reference", "a model id or directory, for `models:` configs only (a training run's "
+                                             "reference is its base model)")
+    return AuditSection(**a)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -349,11 +346,15 @@ def experiment_profile(cfg: ExperimentConfig):
 
 def resolved_settings(cfg: ExperimentConfig) -> dict[str, Any]:
     """The profile merged with the config: ``base`` (id/path or TinyModelConfig), ``pretrain`` (TrainConfig or
-    None), ``finetune`` (TrainConfig, seeded), ``dp_finetune`` (TrainConfig of DP strategies)."""
+    None), ``finetune`` (TrainConfig, seeded), ``dp_finetune`` (TrainConfig of DP strategies); for a ``models:``
+    config those are None and ``models`` / ``reference`` say what is audited."""
     from toolkit.models import TinyModelConfig
     from toolkit.training import TrainConfig
 
     prof = experiment_profile(cfg)
+    if cfg.models is not None:  # audit only: nothing to build or train
+        return {"profile": prof.name, "base": None, "pretrain": None, "finetune": None, "dp_finetune": None,
+                "models": list(cfg.models), "reference": cfg.audit.reference}
     spec = cfg.model.base if cfg.model.base is not None else prof.base[cfg.model.kind]
     pretrain = None
     if not isinstance(spec, str):
@@ -364,6 +365,6 @@ def resolved_settings(cfg: ExperimentConfig) -> dict[str, Any]:
     return {"profile": prof.name, "base": spec, "pretrain": pretrain, "finetune": finetune, "dp_finetune": dp}
 
 
-__all__ = ["AuditSection", "CONFIG_DIR", "CorpusSection", "ExperimentConfig", "ModelSection", "RegurgitationSection",
-           "TrainingSection", "experiment_from_dict", "experiment_profile", "load_experiment", "parse_overrides",
+__all__ = ["AttacksSection", "AuditSection", "CONFIG_DIR", "CanariesSection", "CorpusSection", "ExperimentConfig",
+           "ModelSection", "RegurgitationSection", "TrainingSection", "experiment_from_dict", "experiment_profile", "load_experiment", "parse_overrides",
            "resolve_config_path", "resolved_settings"]

@@ -251,6 +251,6 @@ def rebuild_corpus(corpus: Corpus, documents: list[Document]) -> Corpus:
     return Corpus(documents, source=corpus.source, allow_empty=True)
 
 
-__all__ = ["EMAIL_FLAGS", "EMAIL_PATTERN", "EMAIL_RE", "OCCURRENCE_COLUMNS", "AddressParts", "EditResult", "address_counts",
-           "address_summary", "addresses_in", "apply_case", "case_style", "edit_document", "find_addresses",
-           "normalize_address", "occurrence_table", "parse_address", "rebuild_corpus"]
+__all__ = ["EMAIL_FLAGS", "EMAIL_PATTERN", "EMAIL_RE", "OCCURRENCE_COLUMNS", "AddressParts", "EditResult",
+           "address_counts", "address_summary", "addresses_in", "apply_case", "case_style", "edit_document",
+           "find_addresses", "normalize_address", "occurrence_table", "parse_address", "rebuild_corpus"]

@@ -57,7 +57,8 @@ class IdentifierConfig:
         A word seen in PII spans is *generic* (not in ``I_direct``) when more than this share of its occurrences
         lies outside PII spans.
     spacy_model, spacy_labels, n_process, batch_size:
-        spaCy detector settings (an installed package name or a pipeline path; nothing downloads).
+        spaCy detector settings (an installed package name or a pipeline path; nothing downloads; ``n_process=0``:
+        worker processes chosen from the CPUs).
     """
 
     detector: str = "spacy"
@@ -67,7 +68,7 @@ class IdentifierConfig:
     generic_ratio: float = 0.5
     spacy_model: str = DEFAULT_SPACY_MODEL
     spacy_labels: tuple[str, ...] = DEFAULT_SPACY_LABELS
-    n_process: int = 1
+    n_process: int = 0
     batch_size: int = 64
 
     def __post_init__(self) -> None:
@@ -77,8 +78,8 @@ class IdentifierConfig:
             raise ToolkitError(f"n must be an integer >= 1 (largest m-gram size), got {self.n!r}")
         if not 0.0 <= float(self.generic_ratio) <= 1.0:
             raise ToolkitError(f"generic_ratio must lie in [0, 1], got {self.generic_ratio!r}")
-        if isinstance(self.n_process, bool) or not isinstance(self.n_process, int) or self.n_process < 1:
-            raise ToolkitError(f"n_process must be an integer >= 1, got {self.n_process!r}")
+        if isinstance(self.n_process, bool) or not isinstance(self.n_process, int) or self.n_process < 0:
+            raise ToolkitError(f"n_process must be an integer >= 0 (0: from the CPUs), got {self.n_process!r}")
         self.spacy_labels = tuple(self.spacy_labels)
         make_detector(self.detector)  # validates the spec without loading a model
 
@@ -310,14 +311,19 @@ def _term_table(words: WordTable, graph: TermGraph, direct: np.ndarray, category
     n_direct_occ = np.bincount(words.term, weights=direct, minlength=uni.n_terms).astype(np.int64)
     outside_share = 1.0 - n_direct_occ / np.maximum(uni.n_occurrences, 1)
     in_direct_vocab = (n_direct_occ > 0) & (outside_share <= cfg.generic_ratio)
-    # most frequent PII category of each word type among its direct occurrences
+    # most frequent PII category of each word type among its direct occurrences; a tie goes to the category listed
+    # first in CATEGORIES (a rule, so that every engine and every run agrees)
     cats = np.array(list(CATEGORIES), dtype=object)
     term_category = np.full(uni.n_terms, "", dtype=object)
     sel = direct & (category >= 0)
     if sel.any():
-        pair = pd.DataFrame({"t": words.term[sel], "c": category[sel]}).value_counts().reset_index()
-        pair = pair.drop_duplicates("t")  # value_counts sorts by count, so the first row per term is the mode
-        term_category[pair["t"].to_numpy()] = cats[pair["c"].to_numpy()]
+        width = len(CATEGORIES)
+        keys, counts = np.unique(words.term[sel].astype(np.int64) * width + category[sel], return_counts=True)
+        t, c = keys // width, keys % width
+        order = np.lexsort((c, -counts, t))  # per term: highest count first, then the earliest category
+        t, c = t[order], c[order]
+        first = np.r_[True, t[1:] != t[:-1]]
+        term_category[t[first]] = cats[c[first]]
     frames = [pd.DataFrame({
         "term": words.vocab, "n": 1, "n_individuals": uni.n_individuals, "n_occurrences": uni.n_occurrences,
         "direct": in_direct_vocab, "indirect": uni.n_individuals < cfg.k, "n_direct_occurrences": n_direct_occ,
@@ -360,6 +366,11 @@ def _individual_table(words: WordTable, graph: TermGraph, person_of_doc: np.ndar
     })
 
 
+def summary_config(cfg: IdentifierConfig) -> dict[str, Any]:
+    """The config as the summary (and ``run_key``) records it."""
+    return {**asdict(cfg), "spacy_labels": list(cfg.spacy_labels)}
+
+
 def _summary(r: IdentifierAnalysis, timings: dict[str, float]) -> dict[str, Any]:
     t = r.terms
     uni = t[t["n"] == 1]
@@ -369,7 +380,7 @@ def _summary(r: IdentifierAnalysis, timings: dict[str, float]) -> dict[str, Any]
     direct_by_cat = pd.Series(cats[r.category[r.direct & (r.category >= 0)]]).value_counts()
     seen_in_spans = int((uni["n_direct_occurrences"] > 0).sum())
     return {
-        "config": {**asdict(r.config), "spacy_labels": list(r.config.spacy_labels)},
+        "config": summary_config(r.config),
         "n_documents": len(r.doc_ids),
         "n_individuals": len(r.person_ids),
         "n_words": n_words,

@@ -106,6 +106,11 @@ _MONTHS = (r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?
 #: label at most 63 (RFC 5321 limits; unbounded, every word boundary inside a long ``a.a.a...`` run rescans the whole
 #: run); whitespace around an optional ``#``/``:`` is possessive (``\s*+``: two adjacent ``\s*`` split a long blank
 #: run in quadratically many ways); an ID after a keyword has at most 45 characters.
+#:
+#: Case numbers: an ID may end in ``/`` and a two- to four-digit year (``no. 40593/04``, ECHR application numbers,
+#: which TAB annotates as CODE), and ``dddd/dd`` to ``dddddd/dd`` stands alone as one; three digits before the slash
+#: only after a keyword, so blood pressures (``120/80``) are not IDs. HTML/CSS colour codes (``#000066``) look like
+#: record numbers; :meth:`PatternDetector.spans` drops an ID that is one (:func:`is_colour_code`).
 PATTERNS: tuple[tuple[str, str], ...] = (
     ("EMAIL", r"\b[\w.+'-]{1,64}@[\w-]{1,63}(?:\.[\w-]{1,63})*\.[a-z]{2,63}\b"),
     ("URL", r"\b(?:https?://|www\.)[^\s<>\"')]+[^\s<>\"').,;:]"),
@@ -113,12 +118,36 @@ PATTERNS: tuple[tuple[str, str], ...] = (
     ("DATE", r"\b\d{4}-\d{1,2}-\d{1,2}\b|\b\d{1,2}[/.-]\d{1,2}[/.-](?:\d{4}|\d{2})\b"),
     ("DATE", rf"\b{_MONTHS}\.?\s+\d{{1,2}}(?:st|nd|rd|th)?,?\s+\d{{4}}\b|\b\d{{1,2}}(?:st|nd|rd|th)?\s+{_MONTHS}\.?,?"
              rf"\s+\d{{4}}\b|\b{_MONTHS}\.?\s+\d{{4}}\b"),
-    ("ID", r"\b(?:mrn|mr#|record|acct|account|id|ssn|unit(?:\s++no)?|no)\.?\s*+(?:(?:#|:|number)\s*+)?"
-           r"([A-Z0-9][A-Z0-9-]{3,43}\d)\b"),
-    ("ID", r"\b\d{3}-\d{2}-\d{4}\b|\b[A-Z]{0,3}\d{6,}[A-Z]?\b"),
+    ("ID", r"\b(?:mrn|mr#|record|acct|account|id|ssn|unit(?:\s++no)?|nos?)\.?\s*+(?:(?:#|:|number)\s*+)?"
+           r"([A-Z0-9][A-Z0-9-]{3,43}\d(?:/\d{2,4}(?![\w/]))?|\d{3,4}/\d{2,4}(?![\w/]))\b"),
+    ("ID", r"\b\d{3}-\d{2}-\d{4}\b|\b[A-Z]{0,3}\d{6,}[A-Z]?\b|(?<![\w/.-])\d{4,6}/\d{2}(?![\w/])"),
     ("AGE", r"\b(\d{1,3})(?:\s*|-)(?:years?|yrs?|y/?o)(?:[\s-]*old)?\b"),
     ("AGE", r"\b(?:age[d]?|aged)\s*+(?::\s*+)?(\d{1,3})\b"),
 )
+
+_COLOUR_CODE = re.compile(r"#(?:[0-9a-f]{8}|[0-9a-f]{6}|[0-9a-f]{3})(?![\w-])", re.IGNORECASE)
+_COLOUR_PROPERTY = re.compile(r"(?:colou?r|background|border|fill|stroke)[\w-]{0,20}+\s{0,5}+[:=][^;<>{}\n]*$",
+                              re.IGNORECASE)
+
+
+def is_colour_code(text: str, start: int, end: int) -> bool:
+    """Whether ``text[start:end]`` lies in an HTML/CSS colour code: ``#`` and 3, 6 or 8 hex digits right before
+    ``start``, inside an HTML tag (``<font color="#000066">``) or after a colour property within 60 characters
+    (``color: #000066``, ``border: 1px solid #000066``). Elsewhere ``#123456`` stays an ID (``deal #580271``).
+
+    Constant work per call (the look-back is bounded), so the pattern detector stays linear in the text.
+    """
+    hash_at = start - 1
+    if hash_at < 0 or text[hash_at] != "#":
+        return False
+    m = _COLOUR_CODE.match(text, hash_at)
+    if m is None or m.end() < end:
+        return False
+    lo = max(0, hash_at - 2000)
+    lt, gt = text.rfind("<", lo, hash_at), text.rfind(">", lo, hash_at)
+    if lt > gt and text[lt + 1:lt + 2].isalpha():
+        return True
+    return _COLOUR_PROPERTY.search(text, max(0, hash_at - 60), hash_at) is not None
 
 
 @dataclass
@@ -126,8 +155,8 @@ class PatternDetector(Detector):
     """Regular-expression recognisers for structured PII (:data:`PATTERNS`).
 
     For rules with a capturing group only the group is the span (``"MRN 1234567"`` → ``1234567``,
-    ``"45-year-old"`` → ``45``), as in the i2b2 annotation guidelines. Overlaps are resolved by rule priority, then
-    length.
+    ``"45-year-old"`` → ``45``), as in the i2b2 annotation guidelines. An ID that is an HTML/CSS colour code
+    (:func:`is_colour_code`) is dropped. Overlaps are resolved by rule priority, then length.
     """
 
     rules: Sequence[tuple[str, str]] = PATTERNS
@@ -143,7 +172,7 @@ class PatternDetector(Detector):
             rule_spans = []
             for m in rx.finditer(text):
                 s, e = m.span(1) if rx.groups and m.group(1) is not None else m.span()
-                if e > s:
+                if e > s and not (label == "ID" and is_colour_code(text, s, e)):
                     rule_spans.append(Span(s, e, label))
             found.extend(sorted(rule_spans, key=lambda sp: sp.start - sp.end))
         return _resolve_overlaps(found)
@@ -155,7 +184,12 @@ class PatternDetector(Detector):
 
 @dataclass
 class SpacyDetector(Detector):
-    """spaCy NER through ``nlp.pipe`` (batched; ``n_process > 1`` for multiprocessing).
+    """spaCy NER through ``nlp.pipe``, run once per distinct sentence (:mod:`toolkit.identifiers.ner`).
+
+    Documents are cut into bounded pieces (sentences of lines by default, at most ``max_chars`` characters each);
+    each distinct normalised piece goes through the model once, across all :meth:`detect` calls of this detector
+    (up to ``cache_size`` remembered), and entity offsets are mapped back to the document. A failure inside spaCy
+    names the document (its doc_id and the characters of the piece), never the text.
 
     Parameters
     ----------
@@ -163,15 +197,31 @@ class SpacyDetector(Detector):
         An installed spaCy package name or a path to a saved pipeline. Nothing is downloaded.
     labels:
         Entity labels kept (others are ignored), e.g. PERSON, ORG, GPE, LOC, FAC, DATE, TIME.
-    batch_size, n_process:
+    batch_size:
         Passed to ``nlp.pipe``.
+    n_process:
+        Worker processes for ``nlp.pipe``; 0 (default): chosen from the CPUs available and the amount of new text
+        (:func:`toolkit.identifiers.ner.processes`).
+    unit:
+        ``"sentence"`` (default), ``"line"`` or ``"document"`` (whole documents, cut only beyond ``max_chars``).
+    max_chars:
+        Longest text handed to the model at once.
+    cache_size:
+        Distinct pieces whose entities are remembered between batches.
     """
 
     model: str = DEFAULT_SPACY_MODEL
     labels: Sequence[str] = DEFAULT_SPACY_LABELS
     batch_size: int = 64
-    n_process: int = 1
+    n_process: int = 0
     name: str = "spacy"
+    unit: str = "sentence"
+    max_chars: int = 2000
+    cache_size: int = 500_000
+    _nlp: Any = field(default=None, init=False, repr=False, compare=False)
+    _cache: Any = field(default=None, init=False, repr=False, compare=False)
+    #: Counts of the last :meth:`detect` call (pieces, distinct pieces, pieces run, characters, words, processes).
+    last_stats: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def load(self):
         """Load the pipeline with only what NER needs enabled; a clear error if it is not installed."""
@@ -187,18 +237,18 @@ class SpacyDetector(Detector):
             ) from exc
         if "ner" not in nlp.pipe_names:
             raise ToolkitError(f"spaCy model {self.model!r} has no 'ner' component (components: {nlp.pipe_names})")
-        nlp.max_length = max(nlp.max_length, 10_000_000)
+        nlp.max_length = max(nlp.max_length, 10_000_000, self.max_chars + 1)
         return nlp
 
     def detect(self, docs: Sequence[Document], *, progress: bool = True) -> list[list[Span]]:
-        nlp = self.load()
-        keep = set(self.labels)
-        out: list[list[Span]] = []
-        texts = (d.text for d in docs)
-        for parsed in tqdm(nlp.pipe(texts, batch_size=self.batch_size, n_process=self.n_process), total=len(docs),
-                           desc="spaCy NER", unit="doc", disable=not progress, mininterval=1.0):
-            out.append([Span(e.start_char, e.end_char, e.label_) for e in parsed.ents
-                        if e.label_ in keep and e.end_char > e.start_char])
+        from toolkit.identifiers.ner import PieceCache, detect_entities
+
+        if self._nlp is None:
+            self._nlp = self.load()
+            self._cache = PieceCache(self.cache_size)
+        out, self.last_stats = detect_entities(self._nlp, docs, set(self.labels), cache=self._cache, unit=self.unit,
+                                               max_chars=self.max_chars, batch_size=self.batch_size,
+                                               n_process=self.n_process, progress=progress)
         return out
 
 
@@ -254,7 +304,7 @@ _DETECTORS = {"oracle": OracleDetector, "patterns": PatternDetector, "spacy": Sp
 
 
 def make_detector(spec: str | Detector, *, spacy_model: str = DEFAULT_SPACY_MODEL,
-                  spacy_labels: Sequence[str] = DEFAULT_SPACY_LABELS, n_process: int = 1,
+                  spacy_labels: Sequence[str] = DEFAULT_SPACY_LABELS, n_process: int = 0,
                   batch_size: int = 64) -> Detector:
     """Build a detector from a spec such as ``"spacy"``, ``"oracle"`` or ``"spacy+patterns"``."""
     if isinstance(spec, Detector):

@@ -116,12 +116,25 @@ def check_coverage(docs: Iterable, frame: pd.DataFrame, *, table: str) -> None:
                            f"{_RERUN} on the training documents")
 
 
+class RunKey:
+    """:func:`run_key` fed one document at a time (for analyses that stream their documents)."""
+
+    def __init__(self, config: Mapping[str, Any]):
+        self._h = hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode())
+
+    def add(self, doc_id: str, sha: str) -> None:
+        self._h.update(f"\0{doc_id}\0{sha}".encode("utf-8", "surrogatepass"))
+
+    def hexdigest(self) -> str:
+        return self._h.hexdigest()
+
+
 def run_key(config: Mapping[str, Any], documents: pd.DataFrame) -> str:
     """SHA-256 of the analysis config and the documents' fingerprints (see the module docstring)."""
-    h = hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode())
+    key = RunKey(config)
     for doc_id, sha in zip(documents["doc_id"], documents["text_sha256"]):
-        h.update(f"\0{doc_id}\0{sha}".encode("utf-8", "surrogatepass"))
-    return h.hexdigest()
+        key.add(doc_id, sha)
+    return key.hexdigest()
 
 
 def _sha256_file(path: Path) -> str:
@@ -202,29 +215,64 @@ def replace_dir(tmp: Path, target: Path) -> None:
     fsync_dir(target.parent)
 
 
+class StagedIdentifiers:
+    """A fresh hidden folder beside ``out_dir`` (``.NAME.*.tmp``, 0700) where the identifier files are written one by
+    one (:meth:`path`); :meth:`commit` adds ``summary.json`` and the manifest and puts the folder in the target's place
+    (:func:`replace_dir`). Used as a context manager, whatever was not committed is removed on exit, so a run killed or
+    failing midway leaves the previous set untouched. The out-of-core engine streams its tables straight into it.
+    """
+
+    def __init__(self, out_dir: str | Path):
+        from toolkit.io import make_private_dir
+
+        target = Path(out_dir)
+        if target.is_symlink():  # a link to the outputs' folder: replace the folder it points to, keep the link
+            target = target.resolve()
+        make_private_dir(target.parent)
+        self.target = target
+        self.dir = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))  # 0700
+
+    def path(self, name: str) -> Path:
+        """Where table ``name`` (:data:`TABLES`) goes."""
+        if name not in TABLES:
+            raise ValueError(f"unknown identifier table {name!r}")
+        return self.dir / f"{name}.parquet"
+
+    def commit(self, summary: dict[str, Any]) -> Path:
+        """Write ``summary.json`` (holding ``run_key``) and ``manifest.json``, then swap the set in."""
+        from toolkit.io import atomic_write_json
+
+        missing = [f for f in FILES[:-1] if not (self.dir / f).is_file()]
+        if missing:
+            raise ToolkitError(f"{self.target}: identifier outputs incomplete, {', '.join(missing)} not written")
+        atomic_write_json(summary, self.dir / "summary.json")
+        atomic_write_json({"format": FORMAT, "run_key": summary["run_key"],
+                           "files": {f: _sha256_file(self.dir / f) for f in FILES}}, self.dir / MANIFEST)
+        replace_dir(self.dir, self.target)
+        return self.target
+
+    def discard(self) -> None:
+        if self.dir.exists():
+            shutil.rmtree(self.dir)
+
+    def __enter__(self) -> "StagedIdentifiers":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.discard()
+
+
 def save_identifiers(tables: Mapping[str, pd.DataFrame], summary: dict[str, Any], out_dir: str | Path) -> Path:
     """Write the identifier ``tables`` (:data:`TABLES`) and ``summary`` (holding ``run_key``) to ``out_dir`` as one
     set with its manifest (see the module docstring)."""
-    from toolkit.io import atomic_write_json, atomic_write_parquet, make_private_dir
+    import toolkit.io
 
-    target = Path(out_dir)
-    if target.is_symlink():  # a link to the outputs' folder: replace the folder it points to, keep the link
-        target = target.resolve()
-    make_private_dir(target.parent)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))  # 0700
-    try:
+    with StagedIdentifiers(out_dir) as staged:
         for name in TABLES:
             frame = tables[name].copy(deep=False)
             frame.attrs = {}  # the fingerprints live in documents.parquet, not in every file's metadata
-            atomic_write_parquet(frame, tmp / f"{name}.parquet")
-        atomic_write_json(summary, tmp / "summary.json")
-        atomic_write_json({"format": FORMAT, "run_key": summary["run_key"],
-                           "files": {f: _sha256_file(tmp / f) for f in FILES}}, tmp / MANIFEST)
-        replace_dir(tmp, target)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp)
-    return target
+            toolkit.io.atomic_write_parquet(frame, staged.path(name))
+        return staged.commit(summary)
 
 
 def _read(path: Path, sha: str | None) -> Any:
@@ -269,6 +317,6 @@ def load_identifiers(directory: str | Path) -> dict[str, Any]:
     return out
 
 
-__all__ = ["DOCUMENTS_ATTR", "DocumentFingerprints", "FILES", "MANIFEST", "TABLES", "attach_documents",
-           "check_coverage", "documents_of", "load_identifiers", "replace_dir", "run_key", "save_identifiers",
-           "text_sha256"]
+__all__ = ["DOCUMENTS_ATTR", "DocumentFingerprints", "FILES", "MANIFEST", "RunKey", "TABLES", "StagedIdentifiers",
+           "attach_documents", "check_coverage", "documents_of", "load_identifiers", "replace_dir", "run_key",
+           "save_identifiers", "text_sha256"]

@@ -29,14 +29,16 @@ import pandas as pd
 
 from toolkit.corpus import Corpus
 from toolkit.errors import ToolkitError
-from toolkit.io import atomic_write_json
+from toolkit.io import atomic_write_json, private_umask
 from toolkit.identifiers.addresses import addresses_in, occurrence_table
 
 TECHNIQUES = ("baseline", "rmft", "dedup")
 
 
-def technique_corpus(corpus: Corpus, technique: str, *, seed: int = 0) -> tuple[Corpus, dict[str, Any]]:
-    """The training corpus of ``technique`` and the transformation's summary (counts only)."""
+def technique_corpus(corpus: Corpus, technique: str, *, seed: int = 0,
+                     granularity: str = "line") -> tuple[Corpus, dict[str, Any]]:
+    """The training corpus of ``technique`` and the transformation's summary (counts only); ``granularity`` is
+    dedup's (``"line"``, the paper's, or ``"address"``: :func:`~toolkit.strategies.dedup.dedup`)."""
     if technique == "baseline":
         from toolkit.identifiers.addresses import address_summary
 
@@ -51,7 +53,7 @@ def technique_corpus(corpus: Corpus, technique: str, *, seed: int = 0) -> tuple[
     if technique == "dedup":
         from toolkit.strategies.dedup import dedup
 
-        res = dedup(corpus)
+        res = dedup(corpus, granularity=granularity)
         return res.corpus, res.summary
     raise ToolkitError(f"unknown technique {technique!r}; available: {', '.join(TECHNIQUES)}")
 
@@ -94,23 +96,25 @@ def write_seen_addresses(run_dir: str | Path, corpus: Corpus, max_length: int, o
 
 
 def train_technique(corpus: Corpus, technique: str, base, run_dir: str | Path, config, *, seed: int = 0,
-                    progress: bool = True) -> pd.DataFrame:
-    """Fine-tune ``base`` on ``corpus`` transformed by ``technique`` (module docstring) into ``run_dir``; returns
-    :func:`~toolkit.audit.extraction.run_checkpoints`. A finished run with the same settings is not retrained."""
+                    granularity: str = "line", progress: bool = True) -> pd.DataFrame:
+    """Fine-tune ``base`` on ``corpus`` transformed by ``technique`` (module docstring; ``granularity``: dedup's)
+    into ``run_dir``; returns :func:`~toolkit.audit.extraction.run_checkpoints`. A finished run with the same
+    settings is not retrained."""
     from toolkit.training import train
     from toolkit.audit.extraction import run_checkpoints
 
-    run = Path(run_dir)
-    train_corpus, summary = technique_corpus(corpus, technique, seed=seed)
-    original = set(occurrence_table(corpus)["address"])
-    if not original:
-        raise ToolkitError("the training corpus holds no e-mail address: nothing to extract")
-    train(train_corpus, base, run, "clm", config, progress=progress)
-    atomic_write_json({"technique": technique, "seed": int(seed), "n_original": len(original),
-                       "original": sorted(original)}, run / "addresses.json")
-    atomic_write_json(summary, run / "technique_summary.json")
-    write_seen_addresses(run, train_corpus, config.max_length, original)
-    return run_checkpoints(run)
+    with private_umask():  # the Trainer's own files (trainer/checkpoint-*) owner-only too
+        run = Path(run_dir)
+        train_corpus, summary = technique_corpus(corpus, technique, seed=seed, granularity=granularity)
+        original = set(occurrence_table(corpus)["address"])
+        if not original:
+            raise ToolkitError("the training corpus holds no e-mail address: nothing to extract")
+        train(train_corpus, base, run, "clm", config, progress=progress)
+        atomic_write_json({"technique": technique, "seed": int(seed), "n_original": len(original),
+                           "original": sorted(original)}, run / "addresses.json")
+        atomic_write_json(summary, run / "technique_summary.json")
+        write_seen_addresses(run, train_corpus, config.max_length, original)
+        return run_checkpoints(run)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -142,8 +146,9 @@ def ensure_email_base(out_dir: str | Path, public_corpus: Corpus | None, email, 
                            "one) was given")
     inputs = {"architecture": asdict(spec), "pretrain": asdict(email.pretrain),
               "public": corpus_fingerprint(public_corpus)}
-    cached_step("base", out, inputs, lambda: build_base(public_corpus, out, "clm", tiny=spec, config=email.pretrain,
-                                                         progress=progress), check="config.json")
+    with private_umask():  # the Trainer's own files owner-only too
+        cached_step("base", out, inputs, lambda: build_base(public_corpus, out, "clm", tiny=spec, config=email.pretrain,
+                                                             progress=progress), check="config.json")
     return out
 
 

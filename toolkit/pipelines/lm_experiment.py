@@ -5,8 +5,12 @@ strategies (SPEC §3), which checkpoint epochs, which audits (SPEC §4–5). ``l
 YAML and names the file and the key of every problem; :func:`run_experiment` chains the steps of
 ``toolkit.pipelines.steps``:
 
-    data → base model → identifiers (members; members ∪ non-members) → training of every strategy
-         → audit of the base model and of every checkpoint → free-running regurgitation (causal LM)
+    data (→ canaries inserted into the members) → base model → identifiers (members; members ∪ non-members)
+         → training of every strategy → audit of the base model and of every checkpoint
+         → free-running regurgitation (causal LM) → attacks on the base model and every strategy's last checkpoint
+
+A config with ``models:`` instead of ``training:`` audits those models without training
+(:func:`toolkit.pipelines.audit_only.audit_config`, the layout of ``python -m toolkit audit``).
 
 Each step is skipped when its output exists and was made from the same inputs: a SHA-256 of the step's config
 section and of the keys of the steps it depends on (corpus fingerprints for the data) is stored next to the output
@@ -24,6 +28,9 @@ Layout of a run directory (the same as the work directories of notebooks 02 and 
       runs/NAME/epoch-N/             Hugging Face checkpoints (toolkit.training layout) + step.json
       audit/base/  audit/NAME/epoch-N/         metrics.json, roc.json, predictions.parquet + step.json
       regurgitation/NAME/regurgitation.json    (causal LM) free-running regurgitation of the last checkpoint
+      canaries/canaries.parquet      the canaries inserted into the members (training.canaries)
+      attacks/base/  attacks/NAME/epoch-N/     attacks.json, roc.json, scores.parquet, identifiers.json,
+                                     verdict.json (toolkit.pipelines.attack_steps) + step.json
 """
 
 from __future__ import annotations
@@ -47,7 +54,9 @@ log = logging.getLogger(__name__)
 class RunResult:
     """What :func:`run_experiment` returns: the run directory, its manifest, the audits of every checkpoint, the
     checkpoints, the base model, the data (``corpus``, ``public``, ``members``, ``nonmembers``), the identifier
-    tables (``members``, ``all``) and the free-running regurgitation results (causal LM)."""
+    tables (``members``, ``all``), the free-running regurgitation results (causal LM), the attacks (``(name,
+    epoch) →`` :func:`~toolkit.pipelines.steps.load_attacks`'s dict) and their verdicts (``(name, epoch) →``
+    ``Verdict.to_dict()``). A ``models:`` run keys its models ``(label, 0)``."""
 
     run_dir: Path
     manifest: dict[str, Any]
@@ -57,6 +66,8 @@ class RunResult:
     data: dict[str, Any] = field(default_factory=dict)
     identifiers: dict[str, dict[str, Any]] = field(default_factory=dict)
     regurgitation: dict[str, dict[str, Any]] = field(default_factory=dict)
+    attacks: dict[tuple[str, int], dict[str, Any]] = field(default_factory=dict)
+    verdicts: dict[tuple[str, int], dict[str, Any]] = field(default_factory=dict)
 
     def steps(self, status: str | None = None) -> list[str]:
         """Names of the steps (with the given status: ``ran`` / ``cached``)."""
@@ -92,7 +103,7 @@ def load_data(cfg: ExperimentConfig) -> dict[str, Any]:
         raise ToolkitError(f"{src}: {len(shared)} individuals are both members and non-members; splits must be "
                            "disjoint by individual")
     public = None
-    if cfg.corpus.public_split is not None:
+    if cfg.corpus.public_split is not None and (cfg.models is None or cfg.corpus.public_split in corpus.splits):
         public = _select(corpus, cfg.corpus.public_split, cfg.corpus.n_public, "public_split", src)
     return {"corpus": corpus, "public": public, "members": members, "nonmembers": nonmembers}
 
@@ -123,165 +134,189 @@ def run_experiment(cfg: ExperimentConfig, out_dir: str | Path, *, progress: bool
     from toolkit.audit.evaluate import corpus_word_types, identifier_sets
     from toolkit.corpus import Corpus
     from toolkit.identifiers import load_identifiers
-    from toolkit.io import atomic_write_json, atomic_write_text, make_private_dir
+    from toolkit.audit.hashing import keyed_hashing
+    from toolkit.io import atomic_write_json, atomic_write_text, make_private_dir, private_umask
+    from toolkit.audit.attacks import canary_ranges
     from toolkit.pipelines import steps
+    from toolkit.pipelines.attack_steps import run_attacks, run_canaries
+    from toolkit.pipelines.audit_only import audit_config
     from toolkit.pipelines.cache import StepCache
     from toolkit.pipelines.manifest import Manifest, corpus_files_fingerprint, model_fingerprint
     from toolkit.strategies import get_strategy
     from toolkit.training import checkpoint_dirs, corpus_fingerprint
 
-    run_dir = make_private_dir(out_dir)
-    state = _distributed_state()
-    main = state is None or state.is_main_process
-    first = state.main_process_first if state is not None else nullcontext
-    settings = resolved_settings(cfg)
-    manifest = Manifest(run_dir, cfg, settings, write=main)
-    cache = StepCache(manifest, echo=echo and main, state=state)
-    if main:
-        atomic_write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False, allow_unicode=True), run_dir / "config.yaml")
+    with private_umask(), keyed_hashing(out_dir):  # owner-only files (also the Trainer's); the run's hash key
+        run_dir = make_private_dir(out_dir)
+        state = _distributed_state()
+        main = state is None or state.is_main_process
+        first = state.main_process_first if state is not None else nullcontext
+        settings = resolved_settings(cfg)
+        manifest = Manifest(run_dir, cfg, settings, write=main)
+        cache = StepCache(manifest, echo=echo and main, state=state)
+        if main:
+            atomic_write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False, allow_unicode=True), run_dir / "config.yaml")
 
-    try:
-        # data
-        t0 = time.perf_counter()
-        data = load_data(cfg)
-        fp = {"corpus_files": corpus_files_fingerprint(cfg.corpus.path),
-              "members": corpus_fingerprint(data["members"]), "nonmembers": corpus_fingerprint(data["nonmembers"])}
-        if data["public"] is not None:
-            fp["public"] = corpus_fingerprint(data["public"])
-        manifest.set_datasets(fp)
-        manifest.record("data", "ran", time.perf_counter() - t0, key=None, output=None)
-        both = Corpus(list(data["members"]) + list(data["nonmembers"]))
+        try:
+            # data
+            t0 = time.perf_counter()
+            data = load_data(cfg)
+            canaries, canary_key = run_canaries(cfg, data, cache, run_dir)
+            fp = {"corpus_files": corpus_files_fingerprint(cfg.corpus.path),
+                  "members": corpus_fingerprint(data["members"]), "nonmembers": corpus_fingerprint(data["nonmembers"])}
+            if data["public"] is not None:
+                fp["public"] = corpus_fingerprint(data["public"])
+            manifest.set_datasets(fp)
+            manifest.record("data", "ran", time.perf_counter() - t0, key=None, output=None)
+            both = Corpus(list(data["members"]) + list(data["nonmembers"]))
+            if cfg.models is not None:  # audit only, no training
+                only = audit_config(cfg, data, run_dir, cache=cache, progress=progress)
+                manifest.finish("done")
+                keys = {label: (label, 0) for label in only.models}
+                return RunResult(run_dir=run_dir, manifest=manifest.data, checkpoints={}, data=data,
+                                 audits={keys[k]: v for k, v in only.audits.items()},
+                                 attacks={keys[k]: v for k, v in only.attacks.items()},
+                                 verdicts={keys[k]: v for k, v in only.verdicts.items()})
 
-        # base model
-        kind = cfg.model.kind
-        spec = settings["base"]
-        if isinstance(spec, str):
-            base = Path(spec) if Path(spec).exists() else spec
-            base_key = {"base": str(spec), "fingerprint": model_fingerprint(base) if isinstance(base, Path) else None}
-            manifest.record("base", "external", 0.0, key=StepCache.digest(base_key), output=str(spec))
-        else:
-            base_inputs = {"architecture": asdict(spec), "pretrain": asdict(settings["pretrain"]),
-                           "public": fp["public"]}
-            base_dir = run_dir / f"base_{kind}"
-            if state is not None and not cache.is_current(base_dir, cache.key("base", base_inputs), "config.json"):
-                # building a tiny base is itself a training run: do it once on one process (then it is cached)
-                raise ToolkitError("the tiny base model must be built before `accelerate launch`: run `python -m "
-                                   "toolkit run CONFIG` once on one process, or set model.base to a pre-trained model")
-            cache.run("base", base_dir, base_inputs,
-                      lambda: steps.base_model(data["public"], base_dir, kind, spec=spec, pretrain=settings["pretrain"],
-                                               progress=progress),
-                      check="config.json")
-            base, base_key = base_dir, cache.key("base", base_inputs)
+            # base model
+            kind = cfg.model.kind
+            spec = settings["base"]
+            if isinstance(spec, str):
+                base = Path(spec) if Path(spec).exists() else spec
+                base_key = {"base": str(spec), "fingerprint": model_fingerprint(base) if isinstance(base, Path) else None}
+                manifest.record("base", "external", 0.0, key=StepCache.digest(base_key), output=str(spec))
+            else:
+                base_inputs = {"architecture": asdict(spec), "pretrain": asdict(settings["pretrain"]),
+                               "public": fp["public"]}
+                base_dir = run_dir / f"base_{kind}"
+                if state is not None and not cache.is_current(base_dir, cache.key("base", base_inputs), "config.json"):
+                    # building a tiny base is itself a training run: do it once on one process (then it is cached)
+                    raise ToolkitError("the tiny base model must be built before `accelerate launch`: run `python -m "
+                                       "toolkit run CONFIG` once on one process, or set model.base to a pre-trained model")
+                cache.run("base", base_dir, base_inputs,
+                          lambda: steps.base_model(data["public"], base_dir, kind, spec=spec, pretrain=settings["pretrain"],
+                                                   progress=progress),
+                          check="config.json")
+                base, base_key = base_dir, cache.key("base", base_inputs)
 
-        # identifiers (SPEC §2): of the members (what training protects, what privacy counts) and of members ∪
-        # non-members (the attack's graph, SPEC §5)
-        id_cfg = {**asdict(cfg.identifiers), "spacy_labels": list(cfg.identifiers.spacy_labels)}
-        ids, tables = {}, {}
-        for part, docs in (("members", data["members"]), ("all", both)):
-            inputs = {"identifiers": id_cfg, "documents": corpus_fingerprint(docs)}
-            d = run_dir / f"identifiers_{part}"
-            with first():
-                tables[part] = cache.run(f"identifiers_{part}", d, inputs,
-                                         lambda d=d, docs=docs: steps.identifiers(docs, d, **id_cfg),
-                                         lambda d=d: load_identifiers(d), check="summary.json")
-            ids[part] = cache.key(f"identifiers_{part}", inputs)
-        ids_train, ids_all = tables["members"], tables["all"]
-        manifest.set_identifiers({"members": ids_train["summary"], "all": ids_all["summary"]})
+            # identifiers (SPEC §2): of the members (what training protects, what privacy counts) and of members ∪
+            # non-members (the attack's graph, SPEC §5)
+            id_cfg = {**asdict(cfg.identifiers), "spacy_labels": list(cfg.identifiers.spacy_labels)}
+            ids, tables = {}, {}
+            excluded = canary_ranges(data["members"], canaries) if canaries is not None else None
+            for part, docs in (("members", data["members"]), ("all", both)):
+                inputs = {"identifiers": id_cfg, "documents": corpus_fingerprint(docs),
+                          **({"canaries": canary_key} if canary_key else {})}
+                d = run_dir / f"identifiers_{part}"
+                with first():
+                    tables[part] = cache.run(f"identifiers_{part}", d, inputs,
+                                             lambda d=d, docs=docs: steps.identifiers(docs, d, exclude=excluded, **id_cfg),
+                                             lambda d=d: load_identifiers(d), check="summary.json")
+                ids[part] = cache.key(f"identifiers_{part}", inputs)
+            ids_train, ids_all = tables["members"], tables["all"]
+            manifest.set_identifiers({"members": ids_train["summary"], "all": ids_all["summary"]})
 
-        # training (SPEC §3)
-        checkpoints: dict[str, list[tuple[int, Path]]] = {}
-        train_keys: dict[str, str] = {}
-        for name in cfg.training.strategies:
-            strat = get_strategy(name)
-            tcfg = settings["dp_finetune"] if strat.dp else settings["finetune"]
-            inputs = {"strategy": name, "train": asdict(tcfg), "base": base_key, "members": fp["members"]}
-            if strat.protect or strat.text != "original":
-                inputs["identifiers"] = ids["members"]  # only these strategies read positions / spans
-            d = run_dir / "runs" / name
+            # training (SPEC §3)
+            checkpoints: dict[str, list[tuple[int, Path]]] = {}
+            train_keys: dict[str, str] = {}
+            for name in cfg.training.strategies:
+                strat = get_strategy(name)
+                tcfg = settings["dp_finetune"] if strat.dp else settings["finetune"]
+                inputs = {"strategy": name, "train": asdict(tcfg), "base": base_key, "members": fp["members"]}
+                if strat.protect or strat.text != "original":
+                    inputs["identifiers"] = ids["members"]  # only these strategies read positions / spans
+                d = run_dir / "runs" / name
 
-            def train_one(d=d, strat=strat, tcfg=tcfg):
-                from toolkit.training import train
+                def train_one(d=d, strat=strat, tcfg=tcfg):
+                    from toolkit.training import train
 
-                return train(data["members"], base, d, strat, tcfg, positions=ids_train["positions"],
-                             spans=ids_train["spans"], progress=progress)
+                    return train(data["members"], base, d, strat, tcfg, positions=ids_train["positions"],
+                                 spans=ids_train["spans"], progress=progress)
 
-            # under `accelerate launch` every process trains (HF Trainer data parallelism); Opacus DP-SGD runs in the
-            # main process only (its Poisson sampling and accountant are single-process here): the others go on to
-            # the barrier after the loop
-            if strat.dp and not main:
-                continue
-            cache.run(f"train/{name}", d, inputs, train_one, resumable=True, check="run.json",
-                      all_processes=not strat.dp)
-            checkpoints[name] = [(e, p) for e, p in checkpoint_dirs(d) if e in set(tcfg.epochs)]
-            train_keys[name] = cache.key(f"train/{name}", inputs)
+                # under `accelerate launch` every process trains (HF Trainer data parallelism); Opacus DP-SGD runs in the
+                # main process only (its Poisson sampling and accountant are single-process here): the others go on to
+                # the barrier after the loop
+                if strat.dp and not main:
+                    continue
+                cache.run(f"train/{name}", d, inputs, train_one, resumable=True, check="run.json",
+                          all_processes=not strat.dp)
+                checkpoints[name] = [(e, p) for e, p in checkpoint_dirs(d) if e in set(tcfg.epochs)]
+                train_keys[name] = cache.key(f"train/{name}", inputs)
 
+            if state is not None:
+                state.wait_for_everyone()
+            audits: dict[tuple[str, int], dict[str, Any]] = {}
+            regurgitation: dict[str, dict[str, Any]] = {}
+            attacks: dict[tuple[str, int], dict[str, Any]] = {}
+            if main:
+                # audits (SPEC §4–5)
+                base_vocabulary = corpus_word_types(data["public"]) if data["public"] is not None else None
+                audit_opts = {"max_length": cfg.audit.max_length, "n_bootstrap": cfg.audit.n_bootstrap,
+                              "batch_size": cfg.audit.batch_size, "seed": cfg.seed}
+                common = {"identifiers_members": ids["members"], "identifiers_all": ids["all"], "audit": audit_opts,
+                          "base_vocabulary": fp.get("public"), "nonmembers": fp["nonmembers"]}
+                probe_kw = {"batch_size": cfg.audit.batch_size}
+                if kind == "mlm":
+                    probe_kw["seed"] = cfg.seed
+                targets = []
+                if cfg.audit.base_model:
+                    targets.append(("base", 0, base, {"model": base_key}))
+                for name, ckpts in checkpoints.items():
+                    chosen = ckpts if cfg.audit.checkpoints == "all" else ckpts[-1:]
+                    targets += [(name, e, p, {"model": train_keys[name], "epoch": e}) for e, p in chosen]
+                for name, epoch, path, model_key in targets:
+                    d = run_dir / "audit" / name if name == "base" else run_dir / "audit" / name / f"epoch-{epoch}"
+                    inputs = {**model_key, **common}
+                    audits[(name, epoch)] = cache.run(
+                        f"audit/{name}" + ("" if name == "base" else f"/epoch-{epoch}"), d, inputs,
+                        lambda path=path, d=d: steps.audit_checkpoint(
+                            path, data["members"], data["nonmembers"], ids_train, ids_all, out_dir=d,
+                            base_vocabulary=base_vocabulary, max_length=cfg.audit.max_length,
+                            n_bootstrap=cfg.audit.n_bootstrap, progress=progress, **probe_kw),
+                        lambda d=d: steps.load_audit(d), check="metrics.json")
+
+                # free-running regurgitation of the last checkpoints (causal LM)
+                reg = cfg.audit.regurgitation
+                if reg is not None:
+                    sets = identifier_sets(ids_train)
+                    vocab = sets["I_direct"] | sets["I_indirect"]
+                    models = ([("base", base, base_key)] if cfg.audit.base_model else []) + \
+                             [(n, c[-1][1], train_keys[n]) for n, c in checkpoints.items() if c]
+                    for name, path, key in models:
+                        d = run_dir / "regurgitation" / name
+                        inputs = {"model": key, "identifiers_members": ids["members"], "regurgitation": asdict(reg),
+                                  "epoch": None if name == "base" else checkpoints[name][-1][0]}
+
+                        def regurgitate(path=path, d=d, name=name):
+                            from toolkit.audit import regurgitation_rate
+                            from toolkit.models import load_model
+
+                            model, tok = load_model(path, kind="clm")
+                            r = regurgitation_rate(model, tok, data["members"], vocab, prefix_tokens=reg.prefix_tokens,
+                                                   max_new_tokens=reg.max_new_tokens, progress=progress)
+                            r["strategy"] = name
+                            r["epoch"] = inputs["epoch"]
+                            atomic_write_json(r, d / "regurgitation.json")
+                            return r
+
+                        regurgitation[name] = cache.run(
+                            f"regurgitation/{name}", d, inputs, regurgitate,
+                            lambda d=d: json.loads((d / "regurgitation.json").read_text(encoding="utf-8")),
+                            check="regurgitation.json")
+
+                # attacks (SPEC §10–11): the base model and the last checkpoint of every strategy
+                attacks = run_attacks(cfg, cache, run_dir, data=data, tables=tables, audits=audits,
+                                      regurgitation=regurgitation, checkpoints=checkpoints, train_keys=train_keys,
+                                      base=base, base_key=base_key, canaries=canaries, canary_key=canary_key,
+                                      identifier_keys=ids, fingerprints=fp, progress=progress)
+            manifest.finish("done")
+        except BaseException as exc:
+            manifest.finish("failed", error=f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}")
+            raise
         if state is not None:
             state.wait_for_everyone()
-        audits: dict[tuple[str, int], dict[str, Any]] = {}
-        regurgitation: dict[str, dict[str, Any]] = {}
-        if main:
-            # audits (SPEC §4–5)
-            base_vocabulary = corpus_word_types(data["public"]) if data["public"] is not None else None
-            audit_opts = {"max_length": cfg.audit.max_length, "n_bootstrap": cfg.audit.n_bootstrap,
-                          "batch_size": cfg.audit.batch_size, "seed": cfg.seed}
-            common = {"identifiers_members": ids["members"], "identifiers_all": ids["all"], "audit": audit_opts,
-                      "base_vocabulary": fp.get("public"), "nonmembers": fp["nonmembers"]}
-            probe_kw = {"batch_size": cfg.audit.batch_size}
-            if kind == "mlm":
-                probe_kw["seed"] = cfg.seed
-            targets = []
-            if cfg.audit.base_model:
-                targets.append(("base", 0, base, {"model": base_key}))
-            for name, ckpts in checkpoints.items():
-                chosen = ckpts if cfg.audit.checkpoints == "all" else ckpts[-1:]
-                targets += [(name, e, p, {"model": train_keys[name], "epoch": e}) for e, p in chosen]
-            for name, epoch, path, model_key in targets:
-                d = run_dir / "audit" / name if name == "base" else run_dir / "audit" / name / f"epoch-{epoch}"
-                inputs = {**model_key, **common}
-                audits[(name, epoch)] = cache.run(
-                    f"audit/{name}" + ("" if name == "base" else f"/epoch-{epoch}"), d, inputs,
-                    lambda path=path, d=d: steps.audit_checkpoint(
-                        path, data["members"], data["nonmembers"], ids_train, ids_all, out_dir=d,
-                        base_vocabulary=base_vocabulary, max_length=cfg.audit.max_length,
-                        n_bootstrap=cfg.audit.n_bootstrap, progress=progress, **probe_kw),
-                    lambda d=d: steps.load_audit(d), check="metrics.json")
-
-            # free-running regurgitation of the last checkpoints (causal LM)
-            reg = cfg.audit.regurgitation
-            if reg is not None:
-                sets = identifier_sets(ids_train)
-                vocab = sets["I_direct"] | sets["I_indirect"]
-                models = ([("base", base, base_key)] if cfg.audit.base_model else []) + \
-                         [(n, c[-1][1], train_keys[n]) for n, c in checkpoints.items() if c]
-                for name, path, key in models:
-                    d = run_dir / "regurgitation" / name
-                    inputs = {"model": key, "identifiers_members": ids["members"], "regurgitation": asdict(reg),
-                              "epoch": None if name == "base" else checkpoints[name][-1][0]}
-
-                    def regurgitate(path=path, d=d, name=name):
-                        from toolkit.audit import regurgitation_rate
-                        from toolkit.models import load_model
-
-                        model, tok = load_model(path, kind="clm")
-                        r = regurgitation_rate(model, tok, data["members"], vocab, prefix_tokens=reg.prefix_tokens,
-                                               max_new_tokens=reg.max_new_tokens, progress=progress)
-                        r["strategy"] = name
-                        r["epoch"] = inputs["epoch"]
-                        atomic_write_json(r, d / "regurgitation.json")
-                        return r
-
-                    regurgitation[name] = cache.run(
-                        f"regurgitation/{name}", d, inputs, regurgitate,
-                        lambda d=d: json.loads((d / "regurgitation.json").read_text(encoding="utf-8")),
-                        check="regurgitation.json")
-        manifest.finish("done")
-    except BaseException as exc:
-        manifest.finish("failed", error=f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}")
-        raise
-    if state is not None:
-        state.wait_for_everyone()
-    return RunResult(run_dir=run_dir, manifest=manifest.data, audits=audits, checkpoints=checkpoints, base=base,
-                     data=data, identifiers=tables, regurgitation=regurgitation)
+        return RunResult(run_dir=run_dir, manifest=manifest.data, audits=audits, checkpoints=checkpoints, base=base,
+                         data=data, identifiers=tables, regurgitation=regurgitation, attacks=attacks,
+                         verdicts={k: a["verdict"] for k, a in attacks.items()})
 
 
 def run(config: str | Path | ExperimentConfig, out_dir: str | Path | None = None, *,
@@ -294,4 +329,26 @@ def run(config: str | Path | ExperimentConfig, out_dir: str | Path | None = None
     return run_experiment(cfg, out_dir or Path("runs") / cfg.name, progress=progress, echo=echo)
 
 
-__all__ = ["RunResult", "load_data", "run", "run_experiment"]
+def results_lines(result: RunResult) -> list[str]:
+    """The final results table of a run, one line per audited model (the base, every strategy's last checkpoint; the
+    models of a ``models:`` run): privacy (SPEC §4), the strongest attack and its AUC, the verdict and its rule."""
+    keys = list(result.attacks) or [(n, c[-1][0]) for n, c in result.checkpoints.items() if c]
+    if not keys:
+        return []
+    rows = []
+    for name, epoch in keys:
+        metrics = (result.audits.get((name, epoch)) or {}).get("metrics") or {}
+        att = (result.attacks.get((name, epoch)) or {}).get("attacks") or {}
+        v = result.verdicts.get((name, epoch))
+        best = att.get("strongest")
+        auc = att["attacks"][best]["auc"] if best else None
+        rows.append((name if name == "base" or not epoch else f"{name} epoch {epoch}",
+                     "-" if metrics.get("privacy") is None else f"{metrics['privacy']:.3f}",
+                     f"{best} {auc:.3f}" if best else "-",
+                     "-" if v is None else v["level"] + ("" if v["level"] == "green" else f" ({v['rule']})")))
+    head = ("model", "privacy", "strongest attack (AUC)", "verdict")
+    width = [max(len(r[i]) for r in [head, *rows]) for i in range(3)]
+    return ["  ".join(c.ljust(w) for c, w in zip(r[:3], width)) + "  " + r[3] for r in [head, *rows]]
+
+
+__all__ = ["RunResult", "load_data", "results_lines", "run", "run_experiment"]

@@ -149,7 +149,7 @@ class Manifest:
             "config_sha256": file_sha256(cfg.source) if cfg.source and Path(cfg.source).is_file() else None,
             "config": cfg.to_dict(),
             "settings": jsonable(settings),
-            "seeds": {"seed": cfg.seed, "training": fin.seed,
+            "seeds": {"seed": cfg.seed, "training": getattr(fin, "seed", None),
                       "pretraining": settings["pretrain"].seed if settings["pretrain"] is not None else None,
                       "probe_masks": cfg.seed, "bootstrap": 0, "PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED")},
             "environment": {"python": sys.version.split()[0], "packages": package_versions(),

@@ -2,6 +2,10 @@
 
 Each notebook runs in its own kernel with the ``profile`` parameter (and any extra parameters); one progress line
 per notebook is printed with its wall time; a failing notebook is reported, the others still run.
+
+The executed copies (``.ipynb`` and ``.html``) show whole notes, predictions and tables of the sample corpus: they
+contain text of the corpus, including identifiers, and must be treated like the corpus. They are written owner-only
+(the run happens under :func:`toolkit.io.private_umask`, which the kernels inherit), and the summary page says so.
 """
 
 from __future__ import annotations
@@ -12,7 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from toolkit.io import atomic_write_text
+from toolkit.io import atomic_write_text, make_private_dir, private_umask
+
+#: What the summary page and every notebook's header cell say about the executed copies.
+EXECUTED_COPIES_WARNING = ("Executed copies contain text of the corpus, including identifiers: treat them like the "
+                           "corpus (owner-only, never published or attached to a ticket).")
 
 
 @dataclass
@@ -30,7 +38,7 @@ def run_notebook(path: Path, out_dir: Path, parameters: dict[str, Any] | None = 
     import papermill as pm
     from nbconvert import HTMLExporter
 
-    out_dir.mkdir(parents=True, exist_ok=True)
+    make_private_dir(out_dir)
     executed = out_dir / path.name
     pm.execute_notebook(str(path), str(executed), parameters=parameters or {}, kernel_name=kernel_name,
                         cwd=str(path.parent.resolve()), progress_bar=False, execution_timeout=timeout)
@@ -41,7 +49,13 @@ def run_notebook(path: Path, out_dir: Path, parameters: dict[str, Any] | None = 
 
 def run_notebooks(notebook_dir: Path, out_dir: Path, *, only: list[str] | None = None, profile: str = "cpu",
                   parameters: dict[str, Any] | None = None) -> list[NotebookRun]:
-    """Run every ``*.ipynb`` in ``notebook_dir`` (sorted; filtered by name prefixes ``only``)."""
+    """Run every ``*.ipynb`` in ``notebook_dir`` (sorted; filtered by name prefixes ``only``), owner-only."""
+    with private_umask():  # the executed copies and everything the kernels write hold corpus text
+        return _run_notebooks(notebook_dir, out_dir, only=only, profile=profile, parameters=parameters)
+
+
+def _run_notebooks(notebook_dir: Path, out_dir: Path, *, only: list[str] | None, profile: str,
+                   parameters: dict[str, Any] | None) -> list[NotebookRun]:
     paths = sorted(p for p in notebook_dir.glob("*.ipynb") if not only or any(p.name.startswith(o) for o in only))
     results: list[NotebookRun] = []
     for i, path in enumerate(paths, 1):
@@ -63,6 +77,7 @@ def run_notebooks(notebook_dir: Path, out_dir: Path, *, only: list[str] | None =
 
 
 def write_summary(results: list[NotebookRun], path: Path, *, profile: str) -> None:
+    """``index.html``: one row per notebook (status, seconds, error) under :data:`EXECUTED_COPIES_WARNING`."""
     rows = "".join(
         f"<tr><td><a href='{html.escape(r.name)}.html'>{html.escape(r.name)}</a></td>"
         f"<td>{'ok' if r.ok else 'failed'}</td><td>{r.seconds:.1f}</td><td>{html.escape(r.error[:500])}</td></tr>"
@@ -72,4 +87,6 @@ def write_summary(results: list[NotebookRun], path: Path, *, profile: str) -> No
         "<style>body{font-family:sans-serif;max-width:60em;margin:2em auto}td,th{padding:.3em .8em;"
         "border-bottom:1px solid #ddd;text-align:left}</style>"
         f"<h1>Demo run (profile: {html.escape(profile)})</h1><p>{time.strftime('%Y-%m-%d %H:%M:%S')}</p>"
+        f"<p class='warning' style='background:#fff3cd;border-left:4px solid #c0392b;padding:.6em 1em'>"
+        f"<strong>{html.escape(EXECUTED_COPIES_WARNING)}</strong></p>"
         f"<table><tr><th>notebook</th><th>status</th><th>seconds</th><th>error</th></tr>{rows}</table>", path)

@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from toolkit.corpus import Corpus
@@ -31,30 +32,73 @@ def base_model(public: Corpus | None, out_dir: str | Path, kind: str, *, spec, p
     return Path(out_dir)
 
 
-def identifiers(corpus: Corpus, out_dir: str | Path, **config) -> dict[str, Any]:
+def identifiers(corpus: Corpus, out_dir: str | Path, *, exclude: dict[str, list[tuple[int, int]]] | None = None,
+                **config) -> dict[str, Any]:
     """Identifier analysis of ``corpus`` (docs/methods.md §2) written to ``out_dir``; returned as
-    ``load_identifiers`` returns it (the same tables, dtypes included, whether computed now or cached)."""
-    from toolkit.identifiers import IdentifierConfig, analyze, load_identifiers
+    ``load_identifiers`` returns it (the same tables, dtypes included, whether computed now or cached).
 
-    analyze(corpus, IdentifierConfig(**config), progress=False).save(out_dir)
+    ``exclude`` (``doc_id -> [(start, end), ...]``, e.g. where canaries were inserted) are not identifiers: protected
+    positions and detector spans overlapping them are dropped, and a term all of whose protected occurrences lie
+    there is no longer direct or indirect (the summary's counts follow; ``canaries_excluded`` says how many)."""
+    from toolkit.identifiers import IdentifierConfig, analyze, load_identifiers
+    from toolkit.identifiers.storage import save_identifiers
+
+    res = analyze(corpus, IdentifierConfig(**config), progress=False)
+    if not exclude:
+        res.save(out_dir)
+        return load_identifiers(out_dir)
+    tables = {"terms": res.terms.copy(), "individuals": res.individuals, "positions": res.positions(),
+              "spans": res.span_table(), "documents": res.documents()}
+
+    def inside(frame: pd.DataFrame) -> np.ndarray:
+        hit = np.zeros(len(frame), dtype=bool)
+        st, en, doc = frame["start"].to_numpy(), frame["end"].to_numpy(), frame["doc_id"].astype(str).to_numpy()
+        for doc_id, ranges in exclude.items():
+            sel = doc == doc_id
+            for a, b in ranges:
+                hit |= sel & (st < b) & (en > a)
+        return hit
+
+    pos = tables["positions"]
+    out = inside(pos)
+    terms = tables["terms"]
+    dropped = pos.loc[out, "term"].astype(str).value_counts()
+    only = (terms["n"] == 1) & (terms["term"].astype(str).map(dropped).fillna(0) >= terms["n_occurrences"])
+    terms.loc[only, ["direct", "indirect"]] = False
+    tables["positions"] = pos[~out].reset_index(drop=True)
+    tables["spans"] = tables["spans"][~inside(tables["spans"])].reset_index(drop=True)
+    kept, uni = tables["positions"], terms[terms["n"] == 1]
+    summary = {**res.summary, "n_direct_positions": int(kept["direct"].sum()),
+               "n_indirect_positions": int(kept["indirect"].sum()), "n_protected_positions": int(len(kept)),
+               "share_protected_positions": float(len(kept) / max(res.summary["n_words"], 1)),
+               "n_I_direct": int(uni["direct"].sum()), "n_I_indirect": int(uni["indirect"].sum()),
+               "n_I": int((uni["direct"] | uni["indirect"]).sum()),
+               "canaries_excluded": {"n_positions": int(out.sum()), "n_terms": int(only.sum())}}
+    save_identifiers(tables, summary, out_dir)
     return load_identifiers(out_dir)
 
 
 def audit_checkpoint(checkpoint: str | Path, members: Corpus, nonmembers: Corpus, ids_train: dict, ids_all: dict, *,
                      out_dir: str | Path, base_vocabulary: set[str] | None = None, max_length: int = 256,
-                     n_bootstrap: int = 1000, progress: bool = False, **probe_kw) -> dict[str, Any]:
-    """Probe a checkpoint on members and non-members once — fill-mask for a masked LM, teacher-forced next-word for a
-    causal LM (chosen from the checkpoint's architecture) — then privacy metrics on members (docs/methods.md §4)
-    and the count membership attack (§5). Written as ``metrics.json``, ``roc.json``, ``predictions.parquet``."""
+                     n_bootstrap: int = 1000, progress: bool = False, seed: int | None = None, dtype=None,
+                     device_map=None, **probe_kw) -> dict[str, Any]:
+    """Probe a checkpoint on members and non-members once — fill-mask for a masked LM (``seed``: its pass
+    assignment), teacher-forced next-word for a causal LM (chosen from the checkpoint's architecture) — then privacy
+    metrics on members (docs/methods.md §4) and the count membership attack (§5). Written as ``metrics.json``,
+    ``roc.json``, ``predictions.parquet``. ``dtype`` / ``device_map`` load a large model
+    (:func:`toolkit.audit.losses.load_audit_model`); ``probe_kw`` go to the probe (``batch_size``, ``device``)."""
     from toolkit.audit import probe_causal, probe_masked
     from toolkit.audit.evaluate import evaluate_predictions, membership_report, membership_scores
-    from toolkit.models import load_model, model_kind
+    from toolkit.audit.losses import load_audit_model
+    from toolkit.models import model_kind
 
     out = Path(out_dir)
     member_ids, nonmember_ids = set(members.person_ids), set(nonmembers.person_ids)
     both = Corpus(list(members) + list(nonmembers))
-    model, tokenizer = load_model(checkpoint)
+    model, tokenizer = load_audit_model(checkpoint, dtype=dtype, device_map=device_map)
     probe = probe_masked if model_kind(model) == "mlm" else probe_causal
+    if probe is probe_masked and seed is not None:
+        probe_kw["seed"] = seed
     preds = probe(model, tokenizer, both, positions=ids_all["positions"], max_length=max_length,
                   progress=progress, **probe_kw)
     member_preds = preds[preds["person_id"].isin(member_ids)]
@@ -77,6 +121,91 @@ def load_audit(out_dir: str | Path) -> dict[str, Any]:
     return {"metrics": json.loads((out / "metrics.json").read_text(encoding="utf-8")),
             "roc": json.loads((out / "roc.json").read_text(encoding="utf-8")),
             "predictions": pd.read_parquet(out / "predictions.parquet")}
+
+
+def load_models(name: str | Path, reference: str | Path | None = None, *, dtype=None, device_map=None):
+    """``((model, tokenizer), reference pair or None)``, each loaded by :func:`toolkit.audit.losses.load_audit_model`
+    and, without a ``device_map``, moved to the GPU when there is one."""
+    import torch
+
+    from toolkit.audit.losses import load_audit_model
+
+    def one(src):
+        model, tok = load_audit_model(src, dtype=dtype, device_map=device_map)
+        if device_map is None and torch.cuda.is_available():
+            model.to("cuda")
+        return model, tok
+
+    return one(name), (one(reference) if reference is not None else None)
+
+
+def attack_model(model: str | Path, members: Corpus, nonmembers: Corpus, positions: pd.DataFrame, *,
+                 out_dir: str | Path, reference: str | Path | None = None,
+                 identifier_count: dict[str, float] | None = None, canaries: pd.DataFrame | None = None,
+                 novel_privacy: float | None = None, regurgitation: float | None = None, options=None,
+                 n_bootstrap: int = 1000, seed: int = 0, dtype=None, device_map=None,
+                 progress: bool = False) -> dict[str, Any]:
+    """The attack battery on one model (SPEC §10–11) and its verdict, written into ``out_dir``.
+
+    Membership attacks on ``members`` vs ``nonmembers`` (:func:`toolkit.audit.attacks.run_battery`, with the
+    ``reference`` model when given and the probe's ``identifier_count`` scores), PII inference on the members'
+    direct identifiers in ``positions`` (and the reference's), memorisation of every identifier type (with a
+    reference only), the exposure of inserted ``canaries``, then :func:`toolkit.audit.verdict.verdict` with the §4
+    audit's ``novel_privacy`` and the free-running ``regurgitation`` share. ``options``: an
+    :class:`~toolkit.config.experiment.AttacksSection` (window, candidates, sample sizes).
+
+    Files: ``attacks.json`` / ``roc.json`` / ``scores.parquet`` (the battery), ``identifiers.json``
+    (``pii_inference``, ``memorisation``, ``canaries`` when inserted; aggregates only, never an identifier) and
+    ``verdict.json``. Returns them as :func:`load_attacks` does.
+    """
+    from toolkit.audit.attacks import exposure, exposure_summary, memorisation_scores, pii_inference, run_battery
+    from toolkit.audit.verdict import verdict
+    from toolkit.config.experiment import AttacksSection
+
+    opt = options or AttacksSection()
+    out = make_private_dir(out_dir)
+    (f, tok), ref = load_models(model, reference, dtype=dtype, device_map=device_map)
+    ref_name = str(reference) if reference is not None else None
+    people = members.person_ids + nonmembers.person_ids
+    extra = {"identifier_count": {p: float(identifier_count.get(p, 0.0)) for p in people}} \
+        if identifier_count is not None else None
+    battery = run_battery(f, tok, members, nonmembers, reference=ref, extra_scores=extra, window=opt.window,
+                          seed=seed, n_bootstrap=n_bootstrap, batch_size=opt.batch_size, reference_name=ref_name,
+                          progress=progress)
+    pii = pii_inference(f, tok, members, positions, reference=ref, n_candidates=opt.pii_candidates,
+                        max_occurrences=opt.pii_occurrences, window=opt.pii_window, seed=seed,
+                        batch_size=opt.batch_size, reference_name=ref_name, progress=progress)
+    memo = {"reference": None, "n_occurrences": 0, "overall": None, "by_category": {}}
+    if ref is not None:
+        _, memo = memorisation_scores(f, tok, ref, members, positions, window=opt.pii_window,
+                                      max_occurrences=opt.memorisation_occurrences, seed=seed,
+                                      batch_size=opt.batch_size, progress=progress)
+        memo = {"reference": ref_name, **memo}
+    found = {"pii_inference": pii, "memorisation": memo}
+    if canaries is not None and len(canaries):
+        table = exposure(f, tok, canaries, n_reference=opt.canary_references, seed=seed, batch_size=opt.batch_size,
+                         progress=progress)
+        found["canaries"] = {**exposure_summary(table), "canaries": [
+            {"canary_id": r.canary_id, "repeats": int(r.repeats), "exposure": float(r.exposure),
+             "rank": float(r.rank)} for r in table.itertuples(index=False)]}
+    v = verdict(attacks=battery, pii=pii, novel_privacy=novel_privacy, regurgitation=regurgitation,
+                canaries=found.get("canaries"))
+    battery.save(out)
+    atomic_write_json(found, out / "identifiers.json")
+    atomic_write_json(v.to_dict(), out / "verdict.json")
+    return {"attacks": battery.to_json(), "roc": battery.roc_curves, "scores": battery.scores, "identifiers": found,
+            "verdict": v.to_dict()}
+
+
+def load_attacks(out_dir: str | Path) -> dict[str, Any]:
+    """What :func:`attack_model` wrote into ``out_dir``."""
+    out = Path(out_dir)
+
+    def read(name: str):
+        return json.loads((out / name).read_text(encoding="utf-8"))
+
+    return {"attacks": read("attacks.json"), "roc": read("roc.json"), "scores": pd.read_parquet(out / "scores.parquet"),
+            "identifiers": read("identifiers.json"), "verdict": read("verdict.json")}
 
 
 def results_table(audits: dict[tuple[str, int], dict[str, Any]]) -> pd.DataFrame:
@@ -115,5 +244,5 @@ def runs_table(runs: dict[str, list[tuple[int, Path]]], run_root: str | Path) ->
     return pd.DataFrame(rows).T
 
 
-__all__ = ["audit_checkpoint", "base_model", "findings", "identifiers", "load_audit", "results_table",
-           "runs_table"]
+__all__ = ["attack_model", "audit_checkpoint", "base_model", "findings", "identifiers", "load_attacks", "load_audit",
+           "load_models", "results_table", "runs_table"]

@@ -123,24 +123,73 @@ def setup_notebook(renderer: str = "plotly_mimetype+notebook") -> None:
 # audit figures (SPEC.md §9): privacy–utility trade-off, ROC, regurgitation; inputs come from ``toolkit.metrics``
 
 
-def strategy_colors(strategies) -> dict:
-    import plotly.colors
+#: one colour per kind of strategy, the same in every figure: the masked and causal variants of a strategy share it
+#: (they never share a run), the base model is grey
+STRATEGY_PALETTE = {
+    "base": "#555555",
+    "mlm": "#1f5fd1", "clm": "#1f5fd1",  # plain fine-tuning
+    "mlm_pseudo": "#f08c00", "clm_pseudo": "#f08c00",  # pseudonymised text
+    "ppmlm": "#1b9e5a", "ppclm": "#1b9e5a",  # identifiers never prediction targets
+    "dppmlm": "#17becf", "dppclm": "#17becf",
+    "ippmlm": "#9c4fd6", "ippclm": "#9c4fd6",
+    "mlm_dp": "#d62728", "clm_dp": "#d62728",  # DP-SGD
+}
+#: colours of other names (techniques, audited models of ``toolkit audit``), picked by a stable hash of the name
+EXTRA_PALETTE = ("#8c564b", "#e377c2", "#bcbd22", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173",
+                 "#E15F99", "#B68100", "#750D86", "#EB663B", "#511CFB", "#00A08B", "#FB00D1", "#B2828D",
+                 "#6C7C32", "#778AAE", "#862A16", "#A777F1", "#620042", "#1616A7", "#6C4516", "#0D2A63")
 
-    palette = plotly.colors.qualitative.Plotly
-    return {s: palette[i % len(palette)] for i, s in enumerate(strategies)}
+
+def strategy_of(label: str) -> str:
+    """The strategy a figure label names: ``"clm (epoch 8)"`` → ``"clm"``, ``"03 causal LM: ppclm"`` → ``"ppclm"``,
+    ``"base (epoch 0)"`` → ``"base"``, ``"bert-ppmlm"`` → ``"ppmlm"`` (the last word of the label that is a
+    strategy); any other label is returned unchanged (stripped)."""
+    import re
+
+    name = str(label).rsplit(": ", 1)[-1].strip()
+    head = name.split(" (", 1)[0].strip()
+    if head in STRATEGY_PALETTE:
+        return head
+    known = [w for w in re.split(r"[^A-Za-z0-9_]+", head) if w in STRATEGY_PALETTE]
+    return known[-1] if known else name
+
+
+def strategy_color(label: str) -> str:
+    """The colour of a strategy (or of a label naming one, see :func:`strategy_of`) in every figure; names outside
+    :data:`STRATEGY_PALETTE` get a colour from a stable hash of the name (the same in every figure and report)."""
+    import zlib
+
+    s = strategy_of(label)
+    return STRATEGY_PALETTE.get(s) or EXTRA_PALETTE[zlib.crc32(s.encode("utf-8")) % len(EXTRA_PALETTE)]
+
+
+def strategy_colors(strategies) -> dict:
+    """``{name: colour}`` of :func:`strategy_color`: a strategy has the same colour whatever else is drawn."""
+    return {s: strategy_color(s) for s in strategies}
+
+
+def run_dashes(labels) -> dict:
+    """A line dash per run for labels ``"run: strategy"`` (notebook 06 draws several runs in one figure; the colour
+    stays the strategy's), solid for labels without a run."""
+    dashes = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
+    runs = list(dict.fromkeys(str(label).rsplit(": ", 1)[0] for label in labels if ": " in str(label)))
+    return {label: dashes[runs.index(str(label).rsplit(": ", 1)[0]) % len(dashes)] if ": " in str(label) else "solid"
+            for label in labels}
 
 
 def _checkpoint_traces(points: pd.DataFrame, x_col: str, y_col: str, colors: dict, *,
                        showlegend: bool = True) -> list[go.Scatter]:
     """One line per ``strategy``, a point per checkpoint labelled with its ``epoch`` (sorted by epoch)."""
     traces = []
+    dashes = run_dashes(pd.unique(points["strategy"]))
     for strategy, g in points.groupby("strategy", sort=False):
         g = g.sort_values("epoch") if "epoch" in g else g
         labels = g["epoch"].astype(str) if "epoch" in g else None
         traces.append(go.Scatter(
             x=g[x_col], y=g[y_col], mode="lines+markers" + ("+text" if labels is not None else ""),
             text=labels, textposition="top center", name=str(strategy), legendgroup=str(strategy),
-            showlegend=showlegend, line_color=colors[strategy],
+            showlegend=showlegend, line=dict(color=colors.get(strategy) or strategy_color(strategy),
+                                             dash=dashes[strategy]),
             hovertemplate=f"{strategy}<br>epoch %{{text}}<br>{x_col} %{{x:.4f}}<br>{y_col} %{{y:.4f}}<extra></extra>"))
     return traces
 
@@ -169,31 +218,45 @@ def privacy_variants(points: pd.DataFrame) -> go.Figure:
 
     cols = (("privacy", "privacy (all identifiers)"), ("direct_privacy", "direct privacy"),
             ("indirect_privacy", "indirect privacy"))
-    fig = make_subplots(rows=1, cols=3, subplot_titles=[t for _, t in cols], horizontal_spacing=0.07)
+    fig = make_subplots(rows=1, cols=3, subplot_titles=[t for _, t in cols], horizontal_spacing=0.05,
+                        shared_yaxes=True)
     colors = strategy_colors(pd.unique(points["strategy"]))
     for j, (col, _) in enumerate(cols, start=1):
         for tr in _checkpoint_traces(points, "utility", col, colors, showlegend=j == 1):
             fig.add_trace(tr, row=1, col=j)
         fig.update_xaxes(title_text="utility", row=1, col=j)
+    values = pd.concat([points[c] for c, _ in cols if c in points]).astype(float).dropna()
+    if len(values):  # one y range for the three panels: the variants compare at a glance
+        pad = max(0.005, 0.05 * float(values.max() - values.min()))
+        fig.update_yaxes(range=[float(values.min()) - pad, float(values.max()) + pad])
     fig.update_yaxes(title_text="privacy", row=1, col=1)
     fig.update_layout(template=TEMPLATE, title="Privacy variants against utility (labels: epochs)",
                       legend_title="strategy")
     return fig
 
 
-def roc_curves(curves: dict[str, dict]) -> go.Figure:
+def roc_curves(curves: dict[str, dict], *, title: str | None = None, colors: dict | None = None) -> go.Figure:
     """ROC curves of the membership attack on log-log axes with the chance line (SPEC §5, §9; 000 Fig. 6).
 
     ``curves`` maps a name (strategy) to the output of ``toolkit.metrics.roc`` or ``mia_report`` (keys ``fpr``,
     ``tpr``, ``auc``, ``n_members``, ``n_nonmembers``); the AUC goes into the legend, e.g. ``"mlm (AUC 0.91)"``.
+    ``colors`` maps a name to its colour (default: the strategy's, :func:`strategy_color`).
 
     A log axis cannot show 0: FPR = 0 is drawn at ``1 / (2 · n_nonmembers)`` and TPR = 0 at
     ``1 / (2 · n_members)``, half the smallest non-zero rate each sample can produce, so the clipped points sit
-    visibly left of (below) every resolvable one. The dashed diagonal is the chance line (AUC 0.5).
+    visibly left of (below) every resolvable one. The dashed diagonal is the chance line (AUC 0.5), drawn thin and
+    light: a curve on it (a model at chance) stays visible by its markers and wider line; curves that coincide stay
+    visible too (earlier curves wider, under later ones, each with its own marker shape).
     """
     fig = go.Figure()
+    colors = colors or {}
     lo = 1.0
-    for name, c in curves.items():
+    symbols = ("circle", "square", "diamond", "triangle-up", "cross", "x", "star", "hexagon")
+    n_curves = len(curves)
+    for i, (name, c) in enumerate(curves.items()):
+        # identical curves (two models at chance) must not hide each other: earlier ones are drawn wider, under
+        # the later ones, with larger markers of another shape
+        width = 2.0 + 3.5 * (n_curves - 1 - i) / max(1, n_curves - 1)
         fpr = np.asarray(c["fpr"], dtype=float)
         tpr = np.asarray(c["tpr"], dtype=float)
         pos_f, pos_t = fpr[fpr > 0], tpr[tpr > 0]
@@ -201,14 +264,18 @@ def roc_curves(curves: dict[str, dict]) -> go.Figure:
         n_pos = c.get("n_members") or (1.0 / pos_t.min() if pos_t.size else 1.0)
         fmin, tmin = 1.0 / (2 * n_neg), 1.0 / (2 * n_pos)
         lo = min(lo, fmin, tmin)
-        fig.add_trace(go.Scatter(x=np.maximum(fpr, fmin), y=np.maximum(tpr, tmin), mode="lines",
-                                 name=f"{name} (AUC {c['auc']:.2f})", customdata=np.stack([fpr, tpr], axis=-1),
-                                 hovertemplate="FPR %{customdata[0]:.4f}<br>TPR %{customdata[1]:.4f}"))
+        fig.add_trace(go.Scatter(x=np.maximum(fpr, fmin), y=np.maximum(tpr, tmin), mode="lines+markers",
+                                 name=f"{name} (AUC {c['auc']:.2f})", legendgroup=str(name),
+                                 line=dict(color=colors.get(name) or strategy_color(name), width=width),
+                                 marker=dict(size=width + 4, symbol=symbols[i % len(symbols)]),
+                                 customdata=np.stack([fpr, tpr], axis=-1),
+                                 hovertemplate=f"{name}<br>FPR %{{customdata[0]:.4f}}<br>TPR %{{customdata[1]:.4f}}"
+                                               "<extra></extra>"))
     fig.add_trace(go.Scatter(x=[lo, 1.0], y=[lo, 1.0], mode="lines", name="chance (AUC 0.50)",
-                             line=dict(dash="dash", color="gray"), hoverinfo="skip"))
+                             line=dict(dash="dash", color="#b0b0b0", width=1), hoverinfo="skip"))
     fig.update_xaxes(type="log")
     fig.update_yaxes(type="log")
-    fig.update_layout(template=TEMPLATE, title="Membership inference by predicted indirect identifiers (ROC)",
+    fig.update_layout(template=TEMPLATE, title=title or "Membership inference by predicted indirect identifiers (ROC)",
                       xaxis_title="false-positive rate (log; 0 drawn at 1/(2·non-members))",
                       yaxis_title="true-positive rate (log; 0 drawn at 1/(2·members))", legend_title="")
     return fig
@@ -234,9 +301,18 @@ def regurgitation_cdf(tables: dict[str, pd.DataFrame], *, count_col: str = "n_pr
     for name, t in tables.items():
         t = t[t[count_col] > 0]
         x, y = ecdf_points(t["train_frequency"], t[count_col])
+        total = float(t[count_col].sum())
+        count = y * total if x.size else y  # the cumulative number of predictions beside the share
         if not normalize and x.size:
-            y = y * float(t[count_col].sum())
-        fig.add_trace(go.Scatter(x=x, y=y, mode="lines", line_shape="hv", name=str(name)))
+            y = count
+        fig.add_trace(go.Scatter(
+            x=x, y=y, mode="lines+markers", line_shape="hv", name=f"{name} ({int(total):,} predictions of "
+                                                                       f"{len(t):,} leaked types)",
+            legendgroup=str(name), line=dict(color=strategy_color(name), width=2.5), marker=dict(size=5),
+            customdata=np.stack([count, y if normalize else count / total if total else count], axis=-1)
+            if x.size else None,
+            hovertemplate=f"{name}<br>≤ %{{x}} training occurrences: %{{customdata[0]:,.0f}} predictions "
+                          "(%{customdata[1]:.1%})<extra></extra>"))
     fig.update_xaxes(type="log")
     fig.update_layout(template=TEMPLATE, title="Regurgitated identifiers against their training frequency",
                       xaxis_title="occurrences of the identifier in the training data (log)",

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from toolkit.plots import TEMPLATE
+from toolkit.plots.audit import TEMPLATE, strategy_color
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -25,18 +25,16 @@ def group_column(frame: pd.DataFrame) -> str:
 
 
 def extraction_figure(extraction: pd.DataFrame) -> go.Figure:
-    """TER (solid) and SER (dotted) per checkpoint, one colour per technique (SPEC §6, 002 Fig. 2)."""
-    import plotly.colors
-
+    """TER (solid) and SER (dotted) per checkpoint, one colour per technique (its colour in every figure,
+    :func:`toolkit.plots.audit.strategy_color`; SPEC §6, 002 Fig. 2)."""
     g = group_column(extraction)
     xcol = next((c for c in ("epoch", "checkpoint", "step") if c in extraction.columns), None)
-    palette = plotly.colors.qualitative.Plotly
     fig = go.Figure()
-    for i, (name, part) in enumerate(extraction.groupby(g, sort=False)):
+    for name, part in extraction.groupby(g, sort=False):
         for metric, dash in (("ter", "solid"), ("ser", "dot")):
             if metric in part.columns and part[metric].notna().any():
                 fig.add_trace(go.Scatter(x=part[xcol] if xcol else np.arange(len(part)), y=part[metric],
-                                         mode="lines+markers", line=dict(dash=dash, color=palette[i % len(palette)]),
+                                         mode="lines+markers", line=dict(dash=dash, color=strategy_color(str(name))),
                                          name=f"{name} {metric.upper()}", legendgroup=str(name)))
     fig.update_layout(template=TEMPLATE, title="Training-data extraction rate per checkpoint",
                       xaxis_title={"epoch": "epochs of training"}.get(xcol, xcol or "checkpoint"),
@@ -75,7 +73,7 @@ def maxter_figure(maxter: pd.DataFrame, aurc: dict[str, float] | None = None) ->
         part = part.sort_values(xcol)
         label = str(name) + (f" (AURC {aurc[str(name)]:.1f} %²)" if str(name) in aurc else "")
         fig.add_trace(go.Scatter(x=part[xcol], y=part[ycol], mode="lines", line_shape="hv", name=label,
-                                 connectgaps=False))
+                                 line_color=strategy_color(str(name)), connectgaps=False))
         bad = part.loc[part[ycol].isna(), xcol]
         if len(bad):
             fig.add_vrect(x0=float(bad.min()), x1=float(bad.max()), fillcolor="lightgray", opacity=0.3,

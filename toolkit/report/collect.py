@@ -3,7 +3,9 @@
 A run directory is what ``python -m toolkit run`` writes, or the work directory of notebooks 02/03 (same layout
 without ``manifest.json``); e-mail extraction (``extraction.parquet``, ``maxter.parquet``, ``aurc.json``, SPEC §6)
 and vocabulary scrubbing outputs (review log ``*review*.jsonl|csv``, ``anonymity.json``, SPEC §7) are picked up
-anywhere below it. Every part is optional; :func:`collect_run` fails only when nothing recognisable is found.
+anywhere below it. The attack battery and verdict files (``attacks/`` of a run, or the model folders of a
+``python -m toolkit audit`` directory) are read by :mod:`toolkit.report.attack_files`. Every part is optional;
+:func:`collect_run` fails only when nothing recognisable is found.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import pandas as pd
 import yaml
 
 from toolkit.errors import ToolkitError
+from toolkit.report.attack_files import collect_attacks, order_models
 
 REVIEW_COLUMNS = {"token", "decision"}
 _SKIP_DIRS = {"trainer", ".git", "__pycache__"}
@@ -43,6 +46,7 @@ class RunData:
     aurc: list[dict[str, Any]] = field(default_factory=list)
     reviews: list[dict[str, Any]] = field(default_factory=list)  # {"file", "records", "current"} per review log
     anonymity: list[dict[str, Any]] = field(default_factory=list)
+    attacks: dict[str, dict[str, Any]] = field(default_factory=dict)  # model label -> attack files (attack_files)
 
     @property
     def strategies(self) -> list[str]:
@@ -78,6 +82,17 @@ class RunData:
     @property
     def has_audits(self) -> bool:
         return bool(self.audits)
+
+    def attack_models(self, last_only: bool = True) -> dict[str, dict[str, Any]]:
+        """Models with attack results (``attacks/`` of a run, or an audit directory), the base model first, then
+        each strategy's last checkpoint (every checkpoint with ``last_only=False``); see
+        :mod:`toolkit.report.attack_files` for an entry's keys."""
+        return order_models(self.attacks, self.strategies, last_only)
+
+    @property
+    def verdicts(self) -> dict[str, dict[str, Any]]:
+        """``label → verdict.json`` of :meth:`attack_models` (models without a verdict left out)."""
+        return {label: m["verdict"] for label, m in self.attack_models().items() if m.get("verdict")}
 
 
 def _read_json(path: Path) -> Any:
@@ -208,6 +223,8 @@ def collect_run(path: str | Path, label: str | None = None) -> RunData:
         any_metrics = next(iter(run.audits.values()))["metrics"]
         run.kind = "clm" if "token_accuracy" in any_metrics else "mlm"
 
+    run.attacks = collect_attacks(root, current)
+
     reg_root = root / "regurgitation"
     if reg_root.is_dir():
         for f in sorted(reg_root.glob("*/regurgitation.json")):
@@ -235,9 +252,9 @@ def collect_run(path: str | Path, label: str | None = None) -> RunData:
         run.maxter = pd.concat(maxter, ignore_index=True)
 
     if not (run.audits or run.ids_summary or run.extraction is not None or run.maxter is not None or run.aurc
-            or run.reviews or run.anonymity or run.manifest):
-        raise ToolkitError(f"{root}: no run outputs found (no manifest.json, identifiers_*/, audit/, "
-                           "extraction.parquet, review log or anonymity.json)")
+            or run.reviews or run.anonymity or run.manifest or run.attacks):
+        raise ToolkitError(f"{root}: no run outputs found (no manifest.json, identifiers_*/, audit/, attacks/, "
+                           "model folders with attacks.json, extraction.parquet, review log or anonymity.json)")
     return run
 
 

@@ -1,7 +1,8 @@
 """Formatting helpers of the audit report: numbers, percentages, tables, figures and identifiers as HTML pieces.
 
-Identifiers are written as :func:`~toolkit.audit.hashing.hash_term` of the normalised word (first 12 hex digits of
-its SHA-256) unless the report is built with ``show_identifiers=True``.
+Identifiers are written as :func:`~toolkit.audit.hashing.hash_term` of the normalised word under the run's key (a
+keyed hash, HMAC-SHA-256, first 12 hex digits; the key stays in the run directory, so without it the tokens cannot
+be matched to names) unless the report is built with ``show_identifiers=True``.
 """
 
 from __future__ import annotations
@@ -52,22 +53,27 @@ def figure(fig) -> str:
 
 
 class Identifiers:
-    """How identifiers are written: hashed (default) or in clear (``--show-identifiers``)."""
+    """How identifiers are written: keyed-hashed with ``key`` (default: one run's key,
+    :func:`~toolkit.audit.hashing.run_key`) or in clear (``show=True``, ``--show-identifiers``)."""
 
-    def __init__(self, show: bool):
+    def __init__(self, show: bool, key: bytes | None = None):
+        if not show and key is None:
+            raise ValueError("hashed identifiers need the run's key")
         self.show = show
+        self.key = key
 
     def __call__(self, term: Any) -> str:
         t = str(term)
-        return t if self.show else hash_term(normalize_term(t))
+        return t if self.show else hash_term(normalize_term(t), self.key)
 
     @property
     def column(self) -> str:
-        return "identifier" if self.show else "identifier (SHA-256, 12 hex)"
+        return "identifier" if self.show else "identifier (keyed hash)"
 
 
-def block(kind: str, body: Any, caption: str | None = None) -> dict[str, Any]:
-    return {"kind": kind, "body": body, "caption": caption}
+def block(kind: str, body: Any, caption: str | None = None, *, appendix: bool = False) -> dict[str, Any]:
+    """A piece of a report section; ``appendix=True``: technical material (hash tables) moved to the appendix."""
+    return {"kind": kind, "body": body, "caption": caption, "appendix": appendix}
 
 
 __all__ = ["Identifiers", "as_int", "block", "figure", "fmt", "fmt_lr", "pct", "table"]

@@ -1,9 +1,11 @@
 """Build the self-contained HTML audit report (``python -m toolkit report``) from finished run directories.
 
 One HTML file, readable offline: the plotly.js bundle is inlined once in the page head and every figure is a
-``<div>`` drawn by it (no CDN, no external file). The sections (:mod:`toolkit.report.sections`) come per run, then
-a plain-language reading of what the figures show and do not show (:func:`run_findings`, :data:`READING`), with the
-EDPB framing of paper 000 §6 (:data:`EDPB`).
+``<div>`` drawn by it (no CDN, no external file). At the top, the verdict of every audited model with the rules and
+thresholds (:mod:`toolkit.report.verdicts`); then a plain-language summary (:func:`run_findings`), the sections
+(:mod:`toolkit.report.sections`) per run, what the figures show and do not show (:data:`READING`) with the EDPB
+framing of paper 000 §6 (:data:`EDPB`), a glossary, and an appendix with the technical material (manifests, package
+versions, tables of hashed identifiers).
 """
 
 from __future__ import annotations
@@ -14,12 +16,16 @@ from typing import Any
 
 import pandas as pd
 
+from toolkit.audit.hashing import run_key
 from toolkit.errors import ToolkitError
 from toolkit.io import atomic_write_text
 from toolkit.plots import runs as figures
+from toolkit.plots.attacks import attack_name
 from toolkit.report.collect import RunData, collect_run
 from toolkit.report.formatting import Identifiers, fmt, pct
+from toolkit.report.glossary import colour_key, glossary
 from toolkit.report.sections import audit_results, run_sections
+from toolkit.report.verdicts import thresholds_html, verdicts_html
 
 
 def run_findings(run: RunData, results: pd.DataFrame | None) -> list[str]:
@@ -47,7 +53,7 @@ def run_findings(run: RunData, results: pd.DataFrame | None) -> list[str]:
             text = (f"{strat} after {e} epochs: privacy {m['privacy']:.3f} ({m['n_leaked']} of "
                     f"{m['n_identifiers']} identifier types predicted"
                     + (f"; novel identifiers {m['novel_privacy']:.3f}" if m.get("novel_privacy") is not None else "")
-                    + f"), utility {m['utility']:.3f}; membership attack AUC {r['auc']:.2f}")
+                    + f"), utility {m['utility']:.3f}; the papers' count-based membership attack AUC {r['auc']:.2f}")
             ci = r.get("auc_ci")
             if ci:
                 text += f" [{ci[0]:.2f}, {ci[1]:.2f}]"
@@ -99,6 +105,17 @@ def run_findings(run: RunData, results: pd.DataFrame | None) -> list[str]:
                        + (f" ({pct(a.get('share_name_like'), 2)})" if a.get("share_name_like") is not None else "")
                        + (f"; an original name was predicted in {a['n_original_name_predicted']} sentences"
                           if a.get("n_original_name_predicted") is not None else "") + ".")
+    for label, m in run.attack_models().items():
+        att = m.get("attacks") or {}
+        reps = att.get("attacks") or {}
+        if reps:
+            best = att.get("strongest") or max(reps, key=lambda k: reps[k]["auc"])
+            r, ci = reps[best], reps[best].get("auc_ci")
+            out.append(f"{label}: the strongest of {len(reps)} membership attacks ({attack_name(best)}) tells "
+                       f"members from non-members with AUC {r['auc']:.2f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci
+                                                                               else "")
+                       + f" ({att.get('n_members')} members, {att.get('n_nonmembers')} non-members)"
+                       + (f"; verdict {m['verdict']['level']}" if m.get("verdict") else "") + ".")
     return out
 
 
@@ -109,10 +126,12 @@ READING = [
     "and — where present — how many training e-mail addresses targeted prompts extract and how many names remain "
     "predictable after vocabulary scrubbing.",
     "What they do not show: a privacy of 1.000 means that this probe never produced an identifier, not that no "
-    "prompt, decoding method or stronger attack could. The membership attack is a low-cost one (counts of predicted "
-    "indirect identifiers, no shadow models); an AUC near 0.5 is no proof that membership cannot be inferred "
-    "otherwise. Confidence intervals are wide with few individuals, and a false-positive rate below one over the "
-    "number of non-members cannot be measured at all (n/r).",
+    "prompt, decoding method or stronger attack could. The papers' membership attack is a low-cost one (counts of "
+    "predicted indirect identifiers, no shadow models) and the battery beside it (loss, zlib, Min-K%, Min-K%++, "
+    "reference model) is not the strongest possible either: a green verdict means no leakage detected by these "
+    "attacks at this sample size, and an AUC near 0.5 is no proof that membership cannot be inferred otherwise. "
+    "Confidence intervals are wide with few individuals, and a false-positive rate below one over the number of "
+    "non-members cannot be measured at all (n/r).",
     "Identifiers are what the detector found (or the corpus' gold annotation) plus words rarer than k: an "
     "identifier missed by the detector is neither protected in training nor counted as a leak (paper 000 §7). "
     "The figures cover the fine-tuning documents only: a pre-trained base model may reproduce personal data from "
@@ -141,13 +160,27 @@ EDPB = [
 # assembly
 
 
-def _run_context(run: RunData, i: int, ids: Identifiers) -> dict[str, Any]:
+def _run_context(run: RunData, i: int, show_identifiers: bool) -> dict[str, Any]:
+    ids = Identifiers(True) if show_identifiers else Identifiers(False, run_key(run.path))  # the run's own key
     results = audit_results(run)
-    sections = run_sections(run, results, ids)
+    main, absent, appendix, manifest = [], [], [], []
+    for sec in run_sections(run, results, ids):
+        kept = [b for b in sec["blocks"] if not b.get("appendix")]
+        moved = [b for b in sec["blocks"] if b.get("appendix")]
+        if sec["appendix"]:
+            manifest.append(sec)
+        elif kept and all(b["kind"] == "absent" for b in kept):  # one line at the end of the run, not a section
+            absent.append({"title": sec["title"], "body": " ".join(str(b["body"]) for b in kept)})
+        elif kept:
+            main.append({**sec, "blocks": kept})
+        if moved:  # tables of hashed identifiers: technical material
+            appendix.append({"id": f"{sec['id']}-identifiers", "blocks": moved,
+                             "title": f"{sec['title']}: identifiers" + ("" if ids.show else " (hashed)")})
     kind_text = {"mlm": "masked LM (fill-mask probe)", "clm": "causal LM (teacher-forced next-word probe)"}
     return {"id": f"run{i + 1}", "label": run.label, "path": str(run.path), "kind": run.kind,
             "kind_text": kind_text.get(run.kind, run.kind), "description": (run.config or {}).get("description"),
-            "sections": sections, "findings": run_findings(run, results)}
+            "sections": main, "absent": absent, "appendix": appendix + manifest,
+            "findings": run_findings(run, results)}
 
 
 def render_report(runs: list[RunData], *, show_identifiers: bool = False, title: str | None = None) -> str:
@@ -160,13 +193,17 @@ def render_report(runs: list[RunData], *, show_identifiers: bool = False, title:
 
     if not runs:
         raise ToolkitError("no run to report on")
-    ids = Identifiers(show_identifiers)
     env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
+    markup = jinja2.utils.markupsafe.Markup
+    strategies = ["base", *[m.get("strategy") or k for r in runs for k, m in r.attack_models(False).items()],
+                  *[s for r in runs for s in r.strategies]]
     return env.from_string(TEMPLATE).render(
+        verdicts_html=markup(verdicts_html(runs, show_run=len(runs) > 1 or not runs[0].verdicts)),
+        thresholds_html=markup(thresholds_html()), glossary=glossary(), colours=colour_key(strategies),
         title=title or "Language-model anonymity audit report", version=package_versions(["lm-anonymity-toolkit"])["lm-anonymity-toolkit"] or "",
         generated=time.strftime("%Y-%m-%d %H:%M:%S %Z"), show_identifiers=show_identifiers,
         plotly_js=jinja2.utils.markupsafe.Markup(get_plotlyjs()),
-        runs=[_run_context(r, i, ids) for i, r in enumerate(runs)], reading=READING, edpb=EDPB)
+        runs=[_run_context(r, i, show_identifiers) for i, r in enumerate(runs)], reading=READING, edpb=EDPB)
 
 
 def build_report(run_dirs, out: str | Path, *, show_identifiers: bool = False, title: str | None = None,

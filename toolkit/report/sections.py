@@ -1,18 +1,21 @@
 """The sections of the audit report (SPEC §2–§7), one function per section, each returning the blocks the template
-draws (``{"kind": "p" | "table" | "figure" | "pre" | "absent", "body", "caption"}``).
+draws (``{"kind": "p" | "h" | "table" | "figure" | "pre" | "absent", "body", "caption", "appendix"}``).
 
-Sections per run: corpus and identifier statistics (SPEC §2), strategies compared (§3), privacy–utility trade-off
-(§4), membership inference ROC and TPR@FPR (§5), regurgitation (§4), e-mail extraction with MaxTER/AURC (§6) and the
-vocabulary review and anonymity test (§7) when present, the manifest.
+Sections per run: the attacks (:mod:`toolkit.report.attack_sections`), corpus and identifier statistics (SPEC §2),
+strategies compared (§3), privacy–utility trade-off (§4), membership inference by the papers' attack (§5),
+regurgitation (§4), e-mail extraction with MaxTER/AURC (§6) and the vocabulary review and anonymity test (§7) when
+present. Technical material goes to the appendix (:data:`APPENDIX`): the manifest, and every block marked
+``appendix=True`` (tables of hashed identifiers).
 
 Raw identifiers never appear unless ``show_identifiers=True``: identifier types, leaked e-mail addresses and
-reviewed vocabulary tokens are counted, or shown as ``hash_term`` (first 12 hex digits of the SHA-256 of the
-normalised word); person ids, document text and review contexts are never shown.
+reviewed vocabulary tokens are counted, or shown as ``hash_term`` of the normalised word under the run's key (a keyed
+hash, HMAC-SHA-256, 12 hex digits; the key stays in the run directory: without it the tokens cannot be matched to
+names); person ids, document text and review contexts are never shown. Regurgitation examples hashed without a key
+(``regurgitation.json`` of an older version) are not shown.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
@@ -20,13 +23,19 @@ from typing import Any
 import pandas as pd
 
 from toolkit.plots import runs as figures
+from toolkit.report.appendix import manifest_section
+from toolkit.report.attack_sections import attacks_section
 from toolkit.report.collect import RunData
 from toolkit.report.formatting import Identifiers, as_int, block, figure, fmt, fmt_lr, pct, table
 
-SECTIONS = [("corpus", "Corpus and identifier statistics"), ("strategies", "Strategies compared"),
-            ("tradeoff", "Privacy–utility trade-off"), ("mia", "Membership inference: ROC and TPR at fixed FPR"),
+SECTIONS = [("attacks", "Attacks: can the model give away who was in its training data?"),
+            ("corpus", "Corpus and identifier statistics"), ("strategies", "Strategies compared"),
+            ("tradeoff", "Privacy–utility trade-off"),
+            ("mia", "Membership inference by predicted rare words (the attack of the papers)"),
             ("regurgitation", "Regurgitation"), ("extraction", "E-mail extraction, MaxTER and AURC"),
-            ("vocabulary", "Vocabulary review and anonymity test"), ("manifest", "Manifest")]
+            ("vocabulary", "Vocabulary review and anonymity test")]
+#: per run, at the end of the report: technical material
+APPENDIX = [("manifest", "Manifest, package versions and data fingerprints")]
 
 
 def _corpus_section(run: RunData) -> list[dict]:
@@ -172,8 +181,9 @@ def _regurgitation_section(run: RunData, ids: Identifiers) -> list[dict]:
                                     "training occurrences": int(r.train_frequency),
                                     "times predicted": int(r.n_predicted),
                                     "at its own position": int(r.n_predicted_correct)})
-            by_cat[name] = {c: v["n_leaked"] for c, v in (run.audits[(s, e)]["metrics"].get("leaked_by_category")
-                                                          or {}).items()}
+            by_cat[name] = {c: f"{v['n_leaked']} of {v['n_identifiers']}"
+                               + (f" ({pct(v['n_leaked'] / v['n_identifiers'])})" if v.get("n_identifiers") else "")
+                            for c, v in (run.audits[(s, e)]["metrics"].get("leaked_by_category") or {}).items()}
         if tables:
             blocks.append(block("p", "Teacher-forced / fill-mask regurgitation (SPEC §4, 000 Fig. 5): how often "
                                      "each leaked identifier type was predicted, against how often it occurs in the "
@@ -181,26 +191,40 @@ def _regurgitation_section(run: RunData, ids: Identifiers) -> list[dict]:
                                      "are the frequently repeated ones."))
             blocks.append(block("figure", figure(plots.regurgitation_cdf(tables))))
             if by_cat:
-                blocks.append(block("table", table(pd.DataFrame(by_cat).fillna(0).astype(int)
-                                                   .rename_axis("category")),
-                                    "Leaked identifier types by category (counts)."))
+                blocks.append(block("table", table(pd.DataFrame(by_cat).fillna("0").rename_axis("category")),
+                                    "Leaked identifier types by category: leaked of all types of the category "
+                                    "(share)."))
             if leaked_rows:
                 blocks.append(block("table", table(pd.DataFrame(leaked_rows), index=False),
                                     "The most often predicted leaked identifier types (up to 15 per model)"
-                                    + ("." if ids.show else ", hashed.")))
+                                    + ("." if ids.show else ", hashed."), appendix=True))
     if run.regurgitation:
-        rows = {}
+        rows, examples = {}, {}
         for name, r in run.regurgitation.items():
-            rows[name if r.get("epoch") is None else f"{name} (epoch {r['epoch']})"] = {
+            label = name if r.get("epoch") is None else f"{name} (epoch {r['epoch']})"
+            rows[label] = {
                 "documents prompted": r.get("n_prompted"), "later identifiers": r.get("n_identifier_occurrences"),
                 "reproduced": r.get("n_reproduced"), "share reproduced": pct(r.get("share_reproduced")),
-                "prompt tokens": r.get("prefix_tokens"), "new tokens": r.get("max_new_tokens"),
-                "examples (hashed)": ", ".join(r.get("examples_hashed") or [])}
+                "prompt tokens": r.get("prefix_tokens"), "new tokens": r.get("max_new_tokens")}
+            examples[label] = {"examples (keyed hash)": _regurgitation_examples(r)}
         blocks.append(block("p", "Free-running regurgitation (causal LM): the model continues the first tokens of "
                                  "each member note greedily; the share of the note's later identifiers it writes "
                                  "out verbatim (identifiers already in the prompt are not counted)."))
         blocks.append(block("table", table(pd.DataFrame(rows).T.rename_axis("model"))))
+        if any(v["examples (keyed hash)"] for v in examples.values()):
+            blocks.append(block("table", table(pd.DataFrame(examples).T.rename_axis("model")),
+                                "Free-running regurgitation: identifiers reproduced (examples).", appendix=True))
     return blocks or [block("absent", "No regurgitation results in this run.")]
+
+
+def _regurgitation_examples(r: dict) -> str:
+    """The hashed examples of a ``regurgitation.json`` when hashed with the run's key; older files hashed the words
+    without a key (reversible with a word list): those are not shown."""
+    if not r.get("examples_hashed"):
+        return ""
+    if "run's key" not in str(r.get("examples_hash") or ""):
+        return "not shown (hashed without the run's key; re-run the step)"
+    return ", ".join(r["examples_hashed"])
 
 
 def _leaked_cols(frame: pd.DataFrame) -> list[str]:
@@ -228,10 +252,15 @@ def _extraction_section(run: RunData, ids: Identifiers) -> list[dict]:
                                  "seen up to the checkpoint (both in %)."))
         blocks.append(block("figure", figure(figures.extraction_figure(ex))))
         show = ex.drop(columns=_leaked_cols(ex)).copy()
-        for c in _leaked_cols(ex):
-            show[f"{c} ({'in clear' if ids.show else 'hashed'}, first 5)"] = ex[c].map(_as_list).map(
-                lambda xs: ", ".join(ids(x) for x in xs[:5]))
         blocks.append(block("table", table(show, index=False)))
+        if _leaked_cols(ex):
+            keys = [c for c in dict.fromkeys((figures.group_column(ex), "source", "checkpoint", "name")) if c in ex]
+            leaked = ex[keys].copy()
+            for c in _leaked_cols(ex):
+                leaked[f"{c} ({'in clear' if ids.show else 'hashed'}, first 5)"] = ex[c].map(_as_list).map(
+                    lambda xs: ", ".join(ids(x) for x in xs[:5]))
+            blocks.append(block("table", table(leaked, index=False), "E-mail extraction: leaked addresses per "
+                                                                     "checkpoint.", appendix=True))
     aurc = figures.aurc_by_group(run.aurc)
     mx = run.maxter
     if mx is not None and len(mx):
@@ -297,7 +326,7 @@ def _vocabulary_section(run: RunData, ids: Identifiers) -> list[dict]:
             shown = sorted({ids(t) for t in names})  # case variants of one word hash alike: listed once
             blocks.append(block("p", f"Tokens judged names by at least one reviewer: {len(names)}"
                                      + (" (in clear" if ids.show else " (hashed") + ", first 40): "
-                                     + ", ".join(shown[:40])))
+                                     + ", ".join(shown[:40]), appendix=True))
     for item in run.anonymity:
         a = item["data"]
         known = {"n_predictions": "predictions", "n_name_like": "name-like predictions",
@@ -323,57 +352,17 @@ def _vocabulary_section(run: RunData, ids: Identifiers) -> list[dict]:
     return blocks or [block("absent", "No vocabulary review log or anonymity test in this run.")]
 
 
-def _manifest_section(run: RunData) -> list[dict]:
-    m = run.manifest
-    if not m:
-        return [block("absent", "No manifest.json in this directory (a notebook work directory): the package "
-                                "versions and parameters are in the executed notebook.")]
-    env = m.get("environment") or {}
-    git = env.get("git") or {}
-    hw = env.get("hardware") or {}
-    facts = {"experiment": m.get("name"), "status": m.get("status"), "started": m.get("started"),
-             "finished": m.get("finished"), "total seconds (this invocation)": m.get("total_seconds"),
-             "config file": m.get("config_file"), "config SHA-256": (m.get("config_sha256") or "")[:16],
-             "git commit": (git.get("commit") or "n/a")[:12] + (" (uncommitted changes)" if git.get("dirty") else ""),
-             "python": env.get("python"), "hardware": f"{hw.get('cpu_count')} CPUs, "
-             + (", ".join(hw.get("gpus") or []) or "no GPU") + f", {hw.get('world_size', 1)} process(es)",
-             "seeds": ", ".join(f"{k} {v}" for k, v in (m.get("seeds") or {}).items() if v is not None)}
-    blocks = [block("table", table(pd.Series({k: fmt(v) for k, v in facts.items()}, name="").to_frame()))]
-    pk = {k: v for k, v in (env.get("packages") or {}).items() if v}
-    if pk:
-        blocks.append(block("table", table(pd.Series(pk, name="version").rename_axis("package").to_frame()),
-                            "Package versions."))
-    ds = m.get("datasets") or {}
-    rows = {}
-    for role, f in ds.items():
-        if role == "corpus_files":
-            for i, cf in enumerate(f):
-                rows[f"corpus file {i + 1}"] = {"documents": "—", "individuals": "—", "bytes": fmt(cf.get("bytes")),
-                                                "SHA-256 (16 hex)": cf.get("sha256", "")[:16]}
-        elif isinstance(f, dict):
-            rows[role] = {"documents": fmt(f.get("n_documents")), "individuals": fmt(f.get("n_individuals")), "bytes": "—",
-                          "SHA-256 (16 hex)": f.get("sha256", "")[:16]}
-    if rows:
-        blocks.append(block("table", table(pd.DataFrame(rows).T.rename_axis("data")),
-                            "Dataset fingerprints: SHA-256 over document ids and texts (never the text itself)."))
-    steps = pd.DataFrame(m.get("steps") or [])
-    if len(steps):
-        cols = [c for c in ("name", "status", "seconds", "original_seconds") if c in steps.columns]
-        blocks.append(block("table", table(steps[cols], index=False),
-                            "Steps of this invocation: ran, cached (up to date: output kept; original_seconds is "
-                            "what it took when it ran) or external (a pre-trained base)."))
-    blocks.append(block("pre", json.dumps(m, indent=2, ensure_ascii=False), "Full manifest.json"))
-    return blocks
-
-
 def run_sections(run: RunData, results: pd.DataFrame | None, ids: Identifiers) -> list[dict[str, Any]]:
-    """Every section of :data:`SECTIONS` for one run: ``{"id", "title", "blocks"}`` in report order."""
-    builders = {"corpus": lambda: _corpus_section(run), "strategies": lambda: _strategies_section(run),
+    """Every section of :data:`SECTIONS` then of :data:`APPENDIX` for one run: ``{"id", "title", "blocks",
+    "appendix"}`` in report order (blocks marked ``appendix`` stay in their section: the renderer moves them)."""
+    builders = {"attacks": lambda: attacks_section(run),
+                "corpus": lambda: _corpus_section(run), "strategies": lambda: _strategies_section(run),
                 "tradeoff": lambda: _tradeoff_section(run, results), "mia": lambda: _mia_section(run),
                 "regurgitation": lambda: _regurgitation_section(run, ids),
                 "extraction": lambda: _extraction_section(run, ids),
-                "vocabulary": lambda: _vocabulary_section(run, ids), "manifest": lambda: _manifest_section(run)}
-    return [{"id": sid, "title": title, "blocks": builders[sid]()} for sid, title in SECTIONS]
+                "vocabulary": lambda: _vocabulary_section(run, ids), "manifest": lambda: manifest_section(run)}
+    return [{"id": sid, "title": title, "blocks": builders[sid](), "appendix": part == "appendix"}
+            for part, entries in (("main", SECTIONS), ("appendix", APPENDIX)) for sid, title in entries]
 
 
-__all__ = ["SECTIONS", "audit_results", "run_sections"]
+__all__ = ["APPENDIX", "SECTIONS", "audit_results", "run_sections"]

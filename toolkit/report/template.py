@@ -6,6 +6,7 @@ TEMPLATE = r"""<!doctype html>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="generator" content="lm-anonymity-toolkit {{ version }}">
+<meta name="identifiers" content="{{ 'clear' if show_identifiers else 'keyed-hash' }}">
 <title>{{ title }}</title>
 <style>
 body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 0; color: #222; line-height: 1.45; }
@@ -31,6 +32,12 @@ pre { background: #f6f8fa; padding: .8em; overflow-x: auto; font-size: .8em; max
 .caption { font-size: .88em; color: #555; margin-top: -.4em; }
 code { background: #f3f5f8; padding: 0 .2em; }
 ul.findings li { margin-bottom: .35em; }
+section#verdict { border: 2px solid #24364b; border-radius: .4em; padding: .2em 1.2em 1em; margin: 1.2em 0; }
+section#verdict h2 { margin-top: .6em; }
+h4 { margin: 1.6em 0 .4em; color: #24364b; font-size: 1.05em; }
+dl.glossary dt { font-weight: 600; margin-top: .5em; }
+dl.glossary dd { margin-left: 1.5em; }
+.swatch { display: inline-block; width: 1.6em; height: .8em; margin: 0 .3em 0 1em; border-radius: .2em; vertical-align: middle; }
 @media print { nav { display: none; } .figure { page-break-inside: avoid; } }
 </style>
 <script type="text/javascript">{{ plotly_js }}</script>
@@ -41,18 +48,31 @@ ul.findings li { margin-bottom: .35em; }
   <p>Generated {{ generated }} by the LM anonymity audit toolkit {{ version }} · {{ runs|length }} run(s)</p>
 </header>
 <nav>
+  <a href="#verdict">Verdict</a>
   <a href="#summary">Summary</a>
   {% for run in runs %}<a href="#{{ run.id }}">{{ run.label }}</a>{% endfor %}
   <a href="#reading">What the figures show and do not show</a>
+  <a href="#glossary">Glossary</a>
+  <a href="#appendix">Appendix</a>
 </nav>
 <main>
+<section id="verdict">
+<h2>Verdict</h2>
+{{ verdicts_html }}
+<h3>The rules, with their thresholds</h3>
+{{ thresholds_html }}
+<p class="caption">A verdict covers the attacks and the sample size stated; the sections below give every figure
+behind it.</p>
+</section>
+
 {% if show_identifiers %}
 <div class="privacy-mode raw"><strong>This report contains raw identifiers</strong> (it was built with
 <code>--show-identifiers</code>). Handle it as personal data: do not share it outside the audit team.</div>
 {% else %}
 <div class="privacy-mode">No identifier of the audited corpora is printed in this report: identifiers are
-counted, or shown as the first 12 hexadecimal digits of the SHA-256 of the normalised word (so that two reports can be
-compared). Build it with <code>--show-identifiers</code> to see them.</div>
+counted, or shown as a keyed hash of the normalised word (HMAC-SHA-256, first 12 hexadecimal digits); the key stays in
+the run directory; without it the tokens cannot be matched to names. Within one run the same word always has the same
+token; different runs have different keys. Build the report with <code>--show-identifiers</code> to see the words.</div>
 {% endif %}
 
 <section id="summary">
@@ -74,6 +94,7 @@ compared). Build it with <code>--show-identifiers</code> to see them.</div>
 <h3>{{ sec.title }}</h3>
 {% for b in sec.blocks %}
 {% if b.kind == "p" %}<p>{{ b.body }}</p>
+{% elif b.kind == "h" %}<h4>{{ b.body }}</h4>
 {% elif b.kind == "absent" %}<p class="absent">{{ b.body }}</p>
 {% elif b.kind == "note" %}<div class="note">{{ b.body }}</div>
 {% elif b.kind == "list" %}<ul>{% for item in b.body %}<li>{{ item }}</li>{% endfor %}</ul>
@@ -84,6 +105,7 @@ compared). Build it with <code>--show-identifiers</code> to see them.</div>
 {% endfor %}
 </section>
 {% endfor %}
+{% if run.absent %}<p class="absent">Not in this run: {% for a in run.absent %}{{ a.title }} ({{ a.body }}){% if not loop.last %}; {% endif %}{% endfor %}</p>{% endif %}
 </section>
 {% endfor %}
 
@@ -92,6 +114,33 @@ compared). Build it with <code>--show-identifiers</code> to see them.</div>
 {% for para in reading %}<p>{{ para }}</p>{% endfor %}
 <h3>Regulatory framing (EDPB Opinion 28/2024)</h3>
 {% for para in edpb %}<p>{{ para }}</p>{% endfor %}
+</section>
+
+<section id="glossary">
+<h2>Glossary</h2>
+<dl class="glossary">{% for term, text in glossary %}<dt>{{ term }}</dt><dd>{{ text }}</dd>{% endfor %}</dl>
+<p>Colours: every figure draws a strategy in the same colour (masked and causal variants of one strategy share it):
+{% for name, colour in colours %}<span class="swatch" style="background: {{ colour }}"></span>{{ name }}{% endfor %}.</p>
+</section>
+
+<section id="appendix">
+<h2>Appendix: technical material</h2>
+{% for run in runs %}
+<h3>{{ run.label }}</h3>
+{% for sec in run.appendix %}
+<section id="{{ run.id }}-{{ sec.id }}" class="part">
+<h4>{{ sec.title }}</h4>
+{% for b in sec.blocks %}
+{% if b.kind == "p" %}<p>{{ b.body }}</p>
+{% elif b.kind == "absent" %}<p class="absent">{{ b.body }}</p>
+{% elif b.kind == "pre" %}<details><summary>{{ b.caption }}</summary><pre>{{ b.body }}</pre></details>
+{% elif b.kind == "table" %}{% if b.caption %}<p class="caption">{{ b.caption }}</p>{% endif %}{{ b.body|safe }}
+{% elif b.kind == "figure" %}<div class="figure">{{ b.body|safe }}{% if b.caption %}<p class="caption">{{ b.caption }}</p>{% endif %}</div>
+{% endif %}
+{% endfor %}
+</section>
+{% endfor %}
+{% endfor %}
 </section>
 </main>
 </body>

@@ -9,6 +9,10 @@ progress, and filters (pending / decided / per decision, minimum score, text). E
 session, which appends the decision to the review file before the view changes; the view holds no state of its own.
 The same widget is the Voilà app (``apps/review.ipynb``, ``make review``).
 
+The reviewer's identity is fixed when the panel is built (the *Reviewer* box is read-only): every decision of a
+session is recorded under that one name, in that reviewer's own file (:func:`review_file_for`: one file per exact
+name, so ``r smith``, ``r/smith`` and ``r_smith`` never share one).
+
 Keyboard shortcuts come from a small anywidget (:class:`KeyboardShortcuts`) that listens to key presses inside the
 review panel (and, in Voilà, anywhere on the page); the panel is marked ``data-lm-suppress-shortcuts`` so that in
 JupyterLab ``x`` or ``z`` never reach the notebook's own shortcuts (cut cell, undo cell operation). Key presses in text
@@ -98,7 +102,8 @@ class ReviewWidget:
         self.n_table_rows = n_table_rows
         lay = W.Layout
         self.title = W.HTML()
-        self.reviewer = W.Text(value=session.reviewer, description="Reviewer", layout=lay(width="260px"))
+        self.reviewer = W.Text(value=session.reviewer, description="Reviewer", disabled=True,  # fixed per session
+                               layout=lay(width="260px"))
         self.progress_bar = W.IntProgress(min=0, max=max(1, len(session.candidates)), layout=lay(width="240px"))
         self.progress_label = W.HTML()
         self.progress_label.add_class("review-progress")
@@ -151,7 +156,6 @@ class ReviewWidget:
         self._updating = False
         for w in (self.show, self.min_score, self.contains, self.sort_by, self.descending):
             w.observe(self._on_filter, names="value")
-        self.reviewer.observe(self._on_reviewer, names="value")
         self.jump.observe(self._on_jump, names="value")
         self.refresh()
 
@@ -192,10 +196,6 @@ class ReviewWidget:
                                 contains=self.contains.value.strip(), sort_by=self.sort_by.value,
                                 ascending=not self.descending.value)
         self.refresh()
-
-    def _on_reviewer(self, change) -> None:
-        if change["new"].strip():
-            self.session.reviewer = change["new"].strip()
 
     def _on_jump(self, change) -> None:
         if self._updating or not change["new"]:
@@ -279,38 +279,72 @@ def review_widget(candidates: pd.DataFrame | str | Path, review_file: str | Path
     return ReviewWidget(ReviewSession(cand, review_file, reviewer))
 
 
-def review_app(environ=None):
-    """The Voilà app's content (``apps/review.ipynb``), configured by environment variables:
+def review_file_for(candidates: str | Path, reviewer: str) -> Path:
+    """The review file of ``reviewer`` beside ``candidates``: ``review-<readable>-<digest>.jsonl``.
 
-    * ``REVIEW_CANDIDATES`` — the candidate table (default: notebook 05's
-      ``outputs/work/05_vocabulary_scrubbing/candidates.parquet``);
-    * ``REVIEW_FILE`` — the review file; default ``review-<reviewer>.jsonl`` beside the candidates, so each reviewer
-      writes a file of their own;
-    * the reviewer's name from the page address (``…/voila/render/review.ipynb?reviewer=alice``, Voilà passes it as
-      ``QUERY_STRING``) or ``REVIEWER`` (default ``reviewer``).
-
-    Returns the widget to display, or an HTML message when the candidate table is missing or unreadable.
+    ``<readable>`` is the name with every run of characters other than ASCII letters, digits, ``.`` and ``-`` made
+    ``_`` (at most 40 characters, for people listing the folder); ``<digest>`` is the first 12 hex digits of the
+    SHA-256 of the exact (stripped) name, so distinct names never share a file even when they read alike.
     """
-    import os
+    import hashlib
     import re
+
+    name = str(reviewer).strip()
+    readable = re.sub(r"[^A-Za-z0-9.-]+", "_", name)[:40].strip("._") or "reviewer"
+    return Path(candidates).with_name(f"review-{readable}-{hashlib.sha256(name.encode('utf-8')).hexdigest()[:12]}.jsonl")
+
+
+def _app_reviewer(env) -> str:
+    """The session's reviewer: ``REVIEWER`` when the app was started for one (the page address may not change it),
+    else ``?reviewer=`` of the page address (default ``reviewer``)."""
     from urllib.parse import parse_qs
 
     from toolkit.errors import ToolkitError
 
+    fixed = (env.get("REVIEWER") or "").strip()
+    asked = (parse_qs(env.get("QUERY_STRING", "")).get("reviewer") or [""])[0].strip()
+    if fixed and asked and asked != fixed:
+        raise ToolkitError("this review app was started for one reviewer; the page address names another: start "
+                           "your own app (python -m toolkit review CANDIDATES --reviewer NAME)")
+    return fixed or asked or "reviewer"
+
+
+def review_app(environ=None):
+    """The Voilà app's content (``apps/review.ipynb``, ``python -m toolkit review``), configured by environment
+    variables:
+
+    * ``REVIEW_CANDIDATES`` — the candidate table (default: notebook 05's
+      ``outputs/work/05_vocabulary_scrubbing/candidates.parquet``);
+    * ``REVIEWER`` — the reviewer the app was started for (then fixed), else the name from the page address
+      (``…?reviewer=alice``, Voilà passes it as ``QUERY_STRING``), default ``reviewer``;
+    * ``REVIEW_FILE`` — the review file; default :func:`review_file_for` the reviewer, beside the candidates. A file
+      that already holds another reviewer's decisions is refused.
+
+    Returns the widget to display, or an HTML message when the candidate table is missing or unreadable.
+    """
+    import os
+
+    from toolkit.errors import ToolkitError
+    from toolkit.review.store import read_review
+
     env = os.environ if environ is None else environ
     default = Path(__file__).resolve().parents[2] / "outputs" / "work" / "05_vocabulary_scrubbing" / "candidates.parquet"
     cand_path = Path(env.get("REVIEW_CANDIDATES") or default)
-    query = parse_qs(env.get("QUERY_STRING", ""))
-    reviewer = (query.get("reviewer") or [env.get("REVIEWER") or "reviewer"])[0].strip() or "reviewer"
-    safe = re.sub(r"[^\w.-]+", "_", reviewer)[:64]
-    review_file = Path(env.get("REVIEW_FILE") or cand_path.with_name(f"review-{safe}.jsonl"))
     try:
+        reviewer = _app_reviewer(env)
+        review_file = Path(env.get("REVIEW_FILE") or review_file_for(cand_path, reviewer))
+        others = {r["reviewer"] for r in read_review(review_file)} - {reviewer} if review_file.is_file() else set()
+        if others:
+            raise ToolkitError(f"{review_file}: holds the decisions of {len(others)} other reviewer(s); one file "
+                               "holds one reviewer's decisions (unset REVIEW_FILE to get your own)")
         return review_widget(cand_path, review_file, reviewer).widget
     except ToolkitError as exc:
-        return W.HTML(f"<h3>Vocabulary review</h3><p style='color:#c0392b'>{html.escape(str(exc))}</p>"
-                      "<p>Create the candidates with notebook <code>05_vocabulary_scrubbing</code> (or "
-                      "<code>python -m toolkit candidates</code>), then set <code>REVIEW_CANDIDATES</code> to the "
-                      "table and reload this page.</p>")
+        hint = ("" if cand_path.is_file() else
+                "<p>Create the candidates with notebook <code>05_vocabulary_scrubbing</code> (or "
+                "<code>python -m toolkit candidates</code>), then set <code>REVIEW_CANDIDATES</code> to the "
+                "table and reload this page.</p>")
+        return W.HTML(f"<h3>Vocabulary review</h3><p style='color:#c0392b'>{html.escape(str(exc))}</p>{hint}")
 
 
-__all__ = ["KEYS", "KeyboardShortcuts", "ReviewWidget", "highlight", "review_app", "review_widget"]
+__all__ = ["KEYS", "KeyboardShortcuts", "ReviewWidget", "highlight", "review_app", "review_file_for",
+           "review_widget"]

@@ -4,8 +4,17 @@ Every strategy shares one data pipeline (:func:`training_examples`) and one trai
 is data — the text variant, the protected identifier kinds, whether DP-SGD is used — not code.
 
 Masked LM (whole-word masking, 15% of eligible words afresh each epoch, 80/10/10): ``mlm``, ``mlm_pseudo``,
-``ppmlm``, ``dppmlm``, ``ippmlm``, ``mlm_dp``. Causal LM (protected tokens stay in the input with label -100):
-``clm``, ``clm_pseudo``, ``ppclm``, ``dppclm``, ``ippclm``, ``clm_dp``.
+``ppmlm``, ``dppmlm``, ``ippmlm``, ``mlm_dp``, ``ppmlm_category``, ``ppmlm_surrogate``. Causal LM (protected tokens
+stay in the input with label -100): ``clm``, ``clm_pseudo``, ``ppclm``, ``dppclm``, ``ippclm``, ``clm_dp``,
+``ppclm_category``, ``ppclm_surrogate``.
+
+Text variants (:data:`TEXT_VARIANTS`): ``original``; ``pseudo`` (every PII span becomes ``X``); ``category`` (it
+becomes its category, ``[NAME]``, ``[DATE]`` …); ``surrogate`` (a made-up value of its category, consistent per
+individual: :mod:`toolkit.strategies.surrogates`). The rewritten variants read the detector's spans; PP-style
+protection on them reads the identifier positions, carried over to the rewritten text
+(:func:`toolkit.strategies.pseudonymize.remap_positions`): ``direct`` then protects the replacement's words.
+PPclm / PPMLM keep the identifiers in the input, where a candidate-ranking attacker still finds them (PII
+inference); the ``*_surrogate`` and ``*_category`` strategies take them out of the input as well.
 """
 
 from __future__ import annotations
@@ -20,19 +29,44 @@ from toolkit.errors import ToolkitError
 from toolkit.identifiers.storage import check_coverage
 from toolkit.identifiers.words import WordTable, segment_corpus
 from toolkit.strategies.encoding import EncodedCorpus, encode_corpus, special_template
-from toolkit.strategies.pseudonymize import pseudonymize
+from toolkit.strategies.pseudonymize import pseudonymize, rewrite_corpus
+
+KINDS = ("mlm", "clm")
+TEXT_VARIANTS = ("original", "pseudo", "category", "surrogate")
+PROTECTABLE = ("direct", "indirect")
 
 
 @dataclass(frozen=True)
 class Strategy:
-    """One row of SPEC §3's tables."""
+    """One row of SPEC §3's tables; validated on construction (:class:`ToolkitError` naming the field)."""
 
     name: str
     kind: str  # "mlm" | "clm"
-    text: str = "original"  # "original" | "pseudo"
+    text: str = "original"  # one of TEXT_VARIANTS
     protect: tuple[str, ...] = ()  # subset of ("direct", "indirect")
     dp: bool = False
     description: str = ""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name.strip():
+            raise ToolkitError(f"a strategy needs a name, got {self.name!r}")
+        if self.kind not in KINDS:
+            raise ToolkitError(f"strategy {self.name}: kind must be one of {', '.join(KINDS)}, got {self.kind!r}")
+        if self.text not in TEXT_VARIANTS:
+            raise ToolkitError(f"strategy {self.name}: text must be one of {', '.join(TEXT_VARIANTS)}, "
+                               f"got {self.text!r}")
+        if isinstance(self.protect, str) or not set(self.protect) <= set(PROTECTABLE) \
+                or len(set(self.protect)) != len(tuple(self.protect)):
+            raise ToolkitError(f"strategy {self.name}: protect must be distinct kinds among {', '.join(PROTECTABLE)}, "
+                               f"got {self.protect!r}")
+        if not isinstance(self.dp, bool):
+            raise ToolkitError(f"strategy {self.name}: dp must be true or false, got {self.dp!r}")
+        object.__setattr__(self, "protect", tuple(self.protect))
+
+    @property
+    def reads_spans(self) -> bool:
+        """Whether the strategy rewrites the detector's PII spans (and so reads ``spans.parquet``)."""
+        return self.text != "original"
 
 
 STRATEGIES: dict[str, Strategy] = {s.name: s for s in [
@@ -50,6 +84,21 @@ STRATEGIES: dict[str, Strategy] = {s.name: s for s in [
     Strategy("dppclm", "clm", protect=("direct",), description="direct identifiers protected only"),
     Strategy("ippclm", "clm", protect=("indirect",), description="indirect identifiers protected only"),
     Strategy("clm_dp", "clm", dp=True, description="causal LM with DP-SGD (Opacus)"),
+    # identifiers out of the input as well as out of the targets (PII inference on PP* finds them in the input)
+    Strategy("ppmlm_category", "mlm", text="category", protect=("indirect",),
+             description="PII spans replaced by their category ([NAME], [DATE] ...); indirect identifiers protected"),
+    Strategy("ppmlm_surrogate", "mlm", text="surrogate", protect=("indirect",),
+             description="PII spans replaced by made-up values of their category, consistent per individual "
+                         "(surrogates are targets); indirect identifiers protected"),
+    Strategy("ppmlm_surrogate_hidden", "mlm", text="surrogate", protect=("direct", "indirect"),
+             description="as ppmlm_surrogate, but surrogates are never targets"),
+    Strategy("ppclm_category", "clm", text="category", protect=("indirect",),
+             description="PII spans replaced by their category ([NAME], [DATE] ...); indirect identifiers protected"),
+    Strategy("ppclm_surrogate", "clm", text="surrogate", protect=("indirect",),
+             description="PII spans replaced by made-up values of their category, consistent per individual "
+                         "(surrogates are targets); indirect identifiers protected"),
+    Strategy("ppclm_surrogate_hidden", "clm", text="surrogate", protect=("direct", "indirect"),
+             description="as ppclm_surrogate, but surrogate tokens get label -100"),
 ]}
 
 
@@ -96,17 +145,22 @@ def protected_words(words: WordTable, doc_ids: list[str], positions: pd.DataFram
     return mask
 
 
-def strategy_texts(corpus: Corpus, strategy: Strategy, spans: pd.DataFrame | None) -> list[str]:
-    """The training texts of a strategy: original, or pseudonymised with the detector's PII spans."""
-    texts = [d.text for d in corpus]
+def strategy_inputs(corpus: Corpus, strategy: Strategy, positions: pd.DataFrame | None, spans: pd.DataFrame | None,
+                    *, surrogate_key: bytes | None = None) -> tuple[list[str], pd.DataFrame | None]:
+    """The training texts of a strategy and the identifier positions on them: the documents' texts and
+    ``positions`` as they are (``original``), or rewritten (:func:`toolkit.strategies.pseudonymize.rewrite_corpus`:
+    ``surrogate_key`` seeds the surrogates, None: a fresh random key)."""
     if strategy.text == "original":
-        return texts
-    if strategy.text == "pseudo":
-        if spans is None:
-            raise ToolkitError(f"strategy {strategy.name} needs the detector's PII spans (spans.parquet)")
-        by_doc = {k: list(zip(g["start"], g["end"])) for k, g in spans.groupby("doc_id", sort=False)}
-        return [pseudonymize(d.text, by_doc.get(d.doc_id, []))[0] for d in corpus]
-    raise ToolkitError(f"unknown text variant {strategy.text!r}")
+        return [d.text for d in corpus], positions
+    if spans is None:
+        raise ToolkitError(f"strategy {strategy.name} needs the detector's PII spans (spans.parquet)")
+    return rewrite_corpus(corpus, strategy.text, spans, positions, surrogate_key=surrogate_key)
+
+
+def strategy_texts(corpus: Corpus, strategy: Strategy, spans: pd.DataFrame | None, *,
+                   surrogate_key: bytes | None = None) -> list[str]:
+    """The training texts of a strategy (:func:`strategy_inputs` without positions)."""
+    return strategy_inputs(corpus, strategy, None, spans, surrogate_key=surrogate_key)[0]
 
 
 def require_identifiers(corpus: Corpus, strategy: Strategy, positions: pd.DataFrame | None,
@@ -119,7 +173,7 @@ def require_identifiers(corpus: Corpus, strategy: Strategy, positions: pd.DataFr
         if positions is None:
             raise ToolkitError(f"strategy {strategy.name} needs identifier positions (positions.parquet)")
         check_coverage(corpus, positions, table="positions")
-    if strategy.text == "pseudo":
+    if strategy.reads_spans:
         if spans is None:
             raise ToolkitError(f"strategy {strategy.name} needs the detector's PII spans (spans.parquet)")
         check_coverage(corpus, spans, table="spans")
@@ -135,13 +189,18 @@ class TrainingSet:
 
 
 def training_set(corpus: Corpus, tokenizer, strategy: Strategy | str, *, positions: pd.DataFrame | None,
-                 spans: pd.DataFrame | None = None, max_length: int, progress: bool = True) -> TrainingSet:
+                 spans: pd.DataFrame | None = None, max_length: int, progress: bool = True,
+                 surrogate_key: bytes | None = None) -> TrainingSet:
     """:func:`training_examples` with the individual of every example."""
     strategy = get_strategy(strategy) if isinstance(strategy, str) else strategy
     require_identifiers(corpus, strategy, positions, spans)
-    texts = strategy_texts(corpus, strategy, spans)
+    doc_ids = [d.doc_id for d in corpus]
+    if strategy.protect and strategy.reads_spans:  # the positions must fit the original texts before moving
+        word_rows_of_positions(segment_corpus([d.text for d in corpus], progress=False), doc_ids, positions)
+    texts, positions = strategy_inputs(corpus, strategy, positions if strategy.protect else None, spans,
+                                       surrogate_key=surrogate_key)
     words = segment_corpus(texts, progress=False)
-    protected = protected_words(words, [d.doc_id for d in corpus], positions, strategy.protect)
+    protected = protected_words(words, doc_ids, positions, strategy.protect)
     enc = encode_corpus(texts, tokenizer, max_length=max_length, words=words, progress=progress)
     people = [d.person_id for d in corpus]
     return TrainingSet(examples_from_encoding(enc, protected, strategy.kind),
@@ -149,7 +208,8 @@ def training_set(corpus: Corpus, tokenizer, strategy: Strategy | str, *, positio
 
 
 def training_examples(corpus: Corpus, tokenizer, strategy: Strategy | str, *, positions: pd.DataFrame | None,
-                      spans: pd.DataFrame | None = None, max_length: int, progress: bool = True) -> list[dict]:
+                      spans: pd.DataFrame | None = None, max_length: int, progress: bool = True,
+                      surrogate_key: bytes | None = None) -> list[dict]:
     """The examples one epoch of a strategy trains on.
 
     Masked LM: ``{"input_ids", "special_tokens_mask", "word_ids"}`` where ``special_tokens_mask`` is 1 for every
@@ -157,10 +217,11 @@ def training_examples(corpus: Corpus, tokenizer, strategy: Strategy | str, *, po
     ``word_ids`` numbers the words of the chunk (-1: none) for whole-word masking.
     Causal LM: ``{"input_ids", "labels"}`` with label -100 on every token overlapping a protected word.
 
-    A strategy that reads identifiers refuses documents they do not cover (:func:`require_identifiers`).
+    A strategy that reads identifiers refuses documents they do not cover (:func:`require_identifiers`). The
+    ``*_surrogate`` strategies draw their surrogates under ``surrogate_key`` (None: a fresh random key).
     """
     return training_set(corpus, tokenizer, strategy, positions=positions, spans=spans, max_length=max_length,
-                        progress=progress).examples
+                        progress=progress, surrogate_key=surrogate_key).examples
 
 
 def examples_from_encoding(enc: EncodedCorpus, protected: np.ndarray, kind: str) -> list[dict]:
@@ -189,6 +250,7 @@ def examples_from_encoding(enc: EncodedCorpus, protected: np.ndarray, kind: str)
     return out
 
 
-__all__ = ["STRATEGIES", "EncodedCorpus", "Strategy", "TrainingSet", "encode_corpus", "examples_from_encoding",
-           "get_strategy", "protected_words", "pseudonymize", "require_identifiers", "special_template",
-           "strategy_texts", "training_examples", "training_set", "word_rows_of_positions"]
+__all__ = ["KINDS", "PROTECTABLE", "STRATEGIES", "TEXT_VARIANTS", "EncodedCorpus", "Strategy", "TrainingSet",
+           "encode_corpus", "examples_from_encoding", "get_strategy", "protected_words",
+           "pseudonymize", "require_identifiers", "special_template", "strategy_inputs", "strategy_texts",
+           "training_examples", "training_set", "word_rows_of_positions"]

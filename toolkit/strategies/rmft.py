@@ -27,9 +27,10 @@ the same position, by a structured look-alike:
 **The person.** RMFT edits the text only. A corpus read with ``person="sender"`` (mbox, Maildir, the Enron layout)
 has the sender's address as ``person_id``, and that field is written to the output as it is — the address the text
 no longer repeats. With ``person_key`` (CLI ``--pseudonymise-person``) every ``person_id`` is replaced by a keyed
-pseudonym, ``"p-"`` + the first 12 hex digits of HMAC-SHA-256(key, person_id) (:func:`pseudonymise_persons`,
-:func:`toolkit.audit.hashing.hash_term`): the same person gets the same pseudonym everywhere under one key (its
-documents stay grouped, membership audits still work), and only the key's holder can test a guessed address.
+pseudonym, ``"p-"`` + the first 12 hex digits of HMAC-SHA-256(key, person_id) (RFC 2104; the scheme of
+:func:`toolkit.audit.hashing.hash_term`; :func:`pseudonymise_persons`): the same person gets the same pseudonym
+everywhere under one key (its documents stay grouped, membership audits still work), and only the key's holder can
+test a guessed address.
 
 One :class:`random.Random` seeded with ``seed`` makes every draw in table order: the same corpus and seed give the
 same output byte for byte. Text outside the replaced addresses is untouched and gold spans move with the edits.
@@ -40,6 +41,8 @@ took 15 min for 10,000 e-mails; ``benchmarks/rmft.py`` measures this one).
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import hmac
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -48,7 +51,6 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from toolkit.audit.hashing import hash_term
 from toolkit.corpus import Corpus
 from toolkit.errors import ToolkitError
 from toolkit.identifiers.addresses import (AddressParts, address_summary, apply_case, case_style, edit_document,
@@ -216,14 +218,16 @@ class RMFTResult:
 
 
 def pseudonymise_persons(corpus: Corpus, key: bytes) -> Corpus:
-    """``corpus`` with every ``person_id`` replaced by ``"p-"`` + :func:`~toolkit.audit.hashing.hash_term` of it
-    under ``key`` (16 bytes or more): consistent per person, not reversible without the key (module docstring)."""
+    """``corpus`` with every ``person_id`` replaced by ``"p-"`` + the first 12 hex digits of HMAC-SHA-256 of it under
+    ``key`` (16 bytes or more): consistent per person, not reversible without the key (module docstring)."""
+    if not isinstance(key, (bytes, bytearray)) or len(key) < 16:
+        raise ToolkitError("pseudonymising person_id needs a secret key of 16 bytes or more")
     names: dict[str, str] = {}
     docs = []
     for doc in corpus:
         pid = str(doc.person_id)
         if pid not in names:
-            names[pid] = "p-" + hash_term(pid, key)
+            names[pid] = "p-" + hmac.new(bytes(key), pid.encode("utf-8"), hashlib.sha256).hexdigest()[:12]
         docs.append(dataclasses.replace(doc, person_id=names[pid]))
     if len(set(names.values())) < len(names):  # 48 bits: a collision would merge two people silently
         raise ToolkitError(f"two of {len(names)} persons got the same pseudonym under this key; use another key")

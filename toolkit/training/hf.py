@@ -81,4 +81,43 @@ def sparse_head_trainer():
     return SparseHeadTrainer
 
 
-__all__ = ["IndexedCollator", "make_collator", "recording_trainer", "sparse_head_trainer"]
+def labelled_progress(label: str, n_epochs: int, steps_per_epoch: int, *, enabled: bool):
+    """A Trainer callback that replaces the Hugging Face progress bar and its printed log dictionaries with one
+    labelled bar per run (``train clm epoch 3/12``), or with nothing when ``enabled`` is false."""
+    from tqdm.auto import tqdm
+    from transformers import TrainerCallback
+
+    class LabelledProgress(TrainerCallback):
+        bar = None
+
+        def on_train_begin(self, args, state, control, **kw):
+            if enabled and state.is_world_process_zero:
+                self.bar = tqdm(total=n_epochs * steps_per_epoch, initial=state.global_step, unit="step",
+                                desc=f"{label} epoch {int(state.global_step // steps_per_epoch) + 1}/{n_epochs}",
+                                leave=False, dynamic_ncols=True)
+
+        def on_step_end(self, args, state, control, **kw):
+            if self.bar is not None:
+                epoch = min(n_epochs, int((state.global_step - 1) // steps_per_epoch) + 1)
+                self.bar.set_description(f"{label} epoch {epoch}/{n_epochs}", refresh=False)
+                self.bar.update(state.global_step - self.bar.n)
+
+        def on_train_end(self, args, state, control, **kw):
+            if self.bar is not None:
+                self.bar.close()
+                self.bar = None
+
+    return LabelledProgress()
+
+
+def quiet_trainer(trainer, progress_callback) -> None:
+    """Remove the Trainer's own progress bar and its printing of log dictionaries; add ``progress_callback``."""
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+    trainer.remove_callback(PrinterCallback)
+    trainer.remove_callback(ProgressCallback)
+    trainer.add_callback(progress_callback)
+
+
+__all__ = ["IndexedCollator", "labelled_progress", "make_collator", "quiet_trainer", "recording_trainer",
+           "sparse_head_trainer"]

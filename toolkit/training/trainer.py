@@ -10,6 +10,8 @@ Layout of a run directory::
       epoch-4/              a Hugging Face model + tokenizer + training_log.json, for every checkpoint epoch
       epoch-8/ ...
       trainer/checkpoint-*  the full training state of the last checkpoint epoch (optimizer, scheduler, RNG): resume
+      surrogate.key         *_surrogate strategies: the secret key of the run's surrogates (owner-only; a resume
+                            reuses it: toolkit.strategies.surrogates.run_surrogate_key)
 
 Only the last full-state checkpoint is kept; ``epoch-N`` folders hold the weights the audits load.
 
@@ -42,7 +44,8 @@ from toolkit.io import atomic_write_json, make_private_dir
 from toolkit.strategies import Strategy, get_strategy, require_identifiers, training_set
 from toolkit.training.checkpoints import (checkpoint_dirs, checkpoint_steps, export_missing_epoch, last_state,
                                           save_checkpoint)
-from toolkit.training.hf import IndexedCollator, make_collator, recording_trainer, sparse_head_trainer
+from toolkit.training.hf import (IndexedCollator, labelled_progress, make_collator, quiet_trainer, recording_trainer,
+                                 sparse_head_trainer)
 from toolkit.training.provenance import base_fingerprint, check_same_inputs, identifiers_fingerprint
 
 log = logging.getLogger(__name__)
@@ -141,7 +144,7 @@ def train(corpus: Corpus, base: str | Path, run_dir: str | Path, strategy: str |
     fingerprint = corpus_fingerprint(corpus)
     inputs = {"base_fingerprint": base_fingerprint(base, model, tokenizer),
               "identifiers_fingerprint": identifiers_fingerprint(positions if strat.protect else None,
-                                                                 spans if strat.text == "pseudo" else None)}
+                                                                 spans if strat.reads_spans else None)}
     meta_path = run / "run.json"
     if meta_path.is_file():
         try:
@@ -167,8 +170,13 @@ def train(corpus: Corpus, base: str | Path, run_dir: str | Path, strategy: str |
             "corpus": fingerprint, **inputs, "status": "running", "started": time.strftime("%Y-%m-%dT%H:%M:%S")}
     atomic_write_json(meta, meta_path)
     max_length = min(cfg.max_length, _model_max_length(model))
+    key = None
+    if strat.text == "surrogate":  # secret, kept in the run directory so that a resume draws the same surrogates
+        from toolkit.strategies.surrogates import run_surrogate_key
+
+        key = run_surrogate_key(run, resuming=bool(checkpoint_dirs(run)) or last_state(run / "trainer") is not None)
     data = training_set(corpus, tokenizer, strat, positions=positions, spans=spans, max_length=max_length,
-                        progress=progress)
+                        progress=progress, surrogate_key=key)
     examples = data.examples
     t0 = time.perf_counter()
     if strat.dp:
@@ -308,6 +316,8 @@ def _train_hf(model, tokenizer, examples: list[dict], strat: Strategy, cfg: Trai
         extra_callbacks.append(StepCheckpoints())
     trainer = trainer_cls(model=model, args=args, train_dataset=dataset, data_collator=collator,
                           callbacks=[EpochCheckpoints(), *extra_callbacks, *callbacks])
+    quiet_trainer(trainer, labelled_progress(f"train {strat.name}", max(cfg.epochs), steps_per_epoch,
+                                             enabled=progress))
     resume = last_state(state_dir)
     if resume is not None:
         export_missing_epoch(resume, model, tokenizer, run, strat.name, wanted)

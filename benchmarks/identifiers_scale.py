@@ -1,0 +1,209 @@
+"""Benchmark: identifier analysis at hospital scale — the out-of-core engine against the in-memory one, in one run.
+
+Corpora of 27M, 108M and 270M words are generated with the sample generator (``toolkit.samples``): blocks of 24,400
+patients (~50,000 notes of ~540 words, ~27M words), each block with its own seed and an id prefix, written once as
+JSON Lines to ``--data`` and reused. For every size and implementation one fresh process runs what a user runs,
+``python -m toolkit identifiers CORPUS --detector oracle --engine duckdb|memory`` (reading, analysis, writing the set)
+and reports its wall time and peak resident memory (``getrusage`` maxrss: Python, Arrow and DuckDB together). The
+in-memory engine is skipped where it would not fit (about 140 bytes of peak memory per word: ``--memory-skip-above``).
+The outputs of both engines are compared (every table and the summary) wherever both ran. The machine's load average
+is printed before each run: the machine may be shared, so compare the ratios of one run.
+
+``--engines`` also compares DuckDB with Polars' streaming engine on the graph step alone (the unigram edge table,
+term degrees and per-individual counts from the first pass's batch files of the 27M corpus): time and peak memory.
+
+Usage: ``python benchmarks/identifiers_scale.py [--sizes 27,108,270] [--memory-limit 8GB] [--engines]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+BLOCK_PATIENTS = 24_400
+BLOCK_WORDS_M = 27
+
+
+def block(data: Path, index: int) -> Path:
+    """Generated block ``index`` (seed ``1 + index``, ids prefixed ``bNNN-``), kept between runs."""
+    from toolkit.samples import generate_clinical
+
+    path = data / f"block-{index:03d}.jsonl"
+    if not path.is_file():
+        data.mkdir(parents=True, exist_ok=True)
+        t0 = time.perf_counter()
+        tmp = path.with_suffix(".tmp")
+        with open(tmp, "w", encoding="utf-8") as fh:
+            for r in generate_clinical(n_individuals=BLOCK_PATIENTS, seed=1 + index, words_per_note=500):
+                r["doc_id"], r["person_id"] = f"b{index:03d}-{r['doc_id']}", f"b{index:03d}-{r['person_id']}"
+                fh.write(json.dumps(r, ensure_ascii=False) + "\n")
+        tmp.rename(path)
+        print(f"  generated block {index} in {time.perf_counter() - t0:.0f} s", flush=True)
+    return path
+
+
+def generate(data: Path, size: int) -> Path:
+    """The corpus of ``size`` million words: the first ``size / 27`` blocks, concatenated."""
+    import shutil
+
+    path = data / f"notes-{size}M.jsonl"
+    if not path.is_file():
+        tmp = path.with_suffix(".tmp")
+        with open(tmp, "wb") as out:
+            for i in range(max(1, size // BLOCK_WORDS_M)):
+                with open(block(data, i), "rb") as fh:
+                    shutil.copyfileobj(fh, out, 1 << 24)
+        tmp.rename(path)
+    return path
+
+
+def child(argv: list[str]) -> None:
+    """Run the toolkit's CLI in this process and print wall time and peak memory as JSON."""
+    from toolkit.cli import main as cli
+
+    t0 = time.perf_counter()
+    code = cli(argv)
+    out = {"code": code, "seconds": time.perf_counter() - t0,
+           "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}
+    print("RESULT " + json.dumps(out), flush=True)
+
+
+def run(corpus: Path, out: Path, engine: str, extra: list[str]) -> dict:
+    load = os.getloadavg()[0]
+    cmd = [sys.executable, __file__, "--child", "identifiers", str(corpus), "--detector", "oracle", "--quiet",
+           "--out", str(out), "--engine", engine, *extra]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    lines = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
+    if proc.returncode or not lines:
+        print(proc.stdout[-2000:], proc.stderr[-4000:])
+        return {"failed": True, "load": load}
+    return {**json.loads(lines[-1][7:]), "load": load}
+
+
+def same_outputs(a: Path, b: Path) -> bool:
+    from pandas.testing import assert_frame_equal
+
+    from toolkit.identifiers import load_identifiers
+
+    x, y = load_identifiers(a), load_identifiers(b)
+    for name in ("terms", "individuals", "positions", "spans", "documents"):
+        assert_frame_equal(x[name], y[name], check_exact=True)
+    x["summary"].pop("timings_s"), y["summary"].pop("timings_s")
+    return x["summary"] == y["summary"]
+
+
+def engines(corpus: Path, work: Path, memory_limit: str) -> None:
+    """DuckDB against Polars on the graph step (unigram edges, degrees, per-individual counts)."""
+    script = f"""
+import resource, sys, time
+from pathlib import Path
+work = Path({str(work)!r})
+t0 = time.perf_counter()
+if sys.argv[1] == "duckdb":
+    import duckdb
+    con = duckdb.connect(str(work / "bench.duckdb"))
+    con.execute("SET memory_limit = '{memory_limit}'")
+    con.execute("SET temp_directory = '" + str(work / "spill") + "'")
+    src = lambda k: "read_parquet('" + str(work / k / "*" / "*.parquet") + "', hive_partitioning = true)"
+    con.execute("CREATE TABLE gv AS SELECT term, (row_number() OVER (ORDER BY term) - 1)::INTEGER AS gid "
+                "FROM (SELECT DISTINCT term FROM " + src("vocab") + ")")
+    con.execute("CREATE TABLE vmap AS SELECT v.b, v.t, g.gid FROM " + src("vocab") + " v JOIN gv g USING (term)")
+    con.execute("CREATE TABLE e1 AS SELECT m.gid, w.p, count(*) AS n_occ, count(*) FILTER (WHERE w.d) AS n_dir "
+                "FROM " + src("words") + " w JOIN vmap m ON m.b = w.b AND m.t = w.t GROUP BY ALL")
+    con.execute("CREATE TABLE t1 AS SELECT gid, count(*) AS n_ind, sum(n_occ) AS n_occ FROM e1 GROUP BY gid")
+    n = con.execute("SELECT count(*) FROM (SELECT e.p, count(*) FROM e1 e JOIN t1 USING (gid) "
+                    "WHERE t1.n_ind < 2 GROUP BY e.p)").fetchall()[0][0]
+else:
+    import polars as pl
+    words = pl.scan_parquet(str(work / "words" / "*" / "*.parquet"), hive_partitioning=True)
+    vocab = pl.scan_parquet(str(work / "vocab" / "*" / "*.parquet"), hive_partitioning=True)
+    gv = vocab.select("term").unique().sort("term").with_row_index("gid").collect(engine="streaming").lazy()
+    vmap = vocab.join(gv, on="term").select("b", "t", "gid")
+    e1 = (words.join(vmap, on=["b", "t"]).group_by("gid", "p")
+          .agg(pl.len().alias("n_occ"), pl.col("d").sum().alias("n_dir")))
+    e1.sink_parquet(str(work / "e1.parquet"), engine="streaming")
+    e1 = pl.scan_parquet(str(work / "e1.parquet"))
+    t1 = e1.group_by("gid").agg(pl.len().alias("n_ind"), pl.col("n_occ").sum())
+    n = (e1.join(t1.filter(pl.col("n_ind") < 2), on="gid").group_by("p").len()
+         .collect(engine="streaming").height)
+print(sys.argv[1], round(time.perf_counter() - t0, 1), "s", round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+      / 2**20, 2), "GB", n, "individuals with indirect words", flush=True)
+"""
+    from toolkit.identifiers.engine import EngineRun  # the batch files come from the engine's first pass
+    from toolkit.identifiers import IdentifierConfig
+    from toolkit.identifiers.stream import JsonlBatches
+    from toolkit.identifiers.storage import StagedIdentifiers
+
+    work.mkdir(parents=True, exist_ok=True)
+    with StagedIdentifiers(work / "unused") as staged:
+        r = EngineRun(IdentifierConfig(detector="oracle"), staged, work, 2)
+        t0 = time.perf_counter()
+        for docs in JsonlBatches(corpus):
+            r.add_batch(docs)
+        print(f"first pass (batch files): {r.n_words / 1e6:.1f}M words in {time.perf_counter() - t0:.0f} s")
+        r.spans.close(), r.documents.close()
+    for name in ("duckdb", "polars"):
+        subprocess.run([sys.executable, "-c", script, name], check=False)
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--child":
+        return child(sys.argv[2:])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", default="27,108,270", help="millions of words, multiples of 27")
+    ap.add_argument("--data", default=str(Path(tempfile.gettempdir()) / "identifiers-scale"))
+    ap.add_argument("--memory-limit", default="8GB", help="the duckdb engine's --memory-limit")
+    ap.add_argument("--threads", default=None)
+    ap.add_argument("--memory-skip-above", type=float, default=110, help="skip the in-memory engine above this many "
+                    "million words (it needs ~140 bytes per word)")
+    ap.add_argument("--engines", action="store_true", help="also compare DuckDB and Polars on the graph step")
+    ap.add_argument("--keep", action="store_true", help="keep the outputs")
+    args = ap.parse_args()
+    data = Path(args.data)
+    sizes = [int(s) for s in args.sizes.split(",")]
+    print(f"machine: {os.cpu_count()} CPUs, {os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.0f} "
+          f"GiB; load average {os.getloadavg()}")
+    extra = ["--memory-limit", args.memory_limit] + (["--threads", args.threads] if args.threads else [])
+    rows = []
+    for size in sizes:
+        corpus = generate(data, size)
+        for engine in ("duckdb", "memory"):
+            if engine == "memory" and size > args.memory_skip_above:
+                rows.append((size, engine, None))
+                print(f"{size}M words, memory engine: skipped (needs about {size * 0.14:.0f} GB)", flush=True)
+                continue
+            res = run(corpus, data / f"out-{size}M-{engine}", engine, extra if engine == "duckdb" else [])
+            print(f"{size}M words, {engine}: {res}", flush=True)
+            rows.append((size, engine, res))
+        if (data / f"out-{size}M-memory").is_dir() and (data / f"out-{size}M-duckdb").is_dir():
+            print(f"{size}M words: same outputs: {same_outputs(data / f'out-{size}M-duckdb', data / f'out-{size}M-memory')}")
+    n_words = {}
+    for size in sizes:
+        s = data / f"out-{size}M-duckdb" / "summary.json"
+        n_words[size] = json.loads(s.read_text())["n_words"] if s.is_file() else size * 1e6
+    print(f"\n{'words':>8} {'engine':<8} {'seconds':>8} {'words/s':>12} {'peak GB':>8} {'B/word':>7} {'load':>5}")
+    for size, engine, res in rows:
+        if res is None or res.get("failed"):
+            print(f"{n_words[size] / 1e6:7.0f}M {engine:<8} {'skipped' if res is None else 'failed':>8}")
+            continue
+        print(f"{n_words[size] / 1e6:7.0f}M {engine:<8} {res['seconds']:8.1f} {n_words[size] / res['seconds']:12,.0f} "
+              f"{res['peak_rss_gb']:8.2f} {res['peak_rss_gb'] * 2**30 / n_words[size]:7.1f} {res['load']:5.1f}")
+    if args.engines:
+        engines(data / f"notes-{sizes[0]}M.jsonl", data / "engines-work", args.memory_limit)
+    if not args.keep:
+        import shutil
+
+        for size in sizes:
+            for engine in ("duckdb", "memory"):
+                shutil.rmtree(data / f"out-{size}M-{engine}", ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

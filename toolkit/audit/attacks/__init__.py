@@ -1,0 +1,49 @@
+"""Membership and identifier attacks on an audited language model (SPEC §10, §11); one module per attack, as mimir.
+
+Membership attacks (higher score = more likely a member), all computed from one
+:class:`~toolkit.audit.losses.TokenLosses` per model:
+
+* ``loss`` (Yeom et al. 2018), ``zlib`` (Carlini et al. 2021), ``min_k`` (Shi et al. 2024), ``min_k_plus_plus``
+  (Zhang et al. 2024, causal only), ``reference`` (needs a reference model);
+* precomputed scores such as ``identifier_count`` (:func:`toolkit.metrics.mia_scores`) join the battery through
+  ``run_battery(..., extra_scores=...)``.
+
+Identifier attacks: :func:`pii_inference` (Lukas et al. 2023), :func:`memorisation_scores` and canary
+:func:`exposure` (Carlini et al. 2019).
+
+>>> res = run_battery(model, tokenizer, members, nonmembers, reference=(base, base_tok))   # doctest: +SKIP
+>>> res.save("out/audit"); res.strongest                                                  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from toolkit.audit.attacks.battery import (
+    ATTACKS,
+    FPRS,
+    BatteryResult,
+    battery_from_scores,
+    membership_scores,
+    person_scores,
+    run_battery,
+)
+from toolkit.audit.attacks.canaries import (
+    canaries_into_corpus,
+    canary_ranges,
+    exposure,
+    exposure_from_samples,
+    exposure_summary,
+    insert_canaries,
+    make_canaries,
+)
+from toolkit.audit.attacks.memorisation import memorisation_scores
+from toolkit.audit.attacks.pii_inference import identifier_occurrences, occurrence_window, pii_inference
+
+#: attacks on identifiers (not score-threshold membership attacks)
+IDENTIFIER_ATTACKS = {"pii_inference": pii_inference, "memorisation": memorisation_scores, "canary_exposure": exposure}
+
+__all__ = [
+    "ATTACKS", "FPRS", "IDENTIFIER_ATTACKS", "BatteryResult", "battery_from_scores", "canaries_into_corpus",
+    "canary_ranges", "exposure",
+    "exposure_from_samples", "exposure_summary", "identifier_occurrences", "insert_canaries", "make_canaries",
+    "membership_scores", "memorisation_scores", "occurrence_window", "person_scores", "pii_inference", "run_battery",
+]

@@ -1,0 +1,191 @@
+"""PII inference (after Lukas et al., "Analyzing Leakage of Personally Identifiable Information in Language Models",
+IEEE S&P 2023; ``microsoft/analysing_pii_leakage``, perplexity-based inference/reconstruction).
+
+For each occurrence of a direct identifier of category ``c`` in a member document, the attacker knows the text
+around it and a set of candidates: the true identifier and ``n_candidates - 1`` identifiers of category ``c`` drawn
+(seeded) from *other* individuals (terms the occurrence's own individual also uses are excluded). Each candidate is
+put in the slot by text substitution, and scored by the model's log-likelihood of the window with the candidate in
+place:
+
+.. math:: \\hat c = \\arg\\max_{c \\in C} \\log p_f(w[c]) ,
+
+``log p_f`` the summed token log-likelihood of the window (causal) or its pseudo-log-likelihood (masked, Salazar et
+al. 2020), as the peer code ranks candidates by perplexity of the filled-in sequence. Top-1 accuracy is reported per
+category and overall, against chance (:math:`1/|C|`) and against the same attack on a reference model.
+
+Choices: every occurrence of the true identifier's surface form inside the window (as a whole word) is replaced, not
+only the target one, so the window never shows the answer; ties for the highest score share the credit
+(:math:`1/\\#\\text{tied}` when the true identifier is among them), which makes chance exactly :math:`1/|C|`.
+The window is the audit window around the occurrence (:func:`occurrence_window`), with 16 tokens left free so that a
+longer candidate still fits.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Callable
+
+import numpy as np
+import pandas as pd
+
+from toolkit.audit.losses import model_name, sequence_log_likelihoods
+from toolkit.corpus import Corpus
+
+#: tokens left free in a PII-inference window for candidates longer than the true identifier
+SLACK_TOKENS = 16
+
+
+def normalize(term: str) -> str:
+    return unicodedata.normalize("NFKC", term).strip().lower()
+
+
+def occurrence_window(text: str, start: int, end: int, tokenizer, window: int | None,
+                      slack: int = SLACK_TOKENS) -> tuple[str, int, int]:
+    """``(window_text, start', end')``: at most ``window - slack`` tokens (special tokens counted) of ``text`` around
+    ``text[start:end]``, the identifier centred when the document is longer; offsets relative to the window."""
+    if tokenizer is None or window is None:
+        return text, start, end
+    offs = np.asarray(tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"],
+                      dtype=np.int64).reshape(-1, 2)
+    budget = max(1, window - tokenizer.num_special_tokens_to_add(pair=False) - slack)
+    if len(offs) <= budget:
+        return text, start, end
+    inside = np.flatnonzero((offs[:, 0] < end) & (offs[:, 1] > start))
+    a = int(inside[0]) if inside.size else int(np.searchsorted(offs[:, 0], start))
+    b = int(inside[-1]) + 1 if inside.size else a
+    lo = max(0, a - max(0, budget - (b - a)) // 2)
+    hi = min(len(offs), max(lo + budget, b))
+    lo = max(0, min(lo, hi - budget))
+    cs, ce = min(int(offs[lo, 0]), start), max(int(offs[hi - 1, 1]), end)
+    return text[cs:ce], start - cs, end - cs
+
+
+def substitute(text: str, start: int, end: int, candidate: str) -> str:
+    """``text`` with ``text[start:end]`` and every other whole-word occurrence of it replaced by ``candidate``."""
+    surface = text[start:end]
+    spans = {(m.start(), m.end()) for m in re.finditer(rf"(?<!\w){re.escape(surface)}(?!\w)", text)}
+    spans.add((start, end))
+    out, pos = [], 0
+    for s, e in sorted(spans):
+        if s < pos:  # overlapping match (cannot happen for a whole word, kept safe)
+            continue
+        out += [text[pos:s], candidate]
+        pos = e
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def identifier_occurrences(corpus: Corpus, positions: pd.DataFrame, *, direct_only: bool = True) -> pd.DataFrame:
+    """Occurrences ``doc_id, person_id, start, end, category, term, surface, key`` of identifiers in ``corpus``.
+
+    ``positions`` needs ``doc_id, start, end, category`` (e.g. ``IdentifierAnalysis.positions()`` or a span table);
+    ``term`` defaults to the text slice. With a ``direct`` column and ``direct_only``, only direct identifiers are
+    kept. Rows of documents outside the corpus or without a category are dropped.
+    """
+    missing = [c for c in ("doc_id", "start", "end", "category") if c not in positions.columns]
+    if missing:
+        raise ValueError(f"the positions table lacks column(s) {missing}")
+    pos = positions
+    if direct_only and "direct" in pos.columns:
+        pos = pos[pos["direct"].astype(bool)]
+    ids = {d.doc_id for d in corpus}
+    pos = pos[pos["doc_id"].astype(str).isin(ids) & pos["category"].notna() & (pos["category"].astype(str) != "")]
+    rows = []
+    for r in pos.itertuples(index=False):
+        d = corpus.get(str(r.doc_id))
+        s, e = int(r.start), int(r.end)
+        surface = d.text[s:e]
+        term = getattr(r, "term", None) if "term" in pos.columns else None
+        term = surface if not isinstance(term, str) else term
+        rows.append((d.doc_id, d.person_id, s, e, str(r.category), term, surface, normalize(term)))
+    return pd.DataFrame(rows, columns=["doc_id", "person_id", "start", "end", "category", "term", "surface", "key"])
+
+
+def _top1(scores: np.ndarray) -> float:
+    """Credit of the true candidate (index 0): 1 / number of candidates tied at the maximum, if it is among them."""
+    best = scores.max()
+    return 1.0 / int((scores == best).sum()) if scores[0] == best else 0.0
+
+
+def _default_scorer(model, tokenizer, batch_size, progress) -> Callable[[list[str]], np.ndarray]:
+    return lambda texts: sequence_log_likelihoods(model, tokenizer, texts, window=None, batch_size=batch_size,
+                                                  progress=progress)
+
+
+def pii_inference(model, tokenizer, corpus: Corpus, positions: pd.DataFrame, *, reference=None,
+                  n_candidates: int = 50, max_occurrences: int | None = 200, window: int | None = 256, seed: int = 0,
+                  batch_size: int | None = None, scorer: Callable[[list[str]], np.ndarray] | None = None,
+                  reference_scorer: Callable[[list[str]], np.ndarray] | None = None, reference_name: str | None = None,
+                  return_table: bool = False, progress: bool = True):
+    """Top-1 accuracy of PII inference on the member documents ``corpus`` (see the module docstring).
+
+    Parameters
+    ----------
+    positions : DataFrame
+        Identifier occurrences (``doc_id, start, end, category[, term, direct]``), see :func:`identifier_occurrences`.
+    reference : (model, tokenizer), optional
+        The reference model for the same attack (usually the base model).
+    max_occurrences : int or None
+        At most this many occurrences (a seeded sample) are attacked; ``None``: all.
+    scorer, reference_scorer : callable, optional
+        ``texts -> log-likelihoods``; replace the model's (dependency injection, e.g. in tests).
+
+    Returns
+    -------
+    dict
+        ``n_occurrences``, ``n_without_candidates``, ``n_candidates``, ``window``, ``seed``, ``model``, ``reference``,
+        ``overall`` and ``by_category`` (each ``n``, ``top1``, ``chance``, ``reference_top1``, ``ratio_to_chance``),
+        JSON-ready (``identifiers.json``). With ``return_table``, also the per-occurrence table.
+    """
+    rng = np.random.default_rng(seed)
+    occ = identifier_occurrences(corpus, positions)
+    pool: dict[str, dict[str, tuple[str, set]]] = {}
+    for r in occ.itertuples(index=False):
+        surf, people = pool.setdefault(r.category, {}).get(r.key, (r.surface, set()))
+        people.add(r.person_id)
+        pool[r.category][r.key] = (surf, people)
+    n_total = len(occ)
+    if max_occurrences is not None and n_total > max_occurrences:
+        occ = occ.iloc[np.sort(rng.choice(n_total, size=max_occurrences, replace=False))]
+    texts, rows, n_without = [], [], 0
+    for r in occ.itertuples(index=False):
+        cands = sorted(surf for key, (surf, people) in pool[r.category].items()
+                       if key != r.key and r.person_id not in people)
+        if not cands:
+            n_without += 1
+            continue
+        drawn = rng.choice(len(cands), size=min(n_candidates - 1, len(cands)), replace=False)
+        wt, s, e = occurrence_window(corpus.get(r.doc_id).text, r.start, r.end, tokenizer, window)
+        texts += [substitute(wt, s, e, c) for c in [wt[s:e]] + [cands[j] for j in drawn]]
+        rows.append((r.doc_id, r.person_id, r.category, r.term, 1 + drawn.size))
+    table = pd.DataFrame(rows, columns=["doc_id", "person_id", "category", "term", "n_candidates"])
+    bounds = np.r_[0, np.cumsum(table["n_candidates"].to_numpy(dtype=np.int64))]
+
+    def credits(fn) -> np.ndarray:
+        ll = np.asarray(fn(texts), dtype=float) if texts else np.zeros(0)
+        return np.array([_top1(ll[bounds[i]:bounds[i + 1]]) for i in range(len(table))])
+
+    scorer = scorer or _default_scorer(model, tokenizer, batch_size, progress)
+    table["top1"] = credits(scorer)
+    table["chance"] = 1.0 / table["n_candidates"]
+    ref_name = None
+    if reference is not None or reference_scorer is not None:
+        if reference_scorer is None:
+            reference_scorer = _default_scorer(reference[0], reference[1], batch_size, progress)
+        table["reference_top1"] = credits(reference_scorer)
+        ref_name = reference_name or (model_name(reference[0]) if reference is not None else "reference")
+
+    def summary(t: pd.DataFrame) -> dict:
+        top1, chance = float(t["top1"].mean()), float(t["chance"].mean())
+        ref = float(t["reference_top1"].mean()) if "reference_top1" in t else None
+        return {"n": int(len(t)), "top1": top1, "chance": chance, "reference_top1": ref,
+                "ratio_to_chance": top1 / chance if chance else None}
+
+    empty = {"n": 0, "top1": None, "chance": None, "reference_top1": None, "ratio_to_chance": None}
+    out = {"n_occurrences": int(len(table)), "n_occurrences_total": int(n_total),
+           "n_without_candidates": int(n_without), "n_candidates": int(n_candidates), "window": window,
+           "seed": seed, "model": model_name(model) if model is not None else None, "reference": ref_name,
+           "overall": summary(table) if len(table) else empty,
+           "by_category": {c: summary(t) for c, t in table.groupby("category", sort=True)}}
+    return (out, table) if return_table else out

@@ -1,0 +1,67 @@
+"""``audit``: any masked or causal model (Hugging Face id or directory) under the strongest known attacks, with a
+traffic-light verdict per model (:func:`toolkit.pipelines.audit_only.audit_models`)."""
+
+from __future__ import annotations
+
+import argparse
+
+from toolkit.cli.common import FORMAT_HELP, add_quiet, csv_list
+
+TITLE = "model audit"
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    from toolkit.cli.common import load_corpus_split
+    from toolkit.errors import ToolkitError
+    from toolkit.pipelines.audit_only import audit_models
+
+    if args.identifiers and args.detector:
+        raise ToolkitError("give either --identifiers DIR or --detector (with --k, --n), not both")
+    if not (args.identifiers or args.detector):
+        raise ToolkitError("name the identifiers: --identifiers DIR (from `python -m toolkit identifiers`) or "
+                           "--detector oracle|patterns|spacy with --k and --n")
+    reference = False if args.reference == "none" else args.reference
+    result = audit_models(args.models, load_corpus_split(args.corpus, format=args.format),
+                          members=csv_list(args.members), nonmembers=csv_list(args.nonmembers), reference=reference,
+                          identifiers=args.identifiers, detector=args.detector, k=args.k, n=args.n,
+                          out_dir=args.out, dtype=args.dtype, device_map=args.device_map, window=args.window,
+                          n_individuals=args.n_individuals, seed=args.seed, n_bootstrap=args.bootstrap,
+                          progress=not args.quiet)
+    for label, ref in result.references.items():
+        print(f"{label}: reference {ref or 'none'}; files in {result.out_dir / label}")
+    print(f"report: {result.out_dir / 'report.html'}")
+    for line in result.lines():
+        print(line)
+    return 0
+
+
+def register(sub) -> None:
+    s = sub.add_parser("audit", help="audit any masked or causal model with the strongest known attacks and give a "
+                                     "verdict (SPEC §10-11)",
+                       description="Membership attacks (loss, zlib, Min-K%, Min-K%++, reference, identifier count), "
+                                   "PII inference, memorisation and the §4 probe of every MODEL on the members vs "
+                                   "non-members of --corpus; writes OUT/<model>/ (attacks.json, roc.json, "
+                                   "scores.parquet, identifiers.json, verdict.json), OUT/verdicts.json and "
+                                   "OUT/report.html. The last lines: one verdict per model.")
+    s.add_argument("models", nargs="+", metavar="MODEL", help="Hugging Face model ids or model directories")
+    s.add_argument("--corpus", required=True, help="corpus holding the members and the non-members")
+    s.add_argument("--format", default="auto", help=FORMAT_HELP)
+    s.add_argument("--members", required=True, help="split(s) of the members: the models' training documents")
+    s.add_argument("--nonmembers", required=True, help="split(s) of the non-members (never trained on)")
+    s.add_argument("--reference", help="reference model of the attacks (default: the base named by a checkpoint's "
+                                       "run.json; 'none': no reference)")
+    s.add_argument("--identifiers", help="identifiers of the audited documents (output folder of `identifiers`)")
+    s.add_argument("--detector", help="or analyse them here: oracle, patterns, spacy or a '+' combination")
+    s.add_argument("--k", type=int, default=2, help="with --detector: indirect identifiers are used by < k "
+                                                    "individuals (default 2)")
+    s.add_argument("--n", type=int, default=1, help="with --detector: largest m-gram size (default 1)")
+    s.add_argument("--n-individuals", type=int, help="first N individuals of the members and of the non-members")
+    s.add_argument("--dtype", choices=["bf16", "fp16", "fp32"], help="load the models in this precision")
+    s.add_argument("--device-map", help="dispatch large models over the devices (e.g. auto)")
+    s.add_argument("--window", type=int, default=256, help="audit window in tokens (default 256)")
+    s.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples of the AUC intervals (default "
+                                                               "1000)")
+    s.add_argument("--seed", type=int, default=0, help="seed of the samples, candidates and masks (default 0)")
+    s.add_argument("--out", required=True, help="output folder")
+    add_quiet(s)
+    s.set_defaults(func=cmd_audit)

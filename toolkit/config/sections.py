@@ -1,0 +1,114 @@
+"""The sections of an experiment config (``corpus``, ``model``, ``training``, ``audit`` …) as typed dataclasses; reading
+and validating the YAML into them is :mod:`toolkit.config.experiment`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class CorpusSection:
+    """Which documents play which role. Paths are resolved against the config file's folder.
+
+    ``public_split`` builds the tiny base model (CPU profile) and defines *novel* identifiers (SPEC §4); members are
+    the first ``n_individuals`` individuals of ``member_split`` (fine-tuning data), non-members the first
+    ``n_individuals`` of ``nonmember_split`` (membership inference, SPEC §5). ``n_public`` limits the individuals of
+    the public split (None: all).
+    """
+
+    path: list[str]
+    format: str = "auto"
+    public_split: str | None = "public"
+    member_split: str = "train"
+    nonmember_split: str = "heldout"
+    n_individuals: int | None = None
+    n_public: int | None = None
+
+
+@dataclass
+class ModelSection:
+    """The base model: ``kind`` (``mlm``/``clm``), ``base`` (a Hugging Face id or local directory; None: the
+    profile's base — for the CPU profile a tiny model built from the public split), and for a tiny base the
+    ``architecture`` (``toolkit.models.TinyModelConfig`` fields) and ``pretrain`` schedule (``TrainConfig`` fields)
+    overriding the profile's."""
+
+    kind: str
+    base: str | None = None
+    architecture: dict[str, Any] = field(default_factory=dict)
+    pretrain: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class CanariesSection:
+    """Seeded synthetic records inserted into the members' texts before identifiers and training (Carlini et al.
+    2019, :func:`toolkit.audit.attacks.canaries_into_corpus`): ``n`` canaries, canary ``i`` inserted
+    ``repeats[i % len(repeats)]`` times. Their made-up names and numbers are not identifiers (not protected); their
+    exposure measures memorisation."""
+
+    n: int = 20
+    repeats: list[int] = field(default_factory=lambda: [1, 4, 16])
+
+
+@dataclass
+class TrainingSection:
+    """Strategies (SPEC §3) and the fine-tuning schedule: ``schedule`` holds ``TrainConfig`` fields (``epochs``,
+    ``batch_size``, ``learning_rate`` …) overriding the profile's; DP strategies use ``dp_epochs`` when given;
+    ``canaries`` (None: none) are inserted into the members' texts."""
+
+    strategies: list[str]
+    schedule: dict[str, Any] = field(default_factory=dict)
+    dp_epochs: list[int] | None = None
+    canaries: CanariesSection | None = None
+
+
+@dataclass
+class RegurgitationSection:
+    """Free-running regurgitation of a causal LM (greedy continuation of each member note's first tokens)."""
+
+    prefix_tokens: int = 32
+    max_new_tokens: int = 64
+
+
+@dataclass
+class AttacksSection:
+    """The attack battery (SPEC §10–11) on the last checkpoint of every strategy and on the base model: ``enabled``;
+    the membership attacks' audit ``window`` (tokens); PII inference's ``pii_candidates`` per occurrence,
+    ``pii_occurrences`` attacked (a seeded sample) and ``pii_window`` tokens of context (memorisation's too);
+    ``memorisation_occurrences`` measured; ``canary_references`` random secrets per canary (exposure); ``batch_size``
+    (None: adapted to the model, halved on out-of-memory)."""
+
+    enabled: bool = True
+    window: int = 256
+    pii_candidates: int = 20
+    pii_occurrences: int = 100
+    pii_window: int = 64
+    memorisation_occurrences: int = 500
+    canary_references: int = 1000
+    batch_size: int | None = None
+
+
+#: smallest allowed value of each integer option of ``audit.attacks``
+ATTACK_MINIMA = {"window": 8, "pii_candidates": 2, "pii_occurrences": 1, "pii_window": 24,
+                  "memorisation_occurrences": 1, "canary_references": 10}
+
+
+@dataclass
+class AuditSection:
+    """Probe and attack options (SPEC §4–5): which checkpoints to audit (``all`` or ``last``), whether to audit the
+    base model (epoch 0), the probe window, bootstrap resamples of the ROC, the causal-LM regurgitation test
+    (None: skipped), the attack battery, and (``models:`` configs only) the ``reference`` model of the attacks
+    (default: the base a checkpoint's ``run.json`` names)."""
+
+    checkpoints: str = "all"
+    base_model: bool = True
+    max_length: int = 256
+    batch_size: int = 32
+    n_bootstrap: int = 1000
+    regurgitation: RegurgitationSection | None = None
+    attacks: AttacksSection = field(default_factory=AttacksSection)
+    reference: str | None = None
+
+
+__all__ = ["ATTACK_MINIMA", "AttacksSection", "AuditSection", "CanariesSection", "CorpusSection", "ModelSection",
+           "RegurgitationSection", "TrainingSection"]

@@ -1,0 +1,153 @@
+"""The verdicts at the top of the report and at the end of notebooks 00 and 06, in plain words.
+
+Each audited model's ``verdict.json`` (:class:`toolkit.audit.verdict.Verdict`) becomes a coloured badge (green /
+amber / red), the deciding rule and attack in plain words with the figure that decided it, and — for green — the
+wording of :data:`toolkit.audit.verdict.GREEN_STATEMENT` with the smallest AUC the audit could have detected at
+its sample size. The rules are printed with the thresholds they use (:class:`~toolkit.audit.verdict.VerdictThresholds`).
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Iterable
+from typing import Any
+
+import pandas as pd
+
+from toolkit.audit.verdict import GREEN_STATEMENT, VerdictThresholds
+from toolkit.plots.attacks import attack_name
+
+#: the deciding rule of a verdict, in plain words
+RULES = {
+    "novel_privacy": "the model writes out identifiers of the training notes that its base model could not have "
+                     "known (novel-identifier privacy)",
+    "regurgitation": "continuing the first words of training notes, the model writes out their identifiers",
+    "pii_inference": "given a training note with one identifier blanked out, an attacker guesses the identifier "
+                     "more often than chance and than the base model",
+    "membership_tpr": "an attacker finds people who were in the training data while wrongly accusing few who were "
+                      "not",
+    "membership_auc_unresolvable_fpr": "an attacker clearly separates people who were in the training data from "
+                                       "people who were not (too few non-members to count false accusations at 1%)",
+    "membership_auc": "the strongest attack separates people who were in the training data from people who were "
+                      "not better than chance",
+    "canary_exposure": "a made-up record inserted once into the training notes is recognised by the model",
+    "none": "no rule triggered",
+}
+COLORS = {"green": "#2e7d32", "amber": "#b26a00", "red": "#c62828"}
+HEADLINES = {"red": "leakage found", "amber": "signs of leakage", "green": GREEN_STATEMENT}
+MISSING = ("No verdict: this run has no attack results (attacks/ or verdict files missing; runs made before the "
+           "attack battery have none).")
+
+
+def thresholds(th: VerdictThresholds | None = None) -> list[tuple[str, str]]:
+    """``(level, rule with its threshold)`` for every rule of :func:`toolkit.audit.verdict.verdict`."""
+    th = th or VerdictThresholds()
+    times = "once" if th.canary_repeats == 1 else f"{th.canary_repeats} times"
+    return [
+        ("red", f"novel-identifier privacy below {th.novel_privacy_red:g}"),
+        ("red", f"identifiers written out freely in more than {th.regurgitation_red:.0%} of prompts"),
+        ("red", f"PII inference top-1 accuracy above {th.pii_chance_factor:g} × chance and above the reference "
+                "(base) model's"),
+        ("red", f"any membership attack finds at least {th.tpr_red:.0%} of members at {th.fpr:.0%} false positives "
+                f"(where so few non-members cannot measure {th.fpr:.0%}: the AUC's {th.confidence:.0%} interval lies "
+                f"above {th.auc_lower_red_unresolvable:g})"),
+        ("red", f"a canary inserted {times} reaches an exposure of log2|R| − "
+                f"{th.canary_margin_bits:g} bits"),
+        ("amber", f"the strongest membership attack's AUC {th.confidence:.0%} interval lies above "
+                  f"{th.auc_lower_amber:g}"),
+        ("amber", f"novel-identifier privacy below {th.novel_privacy_amber:g}"),
+        ("green", f"none of the above: {GREEN_STATEMENT}, with the smallest AUC the sample size can detect "
+                  f"(0.5 + the half-width of the AUC's {th.confidence:.0%} interval when nothing leaks)"),
+    ]
+
+
+def _plain(reason: str) -> str:
+    """A verdict reason with its attack's key (``"min_k: …"``) replaced by the attack's plain name."""
+    head, sep, rest = reason.partition(":")
+    key = head.replace(" (strongest)", "")
+    return f"{attack_name(key)}{head[len(key):]}{sep}{rest}" if sep and key.isidentifier() else reason
+
+
+def model_verdict(label: str, model: dict[str, Any]) -> dict[str, Any]:
+    """One model's verdict in plain words: ``label``, ``strategy``, ``level``, ``rule``, ``attack``, ``figure``,
+    ``statement``, ``detectable`` (text), ``others`` (further reasons), ``not_measured``."""
+    v = model["verdict"]
+    att = model.get("attacks") or {}
+    level = v["level"]
+    out = {"label": label, "strategy": model.get("strategy") or label, "level": level,
+           "rule": RULES.get(v.get("rule"), v.get("rule")), "attack": attack_name(v["attack"]) if v.get("attack") else None,
+           "figure": v.get("figure"), "others": [_plain(r) for r in (v.get("reasons") or [])[1:]],
+           "not_measured": list(v.get("not_measured") or []), "detectable": None}
+    out["statement"] = HEADLINES.get(level, v.get("statement", ""))
+    if v.get("detectable_auc") is not None:
+        n = (f" with {att['n_members']} members and {att['n_nonmembers']} non-members"
+             if att.get("n_members") is not None else "")
+        out["detectable"] = f"smallest detectable AUC ≈ {v['detectable_auc']:.3f}{n}"
+    return out
+
+
+def run_verdicts(runs: Iterable) -> list[dict[str, Any]]:
+    """``[{"run", "models": [model_verdict …], "missing"}]`` for the report's top and the notebooks."""
+    out = []
+    for run in runs:
+        models = [model_verdict(label, m) for label, m in run.attack_models().items() if m.get("verdict")]
+        out.append({"run": run.label, "models": models, "missing": None if models else MISSING})
+    return out
+
+
+def _badge(level: str) -> str:
+    return (f'<span style="display:inline-block;min-width:4.2em;text-align:center;padding:.15em .5em;'
+            f'border-radius:.3em;color:#fff;font-weight:700;background:{COLORS.get(level, "#555")}">'
+            f"{html.escape(level.upper())}</span>")
+
+
+def verdicts_html(runs: Iterable, *, show_run: bool = True) -> str:
+    """The verdicts as an HTML fragment (inline styles: it reads the same in the report and in a notebook)."""
+    esc = html.escape
+    parts = []
+    for item in run_verdicts(runs):
+        if show_run:
+            parts.append(f'<h3 style="margin:.8em 0 .3em">{esc(item["run"])}</h3>')
+        if item["missing"]:
+            parts.append(f'<p style="color:#666;font-style:italic">{esc(item["missing"])}</p>')
+            continue
+        rows = []
+        for m in item["models"]:
+            lines = [f"<strong>{esc(m['label'])}</strong>: {esc(m['statement'])}"]
+            if m["level"] == "green":
+                if m["detectable"]:
+                    lines.append(esc(m["detectable"]) + ".")
+            else:
+                lines.append(f"Deciding rule: {esc(m['rule'])}."
+                             + (f" Attack: {esc(m['attack'])}." if m["attack"] else "")
+                             + (f" Figure: {esc(m['figure'])}." if m["figure"] else ""))
+            if m["others"]:  # every further rule that triggered, the first few in full (a one-minute read)
+                more = len(m["others"]) - 3
+                lines.append(f"Also triggered ({len(m['others'])}): " + esc("; ".join(m["others"][:3]))
+                             + (f"; and {more} more (see the Attacks section)." if more > 0 else "."))
+            if m["not_measured"]:
+                lines.append("Not measured: " + esc(", ".join(m["not_measured"])) + ".")
+            rows.append(f'<tr class="verdict verdict-{esc(m["level"])}"><td style="vertical-align:top;'
+                        f'padding:.35em .8em .35em 0">{_badge(m["level"])}</td><td style="padding:.35em 0">'
+                        + "<br>".join(lines) + "</td></tr>")
+        parts.append('<table style="border-collapse:collapse">' + "".join(rows) + "</table>")
+    return "\n".join(parts)
+
+
+def thresholds_html(th: VerdictThresholds | None = None) -> str:
+    rows = "".join(f"<li>{_badge(level)} {html.escape(text)}</li>" for level, text in thresholds(th))
+    return f'<ul style="list-style:none;padding-left:0;line-height:1.9">{rows}</ul>'
+
+
+def verdicts_frame(runs: Iterable) -> pd.DataFrame:
+    """One row per run and audited model: level, deciding rule, attack, figure, statement (notebook 06)."""
+    rows = [{"run": item["run"], "model": m["label"], "verdict": m["level"], "deciding rule": m["rule"],
+             "attack": m["attack"] or "", "figure": m["figure"] or "",
+             "statement": m["statement"] + (f" ({m['detectable']})" if m["level"] == "green" and m["detectable"]
+                                            else "")}
+            for item in run_verdicts(runs) for m in item["models"]]
+    return pd.DataFrame(rows, columns=["run", "model", "verdict", "deciding rule", "attack", "figure", "statement"])
+
+
+__all__ = ["COLORS", "HEADLINES", "MISSING", "RULES", "model_verdict", "run_verdicts", "thresholds", "thresholds_html",
+           "verdicts_frame", "verdicts_html"]
