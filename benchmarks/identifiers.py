@@ -9,23 +9,31 @@ On a generated clinical corpus (default 50,000 documents, ~25M words) it times
 * ``networkx``     — a bipartite ``networkx.Graph`` with an edge person–term per occurrence, term degree < k;
 
 checks that all three find the same indirect identifiers and per-individual counts, and prints times and ratios.
-It also measures spaCy NER throughput (words/s) of the default detector on a subset.
+It then measures spaCy NER on the sample notes (and on an Enron-layout folder given with ``--enron``): document-level
+NER (one text per document, as before the piece cache) against sentence pieces run once per distinct text
+(:mod:`toolkit.identifiers.ner`, one process and ``n_process=0``): words/s, the share of distinct pieces, the share
+of characters that went through the model, and precision / recall against the gold spans (sentence rows: the
+difference to document-level).
 
-Usage: ``python benchmarks/identifiers.py [--documents 50000] [--words-per-note 500] [--spacy-docs 300]``
+Usage: ``python benchmarks/identifiers.py [--documents 50000] [--words-per-note 500] [--ner-only] [--enron DIR]``
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import os
 import time
 from collections import defaultdict
+from pathlib import Path
 
 import networkx as nx
 
 from toolkit.corpus import Corpus, make_document
 from toolkit.identifiers import SpacyDetector, analyze, normalize_term, word_pattern
 from toolkit.samples.clinical import generate_clinical
+
+SAMPLE = Path(__file__).resolve().parent.parent / "data_samples" / "clinical" / "notes.jsonl"
 
 
 def build_corpus(n_documents: int, words_per_note: int, seed: int) -> Corpus:
@@ -84,11 +92,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--documents", type=int, default=50_000)
     ap.add_argument("--words-per-note", type=int, default=500)
-    ap.add_argument("--spacy-docs", type=int, default=300)
+    ap.add_argument("--spacy-docs", type=int, default=0, help="NER on the first N documents (0: all)")
+    ap.add_argument("--enron", default=None, help="an Enron-layout folder: NER words/s and distinct pieces there too")
+    ap.add_argument("--ner-only", action="store_true", help="only the NER comparison")
     ap.add_argument("--k", type=int, default=2)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--skip-networkx", action="store_true")
     args = ap.parse_args()
+    if args.ner_only:
+        return ner(args)
 
     t0 = time.perf_counter()
     corpus = build_corpus(args.documents, args.words_per_note, args.seed)
@@ -114,16 +126,41 @@ def main() -> None:
     for name, t in rows:
         print(f"{name:<22} {t:9.1f} {n_words / t:12,.0f} {t / t_toolkit:10.1f}x")
 
-    sub = list(corpus)[: args.spacy_docs]
-    sub_words = int(result.words.doc_ptr[len(sub)])
-    for n_process in (1, 2):
-        det = SpacyDetector(n_process=n_process)
-        det.load()  # exclude model loading from the timing (workers still load their own copy)
-        _, t_spacy = timed(f"spaCy x{n_process}", lambda: det.detect(sub, progress=False))
-        print(f"spaCy NER ({det.model}, {n_process} process(es)): {sub_words / t_spacy:,.0f} words/s over "
-              f"{len(sub)} documents; the full corpus would take about "
-              f"{n_words / (sub_words / t_spacy) / 60:.0f} min")
+    ner(args)
 
+
+def ner(args) -> None:
+    """spaCy NER: document-level (one text per document, as before) against sentence pieces with the cache
+    (:mod:`toolkit.identifiers.ner`): words/s, distinct-piece ratio, and precision / recall against the gold spans."""
+    from toolkit.corpus import load_corpus
+    from toolkit.identifiers import detector_scores, segment_corpus
+
+    sources = [("sample", load_corpus(SAMPLE), True)]
+    if args.enron:
+        sources.append(("enron", load_corpus(args.enron, format="enron"), False))
+    print(f"\nspaCy NER ({SpacyDetector().model}); machine load {os.getloadavg()[0]:.1f}")
+    print(f"{'corpus':<8} {'mode':<22} {'words/s':>9} {'distinct':>9} {'run chars':>9} {'P':>7} {'R':>7}")
+    for name, corpus, gold in sources:
+        docs = list(corpus)[: args.spacy_docs or None]
+        words = segment_corpus([d.text for d in docs], progress=False)
+        modes = [("document", dict(unit="document", max_chars=10_000_000, cache_size=0, n_process=1)),
+                 ("sentences, 1 process", dict(n_process=1)), ("sentences, auto", dict(n_process=0))]
+        base = None
+        for mode, kw in modes:
+            det = SpacyDetector(**kw)
+            det.detect([make_document("warm-up", "w", "Warm up.")], progress=False)  # model loaded outside the timing
+            t0 = time.perf_counter()
+            spans = det.detect(docs, progress=False)
+            dt = time.perf_counter() - t0
+            st = det.last_stats
+            pr = ("", "")
+            if gold:
+                sc = detector_scores(words, spans, [list(d.spans) for d in docs]).set_index("category")
+                p, r = sc.loc["all", "precision"], sc.loc["all", "recall"]
+                base = base or (p, r)
+                pr = (f"{p:.4f}", f"{r:.4f}") if mode == "document" else (f"{p - base[0]:+.4f}", f"{r - base[1]:+.4f}")
+            print(f"{name:<8} {mode:<22} {len(words) / dt:9,.0f} {st['distinct_pieces'] / max(st['pieces'], 1):9.3f} "
+                  f"{st['ner_chars'] / max(st['chars'], 1):9.3f} {pr[0]:>7} {pr[1]:>7}", flush=True)
 
 if __name__ == "__main__":
     main()

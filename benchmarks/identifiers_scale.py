@@ -136,7 +136,7 @@ else:
 print(sys.argv[1], round(time.perf_counter() - t0, 1), "s", round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
       / 2**20, 2), "GB", n, "individuals with indirect words", flush=True)
 """
-    from toolkit.identifiers.engine import EngineRun  # the batch files come from the engine's first pass
+    from toolkit.identifiers.engine_passes import EngineRun  # the batch files of the first pass
     from toolkit.identifiers import IdentifierConfig
     from toolkit.identifiers.stream import JsonlBatches
     from toolkit.identifiers.storage import StagedIdentifiers

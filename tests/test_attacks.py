@@ -423,3 +423,29 @@ def test_verdict_rules():
     red = verdict(novel_privacy=0.5, attacks=_battery(auc=0.62, lo=0.56))
     assert red.level == "red" and len(red.reasons) == 2
     assert verdict(novel_privacy=0.97, thresholds=VerdictThresholds(novel_privacy_amber=0.95)).level == "green"
+
+
+def test_canaries_into_corpus_moves_spans_and_avoids_them():
+    from toolkit.audit.attacks import canaries_into_corpus, canary_ranges
+
+    # a gold span holding ". " (a sentence-like break): no canary may be inserted inside it
+    docs = [make_document(f"d{i}", f"p{i % 3}", f"Seen by Dr. Alvarez today. Pain in knee. Then St. Mary ward {i}.",
+                          [(8, 19, "DOCTOR"), (46, 54, "LOCATION")]) for i in range(6)]
+    corpus = Corpus(docs, source="notes")
+    new, table = canaries_into_corpus(corpus, 5, (1, 4), seed=3)
+    assert [d.doc_id for d in new] == [d.doc_id for d in docs] and new.source == "notes"
+    assert table["repeats"].tolist() == [1, 4, 1, 4, 1]
+    for old, d in zip(docs, new):
+        assert [d.text[s.start:s.end] for s in d.spans] == [old.text[s.start:s.end] for s in old.spans]
+        assert (d.person_id, d.split) == (old.person_id, old.split)
+    ranges = canary_ranges(new, table)
+    assert sum(len(r) for r in ranges.values()) == table["repeats"].sum()
+    for doc_id, rs in ranges.items():
+        d = new.get(doc_id)
+        for a, b in rs:
+            assert d.text[a:b] in set(table["text"]) and not any(s.start < a < s.end for s in d.spans)
+    for r in table.itertuples():
+        assert sorted(r.doc_ids) == sorted({doc_id for doc_id, rs in ranges.items()
+                                            for a, b in rs if new.get(doc_id).text[a:b] == r.text})
+    with pytest.raises(ValueError, match="16 repeats need 16 texts"):
+        canaries_into_corpus(corpus, 3, (16,))

@@ -208,3 +208,16 @@ def test_identifiers_cli_without_gold_writes_no_quality(tmp_path, capsys, engine
                  "--engine", engine]) == 0
     assert "detector quality" not in capsys.readouterr().out
     assert "detector_quality" not in json.loads((tmp_path / "o" / "summary.json").read_text())
+
+
+def test_identifiers_cli_quality_when_nothing_is_detected(tmp_path, capsys):
+    """Gold but no detected span (an empty spans table): recall 0, precision undefined (None), with DuckDB."""
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text(json.dumps({"doc_id": "d", "person_id": "p", "text": "Dr Berg saw her",
+                                  "spans": [{"start": 3, "end": 7, "label": "DOCTOR"}]}) + "\n")
+    out = tmp_path / "o"
+    assert main(["identifiers", str(corpus), "--out", str(out), "--detector", "patterns", "--quiet"]) == 0
+    q = json.loads((out / "summary.json").read_text())["detector_quality"]["word_level"]
+    assert q["all"] == {"precision": None, "recall": 0.0, "f1": None, "support": 1, "n_predicted": 0, "n_found": 0,
+                        "n_correct": 0}
+    assert "Berg" not in capsys.readouterr().out

@@ -194,12 +194,15 @@ def test_cache_reruns_only_dependent_steps(run_dir, tmp_path):
 
     ran, _ = again(**{"audit.n_bootstrap": 10, "audit.regurgitation.max_new_tokens": 4, "audit.attacks.window": 64})
     assert ran == ATTACK_STEPS
+    # from here on without the attacks (they would re-run with every audit): no attack step at all
+    off = {"audit.n_bootstrap": 10, "audit.regurgitation.max_new_tokens": 4, "audit.attacks.enabled": False}
+    ran, cached = again(**off)
+    assert ran == set() and cached == ALL_STEPS - {"data"} - ATTACK_STEPS
 
     # k changes the identifiers: ppclm (which protects them) retrains, clm (which ignores them) does not
     before = (work / "runs/clm/epoch-8/model.safetensors").stat().st_mtime_ns
-    ran, cached = again(**{"audit.n_bootstrap": 10, "audit.regurgitation.max_new_tokens": 4, "audit.attacks.window": 64,
-                           "identifiers.k": 3})
-    assert ran == ALL_STEPS - {"data", "base", "train/clm"}
+    ran, cached = again(**off, **{"identifiers.k": 3})
+    assert ran == ALL_STEPS - {"data", "base", "train/clm"} - ATTACK_STEPS
     assert {"base", "train/clm"} <= cached
     assert (work / "runs/clm/epoch-8/model.safetensors").stat().st_mtime_ns == before
     assert json.loads((work / "identifiers_members/summary.json").read_text())["config"]["k"] == 3
@@ -208,8 +211,7 @@ def test_cache_reruns_only_dependent_steps(run_dir, tmp_path):
     step = work / "audit/ppclm/epoch-4/step.json"
     info = json.loads(step.read_text())
     step.write_text(json.dumps({**info, "status": "running"}))
-    ran, _ = again(**{"audit.n_bootstrap": 10, "audit.regurgitation.max_new_tokens": 4, "audit.attacks.window": 64,
-                      "identifiers.k": 3})
+    ran, _ = again(**off, **{"identifiers.k": 3})
     assert ran == {"audit/ppclm/epoch-4"}
 
 

@@ -89,14 +89,22 @@ def test_run_key_is_private_created_once_and_per_run(tmp_path):
     old = os.umask(0o022)
     try:
         keys: list[bytes] = []
-        threads = [threading.Thread(target=lambda: keys.append(run_key(tmp_path / "a"))) for _ in range(8)]
+        errors: list[BaseException] = []
+
+        def create() -> None:
+            try:
+                keys.append(run_key(tmp_path / "a"))
+            except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=create) for _ in range(8)]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
     finally:
         os.umask(old)
-    assert len(set(keys)) == 1 and len(keys[0]) == 32  # racing creators agree on one key
+    assert not errors and len(keys) == 8 and len(set(keys)) == 1 and len(keys[0]) == 32  # racing creators agree
     assert stat.S_IMODE((tmp_path / "a" / KEY_FILE).stat().st_mode) == 0o600
     assert stat.S_IMODE((tmp_path / "a").stat().st_mode) == 0o700
     assert run_key(tmp_path / "a") == keys[0] and run_key(tmp_path / "b") != keys[0]

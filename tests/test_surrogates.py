@@ -216,12 +216,14 @@ def test_surrogate_targets_and_indirect_protection(name, hidden):
         assert tok.decode(ex["input_ids"]) == text  # one chunk per note: tokens align with the rewritten text
         offsets = tok(text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
         mine = positions[positions["doc_id"] == d.doc_id]
+        ps, pe = mine["start"].to_numpy(), mine["end"].to_numpy()
+        direct, indirect = mine["direct"].to_numpy(), mine["indirect"].to_numpy()
         for (s, e), lab in zip(offsets, ex["labels"]):
-            hit = mine[(mine["start"] < e) & (mine["end"] > s)]
-            if hit["indirect"].any():
+            hit = (ps < e) & (pe > s)
+            if indirect[hit].any():
                 n_indirect += 1
                 assert lab == -100, "indirect identifiers are never targets"
-            elif hit["direct"].any():
+            elif direct[hit].any():
                 n_direct += 1
                 n_direct_target += lab != -100
     assert n_indirect > 0 and n_direct > 100

@@ -51,7 +51,7 @@ def make_private_dir(path: str | Path) -> Path:
     missing = []
     q = p
     while not q.is_dir():
-        if q.exists() or q.is_symlink():
+        if (q.exists() or q.is_symlink()) and not q.is_dir():  # is_dir again: another process may just have made it
             raise ToolkitError(f"{q}: exists and is not a folder")
         missing.append(q)
         if q.parent == q:

@@ -329,7 +329,14 @@ def load_extraction(out_dir: str | Path) -> dict[str, pd.DataFrame | None]:
     if not path.is_file():
         raise ToolkitError(f"{out}: no extraction.parquet (run `python -m toolkit extract` first)")
     ppl = out / "perplexity.parquet"
-    return {"extraction": pd.read_parquet(path), "perplexity": pd.read_parquet(ppl) if ppl.is_file() else None}
+    tables = {}
+    for name, p in (("extraction", path), ("perplexity", ppl)):
+        try:
+            tables[name] = pd.read_parquet(p) if p.is_file() else None
+        except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
+            raise ToolkitError(f"{p}: not a readable Parquet table ({type(exc).__name__}); re-run "
+                               "`python -m toolkit extract`") from None
+    return tables
 
 
 __all__ = ["EXTRACTION_COLUMNS", "encode_prompts", "extract_checkpoint", "extract_from_generations", "extract_run",

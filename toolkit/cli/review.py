@@ -61,11 +61,13 @@ def cmd_review(args: argparse.Namespace) -> int:
     previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))  # stop Voilà with us
     try:
         _wait_listening(proc, port, args.timeout)
-        url = f"http://127.0.0.1:{port}/?token={token}" + (f"&reviewer={quote(reviewer)}" if reviewer else
-                                                            "&reviewer=YOUR_NAME")
+        url = f"http://127.0.0.1:{port}/?token={token}" + (f"&reviewer={quote(reviewer)}" if reviewer else "")
         print(f"review app (only this machine; the token is printed once, keep it to yourself):\n  {url}", flush=True)
         if reviewer:
             print(f"decisions of {reviewer!r} go to {review_file_for(cand, reviewer)}", flush=True)
+        else:
+            print("each reviewer adds &reviewer=THEIR_NAME to the address: one file per name, beside the candidates",
+                  flush=True)
         print("Ctrl-C stops the app; decisions are saved as they are made.", flush=True)
         return proc.wait()
     finally:

@@ -207,14 +207,16 @@ def experiment_from_dict(raw: dict[str, Any], *, source: str | Path = "<config>"
 
 
 def _models(value: Any, where: Where, base_dir: Path) -> list[str]:
-    """``models:``: Hugging Face ids or directories (relative ones resolved against the config's folder)."""
+    """``models:``: Hugging Face ids or directories (relative ones resolved against the config's folder; a path that
+    does not exist yet, e.g. a checkpoint of a run still to come, stays a path)."""
     items = [value] if isinstance(value, str) else value
     if not isinstance(items, list) or not items or not all(isinstance(x, str) and x for x in items):
         raise where.error("models", f"must be a non-empty list of Hugging Face ids or model directories, got {value!r}")
     out = []
     for x in items:
         local = Path(x).expanduser() if Path(x).expanduser().is_absolute() else base_dir / x
-        out.append(str(local.resolve()) if local.exists() else x)
+        path_like = x.startswith((".", "/", "~")) or x.count("/") > 1  # a hub id is NAME or ORG/NAME
+        out.append(str(local.resolve()) if local.exists() or path_like else x)
     if len(set(out)) != len(out):
         raise where.error("models", "a model is listed twice")
     return out

@@ -311,8 +311,7 @@ def _term_table(words: WordTable, graph: TermGraph, direct: np.ndarray, category
     n_direct_occ = np.bincount(words.term, weights=direct, minlength=uni.n_terms).astype(np.int64)
     outside_share = 1.0 - n_direct_occ / np.maximum(uni.n_occurrences, 1)
     in_direct_vocab = (n_direct_occ > 0) & (outside_share <= cfg.generic_ratio)
-    # most frequent PII category of each word type among its direct occurrences; a tie goes to the category listed
-    # first in CATEGORIES (a rule, so that every engine and every run agrees)
+    # most frequent PII category of each word type among its direct occurrences (a tie: the first in CATEGORIES)
     cats = np.array(list(CATEGORIES), dtype=object)
     term_category = np.full(uni.n_terms, "", dtype=object)
     sel = direct & (category >= 0)

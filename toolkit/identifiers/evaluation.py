@@ -199,6 +199,7 @@ def quality_of_saved_run(out_dir: str | Path, batches: Iterable[Sequence[Documen
     import pyarrow.parquet as pq
 
     path = Path(out_dir) / "spans.parquet"
+    any_span = pq.ParquetFile(path).metadata.num_rows > 0  # an empty table may have untyped (null) columns
     first = True
     for docs in batches:
         if not docs:
@@ -206,11 +207,13 @@ def quality_of_saved_run(out_dir: str | Path, batches: Iterable[Sequence[Documen
         if first and not any(d.spans for d in docs):
             return
         first = False
-        table = pq.read_table(path, columns=["doc_id", "start", "end", "label"],
-                              filters=[("doc_id", "in", [d.doc_id for d in docs])])
         by_doc: dict[str, list[Span]] = {}
-        for doc_id, s, e, label in zip(*(table.column(c).to_pylist() for c in ("doc_id", "start", "end", "label"))):
-            by_doc.setdefault(doc_id, []).append(Span(int(s), int(e), label))
+        if any_span:
+            table = pq.read_table(path, columns=["doc_id", "start", "end", "label"],
+                                  filters=[("doc_id", "in", [d.doc_id for d in docs])])
+            for doc_id, s, e, label in zip(*(table.column(c).to_pylist() for c in ("doc_id", "start", "end",
+                                                                                     "label"))):
+                by_doc.setdefault(doc_id, []).append(Span(int(s), int(e), label))
         predicted = [sorted(by_doc.get(d.doc_id, []), key=lambda sp: sp.start) for d in docs]
         words = segment_corpus([d.text for d in docs], lowercase=lowercase, progress=False)
         quality.add(docs, words, predicted)

@@ -91,19 +91,20 @@ class JsonlBatches:
         self.skipped: list[SkippedRecord] = []
         self.total_bytes = self.path.stat().st_size
         self.bytes_read = 0
-        self.n_documents = 0
+        self.n_documents = self.n_valid = 0
         self.splits_seen: set[str] = set()
 
     def __iter__(self) -> Iterator[list[Document]]:
         batch: list[Document] = []
         chars = 0
-        self.bytes_read = self.n_documents = 0
+        self.bytes_read = self.n_documents = self.n_valid = 0
         with open(self.path, "rb") as fh:
             for lineno, raw in enumerate(fh, start=1):
                 self.bytes_read += len(raw)
                 doc = self._line(raw, lineno)
                 if doc is None:
                     continue
+                self.n_valid += 1
                 if doc.split is not None:
                     self.splits_seen.add(doc.split)
                 if self.split is not None and doc.split not in self.split:
@@ -120,7 +121,7 @@ class JsonlBatches:
             self._empty()
 
     def _empty(self) -> None:
-        if self.split is not None and (self.splits_seen or not self.skipped):
+        if self.split is not None and (self.n_valid or not self.skipped):
             raise CorpusError(f"no documents left after filtering (split={sorted(self.split)!r}); available splits: "
                               f"{sorted(self.splits_seen)}", self.path)
         if self.skipped:

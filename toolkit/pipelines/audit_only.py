@@ -215,6 +215,9 @@ def audit_models(models: str | Path | Sequence[str | Path], corpus, *, members, 
     models = [models] if isinstance(models, (str, Path)) else list(models)
     if not models:
         raise ToolkitError("no model to audit")
+    missing = [str(m) for m in models if str(m).startswith((".", "/", "~")) and not Path(m).expanduser().exists()]
+    if missing:
+        raise ToolkitError(f"model directory not found: {', '.join(missing)}")
     out = make_private_dir(out_dir)
     run = cache.run if cache is not None else cached_step
     if not isinstance(corpus, Corpus):
@@ -243,7 +246,8 @@ def audit_models(models: str | Path | Sequence[str | Path], corpus, *, members, 
         while label in result.models:
             label += "+"
         src = str(Path(src).resolve()) if Path(src).exists() else str(src)
-        ref = default_reference(src) if reference is None else (str(reference) if reference is not False else None)
+        ref = default_reference(src) if reference is None else None if reference is False else \
+            str(Path(reference).resolve()) if Path(reference).exists() else str(reference)
         result.models[label], result.references[label] = src, ref
         model_key = fingerprint(src)
         probe_kw = {"batch_size": batch_size, "seed": seed}

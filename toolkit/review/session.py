@@ -223,7 +223,7 @@ class ReviewSession:
         """Record ``decision`` (name / not_name / unsure) for ``token`` (default: the current one), saved at once;
         then move to the next pending token when ``advance``."""
         if decision not in DECISIONS:
-            raise ToolkitError(f"unknown decision {decision!r}; expected one of {DECISIONS}")
+            raise ToolkitError(f"unknown decision ({len(str(decision))} characters); expected one of {DECISIONS}")
         tok = self.current if token is None else token
         if tok is None:
             raise ToolkitError("no candidate to decide on (the filter shows nothing)")

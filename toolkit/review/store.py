@@ -89,9 +89,10 @@ def _check_record(rec: Any, path: Path, line: int) -> dict:
     if missing:
         raise _fail(path, line, f"missing field(s) {missing}")
     if not isinstance(rec["token"], str) or not rec["token"]:
-        raise _fail(path, line, f"'token' must be a non-empty string, got {rec['token']!r}")
+        raise _fail(path, line, f"'token' must be a non-empty string, got a {type(rec['token']).__name__}")
     if rec["decision"] not in DECISIONS + (UNDO,):
-        raise _fail(path, line, f"unknown decision {rec['decision']!r}; expected one of {DECISIONS + (UNDO,)}")
+        raise _fail(path, line, f"unknown decision (a {type(rec['decision']).__name__} of {len(str(rec['decision']))} "
+                                f"characters); expected one of {DECISIONS + (UNDO,)}")
     return rec
 
 
