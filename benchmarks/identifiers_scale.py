@@ -2,9 +2,9 @@
 
 Corpora of 27M, 108M and 270M words are generated with the sample generator (``toolkit.samples``): blocks of 24,400
 patients (~50,000 notes of ~540 words, ~27M words), each block with its own seed and an id prefix, written once as
-JSON Lines to ``--data`` and reused. For every size and implementation one fresh process runs what a user runs,
-``python -m toolkit identifiers CORPUS --detector oracle --engine duckdb|memory`` (reading, analysis, writing the set)
-and reports its wall time and peak resident memory (``getrusage`` maxrss: Python, Arrow and DuckDB together). The
+JSON Lines to ``--data`` and reused. For every size and implementation one fresh process runs what
+``python -m toolkit identifiers CORPUS --detector oracle --engine duckdb|memory`` runs (reading, analysis, writing the
+set; not the command's separate detector-quality report) and reports its wall time and peak resident memory (``getrusage`` maxrss: Python, Arrow and DuckDB together). The
 in-memory engine is skipped where it would not fit (about 140 bytes of peak memory per word: ``--memory-skip-above``).
 The outputs of both engines are compared (every table and the summary) wherever both ran. The machine's load average
 is printed before each run: the machine may be shared, so compare the ratios of one run.
@@ -64,27 +64,35 @@ def generate(data: Path, size: int) -> Path:
     return path
 
 
-def child(argv: list[str]) -> None:
-    """Run the toolkit's CLI in this process and print wall time and peak memory as JSON."""
-    from toolkit.cli import main as cli
+def child(engine: str, corpus: str, out: str, memory_limit: str, threads: str) -> None:
+    """Run one engine as the ``identifiers`` command runs it (read, analyse, write the set) and print wall time and
+    peak memory as JSON. The command's detector-quality report (a separate step) is left out."""
+    from toolkit.identifiers import IdentifierConfig, analyze, analyze_to_disk
+    from toolkit.identifiers.stream import JsonlBatches
 
+    cfg = IdentifierConfig(detector="oracle")
     t0 = time.perf_counter()
-    code = cli(argv)
-    out = {"code": code, "seconds": time.perf_counter() - t0,
+    if engine == "memory":
+        from toolkit.corpus import load_corpus
+
+        analyze(load_corpus(corpus), cfg, progress=False).save(out)
+    else:
+        analyze_to_disk(JsonlBatches(corpus), out, cfg, memory_limit=memory_limit, threads=int(threads) or None,
+                        progress=False)
+    out = {"seconds": time.perf_counter() - t0,
            "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}
     print("RESULT " + json.dumps(out), flush=True)
 
 
-def run(corpus: Path, out: Path, engine: str, extra: list[str]) -> dict:
+def run(corpus: Path, out: Path, engine: str, memory_limit: str, threads: str) -> dict:
     load = os.getloadavg()[0]
-    cmd = [sys.executable, __file__, "--child", "identifiers", str(corpus), "--detector", "oracle", "--quiet",
-           "--out", str(out), "--engine", engine, *extra]
+    cmd = [sys.executable, __file__, "--child", engine, str(corpus), str(out), memory_limit, threads]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     lines = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
     if proc.returncode or not lines:
         print(proc.stdout[-2000:], proc.stderr[-4000:])
         return {"failed": True, "load": load}
-    return {**json.loads(lines[-1][7:]), "load": load}
+    return {**json.loads(lines[-1][7:]), "load": load, "load_after": os.getloadavg()[0]}
 
 
 def same_outputs(a: Path, b: Path) -> bool:
@@ -155,12 +163,12 @@ print(sys.argv[1], round(time.perf_counter() - t0, 1), "s", round(resource.getru
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
-        return child(sys.argv[2:])
+        return child(*sys.argv[2:7])
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="27,108,270", help="millions of words, multiples of 27")
     ap.add_argument("--data", default=str(Path(tempfile.gettempdir()) / "identifiers-scale"))
-    ap.add_argument("--memory-limit", default="8GB", help="the duckdb engine's --memory-limit")
-    ap.add_argument("--threads", default=None)
+    ap.add_argument("--memory-limit", default="6GB", help="the duckdb engine's --memory-limit")
+    ap.add_argument("--threads", default="0", help="the duckdb engine's threads (0: the CPUs available)")
     ap.add_argument("--memory-skip-above", type=float, default=110, help="skip the in-memory engine above this many "
                     "million words (it needs ~140 bytes per word)")
     ap.add_argument("--engines", action="store_true", help="also compare DuckDB and Polars on the graph step")
@@ -170,7 +178,6 @@ def main() -> None:
     sizes = [int(s) for s in args.sizes.split(",")]
     print(f"machine: {os.cpu_count()} CPUs, {os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.0f} "
           f"GiB; load average {os.getloadavg()}")
-    extra = ["--memory-limit", args.memory_limit] + (["--threads", args.threads] if args.threads else [])
     rows = []
     for size in sizes:
         corpus = generate(data, size)
@@ -179,7 +186,7 @@ def main() -> None:
                 rows.append((size, engine, None))
                 print(f"{size}M words, memory engine: skipped (needs about {size * 0.14:.0f} GB)", flush=True)
                 continue
-            res = run(corpus, data / f"out-{size}M-{engine}", engine, extra if engine == "duckdb" else [])
+            res = run(corpus, data / f"out-{size}M-{engine}", engine, args.memory_limit, args.threads)
             print(f"{size}M words, {engine}: {res}", flush=True)
             rows.append((size, engine, res))
         if (data / f"out-{size}M-memory").is_dir() and (data / f"out-{size}M-duckdb").is_dir():
@@ -188,13 +195,13 @@ def main() -> None:
     for size in sizes:
         s = data / f"out-{size}M-duckdb" / "summary.json"
         n_words[size] = json.loads(s.read_text())["n_words"] if s.is_file() else size * 1e6
-    print(f"\n{'words':>8} {'engine':<8} {'seconds':>8} {'words/s':>12} {'peak GB':>8} {'B/word':>7} {'load':>5}")
+    print(f"\n{'words':>8} {'engine':<8} {'seconds':>8} {'words/s':>12} {'peak GB':>8} {'B/word':>7} {'load':>11}")
     for size, engine, res in rows:
         if res is None or res.get("failed"):
             print(f"{n_words[size] / 1e6:7.0f}M {engine:<8} {'skipped' if res is None else 'failed':>8}")
             continue
         print(f"{n_words[size] / 1e6:7.0f}M {engine:<8} {res['seconds']:8.1f} {n_words[size] / res['seconds']:12,.0f} "
-              f"{res['peak_rss_gb']:8.2f} {res['peak_rss_gb'] * 2**30 / n_words[size]:7.1f} {res['load']:5.1f}")
+              f"{res['peak_rss_gb']:8.2f} {res['peak_rss_gb'] * 2**30 / n_words[size]:7.1f} {res['load']:5.1f}-{res['load_after']:<5.1f}")
     if args.engines:
         engines(data / f"notes-{sizes[0]}M.jsonl", data / "engines-work", args.memory_limit)
     if not args.keep:

@@ -368,5 +368,5 @@ def resolved_settings(cfg: ExperimentConfig) -> dict[str, Any]:
 
 
 __all__ = ["AttacksSection", "AuditSection", "CONFIG_DIR", "CanariesSection", "CorpusSection", "ExperimentConfig",
-           "ModelSection", "RegurgitationSection", "TrainingSection", "experiment_from_dict", "experiment_profile", "load_experiment", "parse_overrides",
-           "resolve_config_path", "resolved_settings"]
+           "ModelSection", "RegurgitationSection", "TrainingSection", "experiment_from_dict", "experiment_profile",
+           "load_experiment", "parse_overrides", "resolve_config_path", "resolved_settings"]

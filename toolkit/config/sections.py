@@ -1,5 +1,5 @@
-"""The sections of an experiment config (``corpus``, ``model``, ``training``, ``audit`` …) as typed dataclasses; reading
-and validating the YAML into them is :mod:`toolkit.config.experiment`."""
+"""The sections of an experiment config (``corpus``, ``model``, ``training``, ``audit`` …) as typed dataclasses;
+reading and validating the YAML into them is :mod:`toolkit.config.experiment`."""
 
 from __future__ import annotations
 

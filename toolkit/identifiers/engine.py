@@ -31,7 +31,7 @@ import re
 import shutil
 import tempfile
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -140,7 +140,7 @@ def _prefetched(batches: Iterable[Sequence[Document]], timings: dict[str, float]
 def analyze_to_disk(documents: Sequence[Document] | Iterable[Sequence[Document]], out_dir: str | Path,
                     config: IdentifierConfig | None = None, *, memory_limit: str | int | None = None,
                     threads: int | None = None, work_dir: str | Path | None = None, progress: bool = True,
-                    **overrides: Any) -> dict[str, Any]:
+                    on_batch: Callable[..., Any] | None = None, **overrides: Any) -> dict[str, Any]:
     """Analyse a corpus out of core and write its identifier set to ``out_dir``; returns the summary.
 
     Parameters
@@ -160,6 +160,10 @@ def analyze_to_disk(documents: Sequence[Document] | Iterable[Sequence[Document]]
     work_dir:
         Where the intermediate files and DuckDB's spill go (default: a hidden folder beside ``out_dir``); removed
         at the end.
+    on_batch:
+        Called as ``on_batch(docs, words, spans)`` for every batch of the first pass, with its documents, their
+        :class:`~toolkit.identifiers.words.WordTable` and the detector's spans (e.g. to score the detector against
+        gold spans without reading the corpus twice).
     """
     cfg = config or IdentifierConfig()
     if overrides:
@@ -178,7 +182,7 @@ def analyze_to_disk(documents: Sequence[Document] | Iterable[Sequence[Document]]
     work = Path(tempfile.mkdtemp(prefix=f".{target.name}.work.", dir=parent))
     try:
         with StagedIdentifiers(target) as staged:
-            run = EngineRun(cfg, staged, work, threads, detect_progress=progress)
+            run = EngineRun(cfg, staged, work, threads, detect_progress=progress, on_batch=on_batch)
             bar = tqdm(total=total, unit="B" if sized is not None else "doc", unit_scale=sized is not None,
                        desc="identifiers", disable=not progress, mininterval=1.0)
             start = time.perf_counter()

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -120,8 +121,9 @@ class EngineRun:
     the graph step reads (``benchmarks/identifiers_scale.py --engines`` reuses it to compare engines)."""
 
     def __init__(self, cfg: IdentifierConfig, staged: StagedIdentifiers, work: Path, threads: int, *,
-                 detect_progress: bool = False):
+                 detect_progress: bool = False, on_batch: Callable[..., Any] | None = None):
         self.cfg, self.staged, self.work, self.threads = cfg, staged, work, threads
+        self.on_batch = on_batch
         self.detector = cfg.make_detector()
         # NER is the slow step: its own bar (words/s, ETA for the batch); the fast detectors run silently
         self.detect_progress = detect_progress and "spacy" in self.detector.name
@@ -152,6 +154,8 @@ class EngineRun:
         words = segment_corpus([d.text for d in docs], lowercase=self.cfg.lowercase, progress=False,
                                n_threads=self.threads, chunk_size=max(chunk, 1))
         direct, category = mark_direct(words, spans)
+        if self.on_batch is not None:
+            self.on_batch(docs, words, spans)
         pod = np.fromiter((self.persons.setdefault(d.person_id, len(self.persons)) for d in docs), dtype=np.int64,
                           count=len(docs))
         n_people = len(self.persons)

@@ -7,7 +7,8 @@ Layout in the run directory::
     canaries/canaries.parquet            the inserted canaries (made-up names and numbers, where they went)
     attacks/base/                        the base model, audited without a reference
     attacks/<strategy>/epoch-<N>/        the last checkpoint, the base model as reference
-        attacks.json roc.json scores.parquet identifiers.json verdict.json   (:func:`toolkit.pipelines.steps.attack_model`)
+        attacks.json roc.json scores.parquet identifiers.json verdict.json
+                                         (written by :func:`toolkit.pipelines.steps.attack_model`)
 
 An attack step's key covers the model, the reference, the §4 audit it takes the ``identifier_count`` scores and the
 novel privacy from, the regurgitation step, the identifiers, the data, the canaries and ``audit.attacks``.
@@ -83,8 +84,8 @@ def run_attacks(cfg, cache, run_dir: Path, *, data: dict[str, Any], tables: dict
 
         def attack(path=path, ref=ref, d=d, audit=audit, reg=reg):
             counts = membership_scores(audit["predictions"], tables["all"], both)
-            return steps.attack_model(path, data["members"], data["nonmembers"], tables["members"]["positions"],
-                                      out_dir=d, reference=ref, identifier_count=counts.to_dict(), canaries=canaries,
+            return steps.attack_model(path, data["members"], data["nonmembers"], tables["members"], out_dir=d,
+                                      reference=ref, identifier_count=counts.to_dict(), canaries=canaries,
                                       novel_privacy=audit["metrics"].get("novel_privacy"),
                                       regurgitation=(reg or {}).get("share_reproduced"), options=opts,
                                       n_bootstrap=cfg.audit.n_bootstrap, seed=cfg.seed, progress=progress)

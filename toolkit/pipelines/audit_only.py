@@ -80,8 +80,8 @@ def default_reference(model: str | Path) -> str | None:
 @dataclass
 class AuditResult:
     """What :func:`audit_models` returns: per model label, the model, its reference, the §4 audit
-    (:func:`~toolkit.pipelines.steps.load_audit`'s keys) and the attacks (:func:`~toolkit.pipelines.steps.load_attacks`'s
-    keys, ``verdict`` included)."""
+    (:func:`~toolkit.pipelines.steps.load_audit`'s keys) and the attacks
+    (:func:`~toolkit.pipelines.steps.load_attacks`'s keys, ``verdict`` included)."""
 
     out_dir: Path
     models: dict[str, str]
@@ -198,7 +198,8 @@ def audit_models(models: str | Path | Sequence[str | Path], corpus, *, members, 
     public : Corpus, optional
         The base model's training data, for *novel* identifiers (SPEC §4).
     cache : StepCache, optional
-        Records the steps in a run's manifest (``run_experiment``); default :func:`~toolkit.pipelines.cache.cached_step`.
+        Records the steps in a run's manifest (``run_experiment``); default
+        :func:`~toolkit.pipelines.cache.cached_step`.
     report : bool
         Also write ``report.html`` (:func:`toolkit.report.build_report`).
     """
@@ -268,7 +269,7 @@ def audit_models(models: str | Path | Sequence[str | Path], corpus, *, members, 
 
         def attack(src=src, ref=ref, d=d, audit=audit):
             counts = membership_scores(audit["predictions"], ids_a, both)
-            return steps.attack_model(src, mem, non, ids_m["positions"], out_dir=d, reference=ref,
+            return steps.attack_model(src, mem, non, ids_m, out_dir=d, reference=ref,
                                       identifier_count=counts.to_dict(),
                                       novel_privacy=audit["metrics"].get("novel_privacy"), options=opts,
                                       n_bootstrap=n_bootstrap, seed=seed, dtype=dtype, device_map=device_map,

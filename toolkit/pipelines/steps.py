@@ -139,7 +139,7 @@ def load_models(name: str | Path, reference: str | Path | None = None, *, dtype=
     return one(name), (one(reference) if reference is not None else None)
 
 
-def attack_model(model: str | Path, members: Corpus, nonmembers: Corpus, positions: pd.DataFrame, *,
+def attack_model(model: str | Path, members: Corpus, nonmembers: Corpus, identifiers: dict[str, Any], *,
                  out_dir: str | Path, reference: str | Path | None = None,
                  identifier_count: dict[str, float] | None = None, canaries: pd.DataFrame | None = None,
                  novel_privacy: float | None = None, regurgitation: float | None = None, options=None,
@@ -148,11 +148,12 @@ def attack_model(model: str | Path, members: Corpus, nonmembers: Corpus, positio
     """The attack battery on one model (SPEC §10–11) and its verdict, written into ``out_dir``.
 
     Membership attacks on ``members`` vs ``nonmembers`` (:func:`toolkit.audit.attacks.run_battery`, with the
-    ``reference`` model when given and the probe's ``identifier_count`` scores), PII inference on the members'
-    direct identifiers in ``positions`` (and the reference's), memorisation of every identifier type (with a
-    reference only), the exposure of inserted ``canaries``, then :func:`toolkit.audit.verdict.verdict` with the §4
-    audit's ``novel_privacy`` and the free-running ``regurgitation`` share. ``options``: an
-    :class:`~toolkit.config.experiment.AttacksSection` (window, candidates, sample sizes).
+    ``reference`` model when given and the probe's ``identifier_count`` scores), PII inference on the members' PII
+    entities (the ``spans`` of ``identifiers``, the members' identifier tables; and the reference's), memorisation of
+    every identifier type of their ``positions`` (with a reference only), the exposure of inserted ``canaries``, then
+    :func:`toolkit.audit.verdict.verdict` with the §4 audit's ``novel_privacy`` and the free-running
+    ``regurgitation`` share. ``options``: an :class:`~toolkit.config.sections.AttacksSection` (window, candidates,
+    sample sizes).
 
     Files: ``attacks.json`` / ``roc.json`` / ``scores.parquet`` (the battery), ``identifiers.json``
     (``pii_inference``, ``memorisation``, ``canaries`` when inserted; aggregates only, never an identifier) and
@@ -172,12 +173,12 @@ def attack_model(model: str | Path, members: Corpus, nonmembers: Corpus, positio
     battery = run_battery(f, tok, members, nonmembers, reference=ref, extra_scores=extra, window=opt.window,
                           seed=seed, n_bootstrap=n_bootstrap, batch_size=opt.batch_size, reference_name=ref_name,
                           progress=progress)
-    pii = pii_inference(f, tok, members, positions, reference=ref, n_candidates=opt.pii_candidates,
+    pii = pii_inference(f, tok, members, identifiers["spans"], reference=ref, n_candidates=opt.pii_candidates,
                         max_occurrences=opt.pii_occurrences, window=opt.pii_window, seed=seed,
                         batch_size=opt.batch_size, reference_name=ref_name, progress=progress)
     memo = {"reference": None, "n_occurrences": 0, "overall": None, "by_category": {}}
     if ref is not None:
-        _, memo = memorisation_scores(f, tok, ref, members, positions, window=opt.pii_window,
+        _, memo = memorisation_scores(f, tok, ref, members, identifiers["positions"], window=opt.pii_window,
                                       max_occurrences=opt.memorisation_occurrences, seed=seed,
                                       batch_size=opt.batch_size, progress=progress)
         memo = {"reference": ref_name, **memo}

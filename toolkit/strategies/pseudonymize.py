@@ -22,7 +22,7 @@ indirect ones (a replacement carries nothing of the original: an ``X``, a catego
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -128,14 +128,14 @@ def remap_arrays(start: np.ndarray, end: np.ndarray, direct: np.ndarray, indirec
     return {k: v[order] for k, v in cols.items()}
 
 
-def plan_replacements(corpus, variant: str, spans: pd.DataFrame, *,
-                      surrogate_key: bytes | None = None) -> list[list[tuple[int, int, str, str]]]:
+def plan_replacements(corpus, variant: str, spans: pd.DataFrame, *, surrogate_key: bytes | None = None,
+                      avoid: Iterable[str] = ()) -> list[list[tuple[int, int, str, str]]]:
     """Per document of ``corpus`` (in order), ``(start, end, category, replacement)`` of each region of its spans
     (``doc_id, start, end`` and ``category`` or ``label``), regions as :func:`word_regions` makes them.
 
     ``variant``: ``pseudo`` (``X``), ``category`` (``[NAME]`` …) or ``surrogate`` (a made-up value of the category,
     consistent per individual, drawn under ``surrogate_key``; None: a fresh random key, so surrogates differ from
-    call to call; :mod:`toolkit.strategies.surrogates`).
+    call to call; :mod:`toolkit.strategies.surrogates`) whose words avoid the normalised words ``avoid``.
     """
     if variant not in ("pseudo", "category", "surrogate"):
         raise ValueError(f"unknown text variant {variant!r}")
@@ -148,7 +148,7 @@ def plan_replacements(corpus, variant: str, spans: pd.DataFrame, *,
     if variant == "surrogate":
         maker = SurrogateMaker(surrogate_key if surrogate_key is not None else os.urandom(32),
                                ((d.person_id, c, d.text[s:e]) for d in corpus for s, e, c in regions[d.doc_id]),
-                               outside_words(corpus, regions))
+                               outside_words(corpus, regions), avoid)
         return [[(s, e, c, maker.surrogate(d.person_id, c, d.text[s:e])) for s, e, c in regions[d.doc_id]]
                 for d in corpus]
     return [[(s, e, c, "X" if variant == "pseudo" else placeholder(c)) for s, e, c in regions[d.doc_id]]
@@ -160,10 +160,14 @@ def rewrite_corpus(corpus, variant: str, spans: pd.DataFrame, positions: pd.Data
     """The texts of ``corpus`` with the regions of ``spans`` replaced as :func:`plan_replacements` says, and
     ``positions`` (when given) carried over to them (:func:`remap_positions`).
 
-    Returns the new texts (corpus order) and the positions on them (``doc_id, start, end, direct, indirect,
-    category``; None without ``positions``).
+    Surrogates avoid the indirect identifiers of ``positions`` (their ``term``). Returns the new texts (corpus
+    order) and the positions on them (``doc_id, start, end, direct, indirect, category``; None without
+    ``positions``).
     """
-    plan = plan_replacements(corpus, variant, spans, surrogate_key=surrogate_key)
+    avoid = set()
+    if positions is not None and "term" in positions:
+        avoid = {normalize_term(str(w)) for w in positions.loc[positions["indirect"].astype(bool), "term"].unique()}
+    plan = plan_replacements(corpus, variant, spans, surrogate_key=surrogate_key, avoid=avoid)
     if positions is not None:  # the columns of the positions, grouped by document in corpus order
         index = positions["doc_id"].astype(str).map({d.doc_id: i for i, d in enumerate(corpus)})
         index = index.fillna(len(corpus)).to_numpy(dtype=np.int64)

@@ -18,10 +18,11 @@ Rules (:class:`SurrogateMaker`)
   record are kept; AGE: the age moved by 1 to 9 years, once per individual; ID, PHONE and anything else: random
   characters of the same shape (digits for digits, letters for letters, punctuation kept); EMAIL, URL: Faker's.
 * **Never the original.** No word of the original survives in its surrogate (case-insensitive); a surrogate never
-  contains a word of any identifier of the same individual, nor (dates aside) a *distinctive* identifier word of the
-  corpus — a word seen inside direct-identifier spans and never outside them — so one patient's real name never
-  becomes another's surrogate. A draw that breaks a rule is drawn again; after 40 draws the original is scrambled
-  character by character (same shape) until it passes.
+  contains a word of any identifier of the same individual, nor (dates and ages aside) a *distinctive* identifier
+  word of the corpus — a word seen inside direct-identifier spans and never outside them — or an indirect identifier
+  (a rare word), so one patient's real name or rare word never becomes another's surrogate. A draw that breaks a
+  rule is drawn again; after 40 draws the original is scrambled character by character (same shape) until it
+  passes.
 * **Keyed, not guessable.** Every draw is seeded with an HMAC-SHA256 of a secret key and the individual, category
   and original. With a public seed anyone who knows a patient's ``person_id`` could re-derive the mapping (undo the
   date shift, or test candidate names against a surrogate the model emits); the trainer therefore keeps a random
@@ -103,9 +104,13 @@ class SurrogateMaker:
     generic:
         Normalised words that occur outside the direct-identifier spans somewhere in the corpus: an identifier word
         among them is not distinctive and may appear in another individual's surrogate (``hospital``).
+    avoid:
+        Normalised words no surrogate may contain either: the corpus' indirect identifiers (words used by fewer
+        than ``k`` individuals), so that a surrogate never plants one individual's rare word in another's record.
     """
 
-    def __init__(self, key: bytes, identifiers: Iterable[tuple[str, str, str]], generic: Iterable[str] = ()):
+    def __init__(self, key: bytes, identifiers: Iterable[tuple[str, str, str]], generic: Iterable[str] = (),
+                 avoid: Iterable[str] = ()):
         from faker import Faker
         from faker.providers.person.en_US import Provider as People
 
@@ -124,7 +129,7 @@ class SurrogateMaker:
                 self._dates.setdefault(person, []).append(text)
             else:
                 distinctive.update(w for w in words if any(c.isalpha() for c in w))
-        self._forbidden = distinctive - set(generic)
+        self._forbidden = (distinctive - set(generic)) | {w for w in avoid if any(c.isalpha() for c in w)}
         self._memo: dict[tuple[str, str, str], str] = {}
         self._used: dict[tuple[str, str], set[str]] = {}
         self._offsets: dict[str, int] = {}
