@@ -118,6 +118,7 @@ if sys.argv[1] == "duckdb":
     import duckdb
     con = duckdb.connect(str(work / "bench.duckdb"))
     con.execute("SET memory_limit = '{memory_limit}'")
+    con.execute("SET enable_progress_bar = false")
     con.execute("SET temp_directory = '" + str(work / "spill") + "'")
     src = lambda k: "read_parquet('" + str(work / k / "*" / "*.parquet") + "', hive_partitioning = true)"
     con.execute("CREATE TABLE gv AS SELECT term, (row_number() OVER (ORDER BY term) - 1)::INTEGER AS gid "

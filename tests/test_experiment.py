@@ -252,7 +252,14 @@ def test_cli_run_reuses_the_cached_run(run_dir, tmp_path, capsys):
     assert main(["run", str(cfg_path), "--out", str(run_dir), "--quiet"]) == 0
     out = capsys.readouterr().out
     assert "0 steps ran" not in out  # the data step always runs
-    assert "16 up to date" in out and "manifest" in out
+    assert " up to date; report: python -m toolkit report" in out
+    # --quiet: a few lines, ending with the results table (one row per audited model, each with its verdict)
+    lines = out.strip().splitlines()
+    assert len(lines) <= 15
+    head = next(i for i, line in enumerate(lines) if line.startswith("model "))
+    rows = lines[head + 1:]
+    assert [r.split()[0] for r in rows] == ["base", "clm", "ppclm"]
+    assert all(any(level in r for level in ("green", "amber", "red")) for r in rows)
 
 
 ATTACK_FILES = ("attacks.json", "roc.json", "scores.parquet", "identifiers.json", "verdict.json")

@@ -40,3 +40,24 @@ def test_lock_is_released_and_a_dead_holders_lock_taken_over(tmp_path):
         with run_lock(tmp_path):
             raise RuntimeError("a failed run")
     assert not (tmp_path / LOCK_NAME).exists()
+
+
+
+def test_run_experiment_refuses_a_directory_another_run_holds(tmp_path):
+    """`toolkit run` takes the lock before any step: with a live holder it stops and writes nothing."""
+    from _experiment_fixtures import write_config
+
+    from toolkit.config.experiment import load_experiment
+    from toolkit.pipelines.lm_experiment import run_experiment
+
+    out = tmp_path / "run"
+    out.mkdir()
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        (out / LOCK_NAME).write_text(json.dumps({"pid": child.pid, "host": socket.gethostname()}))
+        with pytest.raises(ToolkitError, match="another run is using this directory"):
+            run_experiment(load_experiment(write_config(tmp_path / "c.yaml")), out, progress=False, echo=False)
+        assert not (out / "manifest.json").exists() and not (out / "config.yaml").exists()  # no step ran
+    finally:
+        child.kill()
+        child.wait()

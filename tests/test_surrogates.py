@@ -202,7 +202,7 @@ def test_category_variant_writes_placeholders_and_targets_them():
     assert name_ids and name_ids <= targets, "placeholders are ordinary targets"
 
 
-@pytest.mark.parametrize("name, hidden", [("ppclm_surrogate", False), ("ppclm_surrogate_hidden", True)])
+@pytest.mark.parametrize("name, hidden", [("ppclm_surrogate", True), ("ppclm_surrogate_targets", False)])
 def test_surrogate_targets_and_indirect_protection(name, hidden):
     corpus, analysis = clinical()
     strat = get_strategy(name)
@@ -230,7 +230,7 @@ def test_surrogate_targets_and_indirect_protection(name, hidden):
     assert (n_direct_target == 0) if hidden else (n_direct_target == n_direct)
 
 
-@pytest.mark.parametrize("name", ["ppclm_surrogate", "ppmlm_category", "ppclm_surrogate_hidden"])
+@pytest.mark.parametrize("name", ["ppclm_surrogate", "ppmlm_category", "ppmlm_surrogate_targets"])
 def test_rewriting_strategies_check_the_identifiers_fingerprints(name):
     corpus, analysis = clinical()
     docs = list(corpus)
@@ -248,9 +248,9 @@ def test_rewriting_strategies_check_the_identifiers_fingerprints(name):
 
 def test_registry_has_the_new_strategies_and_validates_them():
     for kind in ("mlm", "clm"):
-        assert STRATEGIES[f"pp{kind}_surrogate"].text == "surrogate"
-        assert STRATEGIES[f"pp{kind}_surrogate"].protect == ("indirect",)
-        assert set(STRATEGIES[f"pp{kind}_surrogate_hidden"].protect) == {"direct", "indirect"}
+        assert STRATEGIES[f"pp{kind}_surrogate"].text == STRATEGIES[f"pp{kind}_surrogate_targets"].text == "surrogate"
+        assert set(STRATEGIES[f"pp{kind}_surrogate"].protect) == {"direct", "indirect"}  # surrogates never targets
+        assert STRATEGIES[f"pp{kind}_surrogate_targets"].protect == ("indirect",)
         assert STRATEGIES[f"pp{kind}_category"].text == "category"
     assert all(s.reads_spans == (s.text != "original") for s in STRATEGIES.values())
     for bad in [dict(kind="gpt"), dict(text="masked"), dict(protect=("names",)), dict(protect="direct"),
@@ -348,8 +348,9 @@ def leaked(corpus: Corpus, name: str, seed: int) -> set[str]:
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(rnd=st.randoms(use_true_random=False), name=st.sampled_from(["ppmlm_surrogate", "ppmlm_surrogate_hidden", "ppclm_surrogate",
-                                              "ppclm_surrogate_hidden", "ppmlm_category", "ppclm_category"]),
+@given(rnd=st.randoms(use_true_random=False),
+       name=st.sampled_from(["ppmlm_surrogate", "ppmlm_surrogate_targets", "ppclm_surrogate", "ppclm_surrogate_targets",
+                             "ppmlm_category", "ppclm_category"]),
        seed=st.integers(0, 2**16))
 def test_no_original_identifier_word_in_any_batch_of_a_rewriting_strategy(rnd, name, seed):
     corpus = build_corpus(rnd)

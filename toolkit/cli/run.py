@@ -13,14 +13,14 @@ TITLE = "run & report"
 
 def cmd_run(args: argparse.Namespace) -> int:
     from toolkit.config.experiment import load_experiment, parse_overrides
-    from toolkit.pipelines.lm_experiment import run_experiment
+    from toolkit.pipelines.lm_experiment import results_lines, run_experiment
 
     cfg = load_experiment(args.config, parse_overrides(args.set or []))
     out = Path(args.out) if args.out else Path("runs") / cfg.name
-    result = run_experiment(cfg, out, progress=not args.quiet, echo=True)
+    result = run_experiment(cfg, out, progress=not args.quiet, echo=not args.quiet)
     ran, cached = result.steps("ran"), result.steps("cached")
-    print(f"{cfg.name}: {len(ran)} steps ran, {len(cached)} up to date; manifest: {out / 'manifest.json'}")
-    print(f"report: python -m toolkit report {out} --out {out / 'report.html'}")
+    print(f"{cfg.name}: {len(ran)} steps ran, {len(cached)} up to date; report: python -m toolkit report {out}")
+    print("\n".join(results_lines(result)))
     return 0
 
 
@@ -51,7 +51,7 @@ def register(sub) -> None:
     s.add_argument("--out", help="run directory (default runs/NAME)")
     s.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help="override a config value, e.g. --set training.epochs=[2,4] --set corpus.n_individuals=20")
-    add_quiet(s, "no progress bars (one line per step stays)")
+    add_quiet(s, "no progress bars and no line per step: only the results table")
     s.set_defaults(func=cmd_run)
 
     s = sub.add_parser("report", help="self-contained offline HTML audit report of finished runs",

@@ -184,7 +184,7 @@ def analyze_to_disk(documents: Sequence[Document] | Iterable[Sequence[Document]]
         with StagedIdentifiers(target) as staged:
             run = EngineRun(cfg, staged, work, threads, detect_progress=progress, on_batch=on_batch)
             bar = tqdm(total=total, unit="B" if sized is not None else "doc", unit_scale=sized is not None,
-                       desc="identifiers", disable=not progress, mininterval=1.0)
+                       desc="identifiers", disable=not progress, mininterval=1.0, delay=2.0)
             start = time.perf_counter()
             with bar:
                 for docs in _prefetched(batches, run.timings):

@@ -129,7 +129,7 @@ def run_experiment(cfg: ExperimentConfig, out_dir: str | Path, *, progress: bool
     analysis runs on the main process first, the others then find it cached; audits and the manifest are written by
     the main process only.
     """
-    from contextlib import nullcontext
+    from contextlib import ExitStack, nullcontext
 
     from toolkit.audit.evaluate import corpus_word_types, identifier_sets
     from toolkit.corpus import Corpus
@@ -141,14 +141,17 @@ def run_experiment(cfg: ExperimentConfig, out_dir: str | Path, *, progress: bool
     from toolkit.pipelines.attack_steps import run_attacks, run_canaries
     from toolkit.pipelines.audit_only import audit_config
     from toolkit.pipelines.cache import StepCache
+    from toolkit.pipelines.lock import run_lock
     from toolkit.pipelines.manifest import Manifest, corpus_files_fingerprint, model_fingerprint
     from toolkit.strategies import get_strategy
     from toolkit.training import checkpoint_dirs, corpus_fingerprint
 
-    with private_umask(), keyed_hashing(out_dir):  # owner-only files (also the Trainer's); the run's hash key
+    with private_umask(), keyed_hashing(out_dir), ExitStack() as held:  # owner-only files; the run's hash key
         run_dir = make_private_dir(out_dir)
         state = _distributed_state()
         main = state is None or state.is_main_process
+        if main:
+            held.enter_context(run_lock(run_dir))  # one run per directory: a second one stops with a clear error
         first = state.main_process_first if state is not None else nullcontext
         settings = resolved_settings(cfg)
         manifest = Manifest(run_dir, cfg, settings, write=main)

@@ -87,18 +87,18 @@ STRATEGIES: dict[str, Strategy] = {s.name: s for s in [
     # identifiers out of the input as well as out of the targets (PII inference on PP* finds them in the input)
     Strategy("ppmlm_category", "mlm", text="category", protect=("indirect",),
              description="PII spans replaced by their category ([NAME], [DATE] ...); indirect identifiers protected"),
-    Strategy("ppmlm_surrogate", "mlm", text="surrogate", protect=("indirect",),
-             description="PII spans replaced by made-up values of their category, consistent per individual "
-                         "(surrogates are targets); indirect identifiers protected"),
-    Strategy("ppmlm_surrogate_hidden", "mlm", text="surrogate", protect=("direct", "indirect"),
-             description="as ppmlm_surrogate, but surrogates are never targets"),
+    Strategy("ppmlm_surrogate", "mlm", text="surrogate", protect=("direct", "indirect"),
+             description="PII spans replaced by made-up values of their category, consistent per individual, "
+                         "never targets; indirect identifiers protected"),
+    Strategy("ppmlm_surrogate_targets", "mlm", text="surrogate", protect=("indirect",),
+             description="as ppmlm_surrogate, but surrogates may be targets"),
     Strategy("ppclm_category", "clm", text="category", protect=("indirect",),
              description="PII spans replaced by their category ([NAME], [DATE] ...); indirect identifiers protected"),
-    Strategy("ppclm_surrogate", "clm", text="surrogate", protect=("indirect",),
-             description="PII spans replaced by made-up values of their category, consistent per individual "
-                         "(surrogates are targets); indirect identifiers protected"),
-    Strategy("ppclm_surrogate_hidden", "clm", text="surrogate", protect=("direct", "indirect"),
-             description="as ppclm_surrogate, but surrogate tokens get label -100"),
+    Strategy("ppclm_surrogate", "clm", text="surrogate", protect=("direct", "indirect"),
+             description="PII spans replaced by made-up values of their category, consistent per individual, "
+                         "label -100; indirect identifiers protected"),
+    Strategy("ppclm_surrogate_targets", "clm", text="surrogate", protect=("indirect",),
+             description="as ppclm_surrogate, but surrogate tokens are targets"),
 ]}
 
 
