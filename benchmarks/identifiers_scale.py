@@ -4,8 +4,9 @@ Corpora of 27M, 108M and 270M words are generated with the sample generator (``t
 patients (~50,000 notes of ~540 words, ~27M words), each block with its own seed and an id prefix, written once as
 JSON Lines to ``--data`` and reused. For every size and implementation one fresh process runs what
 ``python -m toolkit identifiers CORPUS --detector oracle --engine duckdb|memory`` runs (reading, analysis, writing the
-set; not the command's separate detector-quality report) and reports its wall time and peak resident memory (``getrusage`` maxrss: Python, Arrow and DuckDB together). The
-in-memory engine is skipped where it would not fit (about 140 bytes of peak memory per word: ``--memory-skip-above``).
+set; not the command's separate detector-quality report) and reports its wall time and peak resident memory
+(``getrusage`` maxrss: Python, Arrow and DuckDB together). The in-memory engine is skipped where it would not fit
+(about 140 bytes of peak memory per word: ``--memory-skip-above``).
 The outputs of both engines are compared (every table and the summary) wherever both ran. The machine's load average
 is printed before each run: the machine may be shared, so compare the ratios of one run.
 
@@ -191,7 +192,8 @@ def main() -> None:
             print(f"{size}M words, {engine}: {res}", flush=True)
             rows.append((size, engine, res))
         if (data / f"out-{size}M-memory").is_dir() and (data / f"out-{size}M-duckdb").is_dir():
-            print(f"{size}M words: same outputs: {same_outputs(data / f'out-{size}M-duckdb', data / f'out-{size}M-memory')}")
+            same = same_outputs(data / f"out-{size}M-duckdb", data / f"out-{size}M-memory")
+            print(f"{size}M words: same outputs: {same}")
     n_words = {}
     for size in sizes:
         s = data / f"out-{size}M-duckdb" / "summary.json"
@@ -202,7 +204,8 @@ def main() -> None:
             print(f"{n_words[size] / 1e6:7.0f}M {engine:<8} {'skipped' if res is None else 'failed':>8}")
             continue
         print(f"{n_words[size] / 1e6:7.0f}M {engine:<8} {res['seconds']:8.1f} {n_words[size] / res['seconds']:12,.0f} "
-              f"{res['peak_rss_gb']:8.2f} {res['peak_rss_gb'] * 2**30 / n_words[size]:7.1f} {res['load']:5.1f}-{res['load_after']:<5.1f}")
+              f"{res['peak_rss_gb']:8.2f} {res['peak_rss_gb'] * 2**30 / n_words[size]:7.1f} "
+              f"{res['load']:5.1f}-{res['load_after']:<5.1f}")
     if args.engines:
         engines(data / f"notes-{sizes[0]}M.jsonl", data / "engines-work", args.memory_limit)
     if not args.keep:

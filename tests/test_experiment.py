@@ -371,8 +371,8 @@ def test_two_processes_with_torchrun(tmp_path):
     data["training"]["strategies"] = ["clm", "ppclm", "clm_dp"]
     write_config(cfg, data)
     torchrun = Path(sys.executable).with_name("torchrun")
-    proc = subprocess.run([str(torchrun), "--nproc_per_node", "2", "-m", "toolkit", "run", str(cfg), "--out", str(out),
-                           "--quiet"], capture_output=True, text=True, timeout=600,
+    proc = subprocess.run([str(torchrun), "--nproc_per_node", "2", "-m", "toolkit", "run", str(cfg), "--out", str(out)],
+                          capture_output=True, text=True, timeout=600,
                           env={**__import__("os").environ, "OMP_NUM_THREADS": "1"})
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     manifest = json.loads((out / "manifest.json").read_text())
@@ -387,4 +387,5 @@ def test_two_processes_with_torchrun(tmp_path):
     assert log.count("[run] base: up to date (cached)") == 1  # only the main process announces and writes
     assert log.count("[run] train/clm_dp: running") == 1 and log.count("[run] train/clm: running") == 1
     assert "resuming" not in log
+    assert log.count("tiny_causal: ") == 1 and "steps ran" in log  # one results summary, from the main process
     assert {st["name"]: st["status"] for st in manifest["steps"]}["audit/clm_dp/epoch-2"] == "ran"

@@ -18,6 +18,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     cfg = load_experiment(args.config, parse_overrides(args.set or []))
     out = Path(args.out) if args.out else Path("runs") / cfg.name
     result = run_experiment(cfg, out, progress=not args.quiet, echo=not args.quiet)
+    if not result.main:  # another process of a multi-process launch: the main one prints
+        return 0
     ran, cached = result.steps("ran"), result.steps("cached")
     print(f"{cfg.name}: {len(ran)} steps ran, {len(cached)} up to date; report: python -m toolkit report {out}")
     print("\n".join(results_lines(result)))

@@ -117,8 +117,9 @@ def _read_dir(folder: Path, columns: list[str]) -> pa.Table | None:
 
 
 class EngineRun:
-    """The state of one :func:`toolkit.identifiers.engine.analyze_to_disk` run: the first pass (:meth:`add_batch`) writes the batch files that
-    the graph step reads (``benchmarks/identifiers_scale.py --engines`` reuses it to compare engines)."""
+    """The state of one :func:`toolkit.identifiers.engine.analyze_to_disk` run: the first pass (:meth:`add_batch`)
+    writes the batch files that the graph step reads (``benchmarks/identifiers_scale.py --engines`` reuses it to
+    compare engines)."""
 
     def __init__(self, cfg: IdentifierConfig, staged: StagedIdentifiers, work: Path, threads: int, *,
                  detect_progress: bool = False, on_batch: Callable[..., Any] | None = None):

@@ -68,9 +68,11 @@ class GraphStore:
         x = self.con.execute
         x(f"CREATE TABLE gv AS SELECT term, (row_number() OVER (ORDER BY term) - 1)::INTEGER AS gid "
           f"FROM (SELECT DISTINCT term FROM {self._src('vocab')})")
-        x(f"CREATE TABLE vmap AS SELECT v.b::INTEGER AS b, v.t, g.gid FROM {self._src('vocab')} v JOIN gv g USING (term)")
-        x(f"CREATE TABLE e1 AS SELECT m.gid, w.p, count(*)::BIGINT AS n_occ, count(*) FILTER (WHERE w.d)::BIGINT AS n_dir "
-          f"FROM {self._src('words')} w JOIN vmap m ON m.b = w.b AND m.t = w.t GROUP BY m.gid, w.p")
+        x(f"CREATE TABLE vmap AS SELECT v.b::INTEGER AS b, v.t, g.gid FROM {self._src('vocab')} v "
+          f"JOIN gv g USING (term)")
+        x(f"CREATE TABLE e1 AS SELECT m.gid, w.p, count(*)::BIGINT AS n_occ, "
+          f"count(*) FILTER (WHERE w.d)::BIGINT AS n_dir FROM {self._src('words')} w "
+          f"JOIN vmap m ON m.b = w.b AND m.t = w.t GROUP BY m.gid, w.p")
         x("CREATE TABLE t1 AS SELECT gid, count(*)::BIGINT AS n_ind, sum(n_occ)::BIGINT AS n_occ, "
           "sum(n_dir)::BIGINT AS n_dir FROM e1 GROUP BY gid")
         x(f"CREATE TABLE c1 AS SELECT gid, arg_max(c, n * 16 + (15 - c)) AS c FROM (SELECT m.gid, k.c, "

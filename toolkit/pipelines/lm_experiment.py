@@ -68,6 +68,7 @@ class RunResult:
     regurgitation: dict[str, dict[str, Any]] = field(default_factory=dict)
     attacks: dict[tuple[str, int], dict[str, Any]] = field(default_factory=dict)
     verdicts: dict[tuple[str, int], dict[str, Any]] = field(default_factory=dict)
+    main: bool = True  # False on the other processes of `accelerate launch` / `torchrun` (they print nothing)
 
     def steps(self, status: str | None = None) -> list[str]:
         """Names of the steps (with the given status: ``ran`` / ``cached``)."""
@@ -175,7 +176,7 @@ def run_experiment(cfg: ExperimentConfig, out_dir: str | Path, *, progress: bool
                 only = audit_config(cfg, data, run_dir, cache=cache, progress=progress)
                 manifest.finish("done")
                 keys = {label: (label, 0) for label in only.models}
-                return RunResult(run_dir=run_dir, manifest=manifest.data, checkpoints={}, data=data,
+                return RunResult(run_dir=run_dir, manifest=manifest.data, checkpoints={}, data=data, main=main,
                                  audits={keys[k]: v for k, v in only.audits.items()},
                                  attacks={keys[k]: v for k, v in only.attacks.items()},
                                  verdicts={keys[k]: v for k, v in only.verdicts.items()})
@@ -318,6 +319,7 @@ def run_experiment(cfg: ExperimentConfig, out_dir: str | Path, *, progress: bool
         if state is not None:
             state.wait_for_everyone()
         return RunResult(run_dir=run_dir, manifest=manifest.data, audits=audits, checkpoints=checkpoints, base=base,
+                         main=main,
                          data=data, identifiers=tables, regurgitation=regurgitation, attacks=attacks,
                          verdicts={k: a["verdict"] for k, a in attacks.items()})
 
