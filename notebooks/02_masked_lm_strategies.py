@@ -159,7 +159,7 @@ both = Corpus(list(members) + list(nonmembers))
 aux = auxiliary_knowledge_identifiable(indirect_by_person(ids_all, both), cat_map, known_categories)
 aux_rows = {}
 for name, a in last.items():
-    scores = mia_scores(a["predictions"], indirect_by_person(ids_all, both), restrict_to=aux["restrict_to"])
+    scores = mia_scores(a["mia_predictions"], indirect_by_person(ids_all, both), restrict_to=aux["restrict_to"])
     rep = mia_report(scores[scores.index.isin(members.person_ids)], scores[scores.index.isin(nonmembers.person_ids)],
                      n_bootstrap=0)
     aux_rows[name] = {"AUC (known categories only)": rep["auc"], "TPR@10%": rep["tpr_at_fpr"]["0.1"]}

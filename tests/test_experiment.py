@@ -11,6 +11,7 @@ import pytest
 from _experiment_fixtures import CORPUS, ROOT, TINY, tiny_run, write_config
 
 from toolkit.cli import main
+from toolkit.pipelines import steps
 from toolkit.errors import ToolkitError
 from toolkit.config.experiment import (CONFIG_DIR, ExperimentConfig, load_experiment, parse_overrides,
                                        resolved_settings)
@@ -170,6 +171,29 @@ def test_run_writes_every_step(run_dir):
         assert step["status"] == "done" and len(step["key"]) == 64
     assert (run_dir / "audit/clm/epoch-8/metrics.json").is_file()
     assert json.loads((run_dir / "regurgitation/clm/regurgitation.json").read_text())["epoch"] == 8
+
+
+def test_privacy_probe_uses_the_training_identifiers_and_the_attack_the_auditors(run_dir):
+    """docs/methods.md §4 and §5: utility and privacy are measured on the training documents with the identifiers the
+    strategy was trained with (a utility position is a word the model trained on), the count attack on members and
+    non-members with the auditor's identifiers over both. The two sets differ here (k=2 over 8 vs 16 patients)."""
+    from toolkit.identifiers import load_identifiers
+
+    train = load_identifiers(run_dir / "identifiers_members")["positions"]
+    every = load_identifiers(run_dir / "identifiers_all")["positions"]
+    key = lambda f: set(zip(f["doc_id"], f["start"]))  # noqa: E731
+    members = set(train["doc_id"])
+    only_train = key(train) - key(every[every["doc_id"].isin(members)])
+    assert only_train, "the test needs words protected for training but not by the auditor's graph"
+    audit = steps.load_audit(run_dir / "audit" / "ppclm" / "epoch-8")
+    preds = audit["predictions"]
+    assert set(preds["doc_id"]) <= members  # the §4 probe reads the training documents only
+    utility_rows = key(preds[~preds["protected"]])
+    assert not utility_rows & key(train)  # no protected training word counts for utility
+    assert audit["metrics"]["n_utility_positions"] == int((~preds["protected"]).sum())
+    assert key(preds[preds["protected"]]) <= key(train)
+    mia = audit["mia_predictions"]
+    assert set(mia["doc_id"]) > members and key(mia[mia["protected"]]) <= key(every)
 
 
 def test_cache_reruns_only_dependent_steps(run_dir, tmp_path):

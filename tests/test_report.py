@@ -215,3 +215,26 @@ def test_notebook_work_dir_without_manifest(run_dir, tmp_path):
     assert run.manifest is None and run.kind == "clm" and run.strategies == ["clm", "ppclm"]
     html = build_report(work, tmp_path / "nb.html").read_text(encoding="utf-8")
     assert "No manifest.json in this directory" in html and 'id="run1-tradeoff"' in html
+
+
+@pytest.mark.parametrize("status", ["running", "failed"])
+def test_interrupted_run_says_so_at_the_top(run_dir, tmp_path, status):
+    """A run killed (its manifest still says ``running``) or stopped by an error (``failed``) is reported with a
+    banner above the verdict; a finished run has none. The error's message is not shown (it may quote data)."""
+    work = tmp_path / "run"
+    shutil.copytree(run_dir["dir"], work)
+    html = build_report(work, tmp_path / "done.html").read_text(encoding="utf-8")
+    assert "Incomplete run" not in html
+    m = json.loads((work / "manifest.json").read_text())
+    m["status"] = status
+    m["steps"] = m["steps"][:5]
+    if status == "failed":
+        m["error"] = "KeyError: 'okafor'"
+    (work / "manifest.json").write_text(json.dumps(m))
+    html = build_report(work, tmp_path / "cut.html").read_text(encoding="utf-8")
+    assert "Incomplete run" in html and html.index("Incomplete run") < html.index('id="verdict"')
+    assert "Only the 5 steps it recorded" in html
+    banner = html[html.index("Incomplete run"):].split("</div>")[0]
+    assert ("interrupted" in banner) == (status == "running") and "okafor" not in html.split('id="verdict"')[0]
+    if status == "failed":
+        assert "stopped with an error (KeyError)" in banner

@@ -83,7 +83,7 @@ def run_attacks(cfg, cache, run_dir: Path, *, data: dict[str, Any], tables: dict
                   "seed": cfg.seed}
 
         def attack(path=path, ref=ref, d=d, audit=audit, reg=reg):
-            counts = membership_scores(audit["predictions"], tables["all"], both)
+            counts = membership_scores(audit["mia_predictions"], tables["all"], both)
             return steps.attack_model(path, data["members"], data["nonmembers"], tables["members"], out_dir=d,
                                       reference=ref, identifier_count=counts.to_dict(), canaries=canaries,
                                       novel_privacy=audit["metrics"].get("novel_privacy"),

@@ -268,7 +268,7 @@ def audit_models(models: str | Path | Sequence[str | Path], corpus, *, members, 
                   "n_bootstrap": n_bootstrap, "seed": seed}
 
         def attack(src=src, ref=ref, d=d, audit=audit):
-            counts = membership_scores(audit["predictions"], ids_a, both)
+            counts = membership_scores(audit["mia_predictions"], ids_a, both)
             return steps.attack_model(src, mem, non, ids_m, out_dir=d, reference=ref,
                                       identifier_count=counts.to_dict(),
                                       novel_privacy=audit["metrics"].get("novel_privacy"), options=opts,

@@ -26,7 +26,7 @@ from typing import Any
 from toolkit.io import atomic_write_json, make_private_dir
 from toolkit.pipelines.manifest import digest, jsonable
 
-STEP_VERSION = 2  # bump when a step's outputs change meaning, to invalidate every cached step
+STEP_VERSION = 3  # bump when a step's outputs change meaning, to invalidate every cached step
 
 
 def step_key(name: str, inputs: dict[str, Any]) -> str:

@@ -314,7 +314,9 @@ def run_experiment(cfg: ExperimentConfig, out_dir: str | Path, *, progress: bool
                                       identifier_keys=ids, fingerprints=fp, progress=progress)
             manifest.finish("done")
         except BaseException as exc:
-            manifest.finish("failed", error=f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}")
+            # the toolkit's own messages name files and records, never their text; another library's may quote data
+            said = str(exc).splitlines()[0][:300] if isinstance(exc, ToolkitError) and str(exc) else ""
+            manifest.finish("failed", error=f"{type(exc).__name__}: {said}" if said else type(exc).__name__)
             raise
         if state is not None:
             state.wait_for_everyone()

@@ -82,11 +82,18 @@ def audit_checkpoint(checkpoint: str | Path, members: Corpus, nonmembers: Corpus
                      out_dir: str | Path, base_vocabulary: set[str] | None = None, max_length: int = 256,
                      n_bootstrap: int = 1000, progress: bool = False, seed: int | None = None, dtype=None,
                      device_map=None, **probe_kw) -> dict[str, Any]:
-    """Probe a checkpoint on members and non-members once — fill-mask for a masked LM (``seed``: its pass
-    assignment), teacher-forced next-word for a causal LM (chosen from the checkpoint's architecture) — then privacy
-    metrics on members (docs/methods.md §4) and the count membership attack (§5). Written as ``metrics.json``,
-    ``roc.json``, ``predictions.parquet``. ``dtype`` / ``device_map`` load a large model
-    (:func:`toolkit.audit.losses.load_audit_model`); ``probe_kw`` go to the probe (``batch_size``, ``device``)."""
+    """The papers' two audits of a checkpoint — fill-mask for a masked LM (``seed``: its pass assignment),
+    teacher-forced next-word for a causal LM (chosen from the checkpoint's architecture):
+
+    * privacy and utility (docs/methods.md §4): the training documents (``members``) probed with the identifiers
+      the model was trained with (``ids_train``), so a utility position is a word the strategy trained on and a
+      protected position one it protected; written as ``metrics.json`` and ``predictions.parquet``;
+    * the count membership attack (§5): members and non-members probed alike with the auditor's identifiers over
+      both (``ids_all``), so both sides are masked and scored by the same rule; ``roc.json`` and
+      ``mia_predictions.parquet``.
+
+    ``dtype`` / ``device_map`` load a large model (:func:`toolkit.audit.losses.load_audit_model`); ``probe_kw`` go
+    to the probe (``batch_size``, ``device``)."""
     from toolkit.audit import probe_causal, probe_masked
     from toolkit.audit.evaluate import evaluate_predictions, membership_report, membership_scores
     from toolkit.audit.losses import load_audit_model
@@ -99,20 +106,22 @@ def audit_checkpoint(checkpoint: str | Path, members: Corpus, nonmembers: Corpus
     probe = probe_masked if model_kind(model) == "mlm" else probe_causal
     if probe is probe_masked and seed is not None:
         probe_kw["seed"] = seed
-    preds = probe(model, tokenizer, both, positions=ids_all["positions"], max_length=max_length,
+    preds = probe(model, tokenizer, members, positions=ids_train["positions"], max_length=max_length,
                   progress=progress, **probe_kw)
-    member_preds = preds[preds["person_id"].isin(member_ids)]
-    report = evaluate_predictions(member_preds, ids_train, base_vocabulary=base_vocabulary)
+    report = evaluate_predictions(preds, ids_train, base_vocabulary=base_vocabulary)
     report["checkpoint"] = str(checkpoint)
     if preds.attrs.get("token_accuracy") is not None:
         report["token_accuracy"] = float(preds.attrs["token_accuracy"])
-    scores = membership_scores(preds, ids_all, both)
+    mia_preds = probe(model, tokenizer, both, positions=ids_all["positions"], max_length=max_length,
+                      progress=progress, **probe_kw)
+    scores = membership_scores(mia_preds, ids_all, both)
     roc = membership_report(scores, member_ids, nonmember_ids, n_bootstrap=n_bootstrap)
     make_private_dir(out)  # predictions hold predicted identifiers: owner-only
     atomic_write_parquet(preds.assign(top_k=preds["top_k"].map(list)), out / "predictions.parquet")
+    atomic_write_parquet(mia_preds.assign(top_k=mia_preds["top_k"].map(list)), out / "mia_predictions.parquet")
     atomic_write_json(roc, out / "roc.json")
     atomic_write_json(report, out / "metrics.json")
-    return {"metrics": report, "roc": roc, "predictions": preds}
+    return {"metrics": report, "roc": roc, "predictions": preds, "mia_predictions": mia_preds}
 
 
 def load_audit(out_dir: str | Path) -> dict[str, Any]:
@@ -120,7 +129,8 @@ def load_audit(out_dir: str | Path) -> dict[str, Any]:
     out = Path(out_dir)
     return {"metrics": json.loads((out / "metrics.json").read_text(encoding="utf-8")),
             "roc": json.loads((out / "roc.json").read_text(encoding="utf-8")),
-            "predictions": pd.read_parquet(out / "predictions.parquet")}
+            "predictions": pd.read_parquet(out / "predictions.parquet"),
+            "mia_predictions": pd.read_parquet(out / "mia_predictions.parquet")}
 
 
 def load_models(name: str | Path, reference: str | Path | None = None, *, dtype=None, device_map=None):

@@ -183,6 +183,26 @@ def _run_context(run: RunData, i: int, show_identifiers: bool) -> dict[str, Any]
             "findings": run_findings(run, results)}
 
 
+def run_status_warnings(runs: list[RunData]) -> list[str]:
+    """One sentence per run whose ``manifest.json`` does not say ``done``: a run killed or still going
+    (``running``) or stopped by an error (``failed``). The report then covers only the steps that finished."""
+    out = []
+    for run in runs:
+        m = run.manifest
+        if not m or m.get("status") == "done":
+            continue
+        n_steps = len(m.get("steps") or [])
+        if m.get("status") == "failed":
+            # the exception's type only: a library's message may quote data
+            what = "stopped with an error" + (f" ({str(m['error']).split(':')[0]})" if m.get("error") else "")
+        else:
+            what = (f"did not finish: it was interrupted, or was still running when this report was made "
+                    f"(status {m.get('status')!r}, started {m.get('started')})")
+        out.append(f"Run {run.label} {what}. Only the {n_steps} steps it recorded are reported; figures, verdicts "
+                   "and strategies of the steps it did not reach are missing, not passed.")
+    return out
+
+
 def render_report(runs: list[RunData], *, show_identifiers: bool = False, title: str | None = None) -> str:
     """The report's HTML for already collected runs."""
     import jinja2
@@ -198,6 +218,7 @@ def render_report(runs: list[RunData], *, show_identifiers: bool = False, title:
     strategies = ["base", *[m.get("strategy") or k for r in runs for k, m in r.attack_models(False).items()],
                   *[s for r in runs for s in r.strategies]]
     return env.from_string(TEMPLATE).render(
+        incomplete=run_status_warnings(runs),
         verdicts_html=markup(verdicts_html(runs, show_run=len(runs) > 1 or not runs[0].verdicts)),
         thresholds_html=markup(thresholds_html()), glossary=glossary(), colours=colour_key(strategies),
         title=title or "Language-model anonymity audit report", version=package_versions(["lm-anonymity-toolkit"])["lm-anonymity-toolkit"] or "",
@@ -219,4 +240,4 @@ def build_report(run_dirs, out: str | Path, *, show_identifiers: bool = False, t
     return atomic_write_text(render_report(runs, show_identifiers=show_identifiers, title=title), out)
 
 
-__all__ = ["EDPB", "READING", "build_report", "render_report", "run_findings"]
+__all__ = ["EDPB", "READING", "build_report", "render_report", "run_findings", "run_status_warnings"]

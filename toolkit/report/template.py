@@ -56,6 +56,8 @@ dl.glossary dd { margin-left: 1.5em; }
   <a href="#appendix">Appendix</a>
 </nav>
 <main>
+{% for text in incomplete %}<div class="privacy-mode raw incomplete"><strong>Incomplete run.</strong> {{ text }}</div>
+{% endfor %}
 <section id="verdict">
 <h2>Verdict</h2>
 {{ verdicts_html }}
