@@ -10,7 +10,7 @@
 # # Vocabulary review
 #
 # Is each token below a **name**? The tokens are what the language model predicted where a name had been removed
-# from a sentence (paper 003, SPEC §7). Names you confirm are removed from the model's vocabulary afterwards.
+# from a sentence (paper 003, methods.md §7). Names you confirm are removed from the model's vocabulary afterwards.
 #
 # Click **Name**, **Not a name** or **Unsure** (or press `n`, `x`, `u`; `z` undoes the last decision, `j`/`k` move
 # on and back). Every decision is saved at once: you can close this page at any time and continue later from where

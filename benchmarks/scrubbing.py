@@ -4,7 +4,7 @@
 Sentences: every distinct sentence of the clinical sample's ``train`` + ``heldout`` notes with exactly one ``PERSON``
 tag, the notes anonymised with the gold PATIENT/DOCTOR spans as the "NER" (no spaCy: this times the probe, not the
 NER); the first ``--sentences`` of them. Model: a tiny BERT (WordPiece 4k trained on the anonymised ``train`` notes,
-2 layers x 128 hidden, random weights: timing only). Both routes collect the top ``--top-k`` (40, SPEC §7.3)
+2 layers x 128 hidden, random weights: timing only). Both routes collect the top ``--top-k`` (40, methods.md §7.3)
 predictions per sentence; the script checks that they return the same token ids in the same order for every sentence
 (and probabilities within 1e-4), then prints sentences/s and the ratio.
 

@@ -55,7 +55,7 @@ cfg = load_experiment(config, overrides)
 # %% [markdown]
 # ## 1. The experiment is data
 # The config names the corpus and the roles of its splits (members are trained on, non-members are held out for the
-# attack, the public split builds the small base model), the identifier definition (SPEC §2: `k`, `n`, the
+# attack, the public split builds the small base model), the identifier definition (methods.md §2: `k`, `n`, the
 # detector), the strategies and checkpoints, and the audits. A typo or an unknown strategy stops here with a message
 # naming the file and the key.
 
@@ -141,9 +141,9 @@ display(HTML("<details><summary>The rules and their thresholds</summary>" + thre
 # ## Where next
 # | notebook | what it adds |
 # |---|---|
-# | `01_identifier_analysis` | the identifier definitions in depth: detectors against gold spans, `k` and `n` with widgets |
-# | `02_masked_lm_strategies` | every masked-LM strategy (PPMLM and its baselines), DP-SGD, downstream utility |
-# | `03_causal_lm_strategies` | every causal strategy, free-running regurgitation |
+# | `01_identifier_analysis` | the identifier definitions in depth: detectors against gold spans, `k` and `n` with
+# widgets | | `02_masked_lm_strategies` | every masked-LM strategy (PPMLM and its baselines), DP-SGD, downstream utility
+# | | `03_causal_lm_strategies` | every causal strategy, free-running regurgitation |
 # | `04_…` | e-mail extraction, RMFT and PII-aware deduplication, MaxTER / AURC |
 # | `05_…` | vocabulary scrubbing with a human review and the anonymity test |
 # | `06_results_and_report` | all runs side by side and the full report |

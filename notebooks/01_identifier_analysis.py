@@ -10,7 +10,7 @@
 # # 01 — Identifier analysis: who can be recognised in the training data?
 #
 # Before a language model is fine-tuned on patient notes, we need to know **which words could identify a patient**
-# if the model learned to reproduce them. This notebook walks through the analysis of paper 000 §4 (SPEC.md §2):
+# if the model learned to reproduce them. This notebook walks through the analysis of paper 000 §4 (methods.md §2):
 #
 # 1. **Direct identifiers** — names, hospitals, dates, phone numbers… found by a detector: spaCy NER, regular
 #    expressions, or the corpus' gold annotations (the *oracle*, to separate detector quality from method quality).

@@ -9,8 +9,8 @@
 # %% [markdown]
 # # 02 — Masked-LM strategies: does the model remember who was in the data?
 #
-# We fine-tune a masked language model (BERT-style) on clinical notes with each strategy of paper 000 (SPEC.md §3)
-# and audit every checkpoint the way a privacy office would (SPEC §4–5):
+# We fine-tune a masked language model (BERT-style) on clinical notes with each strategy of paper 000 (methods.md §3)
+# and audit every checkpoint the way a privacy office would (methods.md §4–5):
 #
 # | strategy | what it trains on | which words may be prediction targets |
 # |---|---|---|
@@ -49,7 +49,7 @@ k = None  # indirect identifiers: terms used by fewer than k individuals; None: 
 work_dir = "../outputs/work/02_masked_lm"
 n_bootstrap = None  # bootstrap resamples of the ROC; None: the config's
 known_categories = ["drug", "condition"]  # the auxiliary-knowledge attacker (001 §6.1)
-downstream_epochs = 6  # SPEC §8; 0 to skip
+downstream_epochs = 6  # methods.md §8; 0 to skip
 
 # %%
 from pathlib import Path
@@ -177,7 +177,7 @@ pd.DataFrame({name: {cat: v["n_leaked"] for cat, v in a["metrics"]["leaked_by_ca
               for name, a in last.items()}).fillna(0).astype(int)
 
 # %% [markdown]
-# ## 7. Downstream utility (SPEC §8): smoking status from the fine-tuned encoder
+# ## 7. Downstream utility (methods.md §8): smoking status from the fine-tuned encoder
 # All layers frozen but the last, 6 epochs, warm-up to 2e-5. With a tiny model this mostly shows whether the
 # strategies *damage* the encoder; compare with the majority-class baseline.
 

@@ -9,7 +9,7 @@
 # %% [markdown]
 # # 03 — Causal-LM strategies: PPclm and its baselines
 #
-# The causal half of paper 001 (SPEC.md §3–5): a GPT-style model learns to predict the next token. For the
+# The causal half of paper 001 (methods.md §3–5): a GPT-style model learns to predict the next token. For the
 # privacy-preserving strategies the protected words **stay in the input** (the model reads them as context) but
 # their tokens get label −100: the model is never trained to *produce* them.
 #

@@ -9,15 +9,17 @@
 # %% [markdown]
 # # 04 — E-mail addresses: RMFT, PII-aware deduplication and the extraction attack
 #
-# Paper 002 (SPEC.md §6): a language model fine-tuned on e-mail can be prompted into writing the e-mail addresses
+# Paper 002 (methods.md §6): a language model fine-tuned on e-mail can be prompted into writing the e-mail addresses
 # it was trained on, and the addresses that repeat most are the ones it learns. Two ways to change the data before
 # fine-tuning:
 #
 # | technique | what the model trains on |
 # |---|---|
 # | `baseline` | the messages as they are |
-# | `rmft` (Randomized Masked Fine-Tuning) | every address keeps its **first** occurrence; each later one is replaced by a random *look-alike* that keeps one part (first name, last name or domain) and draws the others from the corpus' own parts |
-# | `dedup` (PII-aware deduplication) | header lines (`From:`, `To:`, `Cc:` …) that repeat an address already seen are deleted; bodies stay |
+# | `rmft` (Randomized Masked Fine-Tuning) | every address keeps its **first** occurrence; each later one is replaced by
+# a random *look-alike* that keeps one part (first name, last name or domain) and draws the others from the corpus' own
+# parts | | `dedup` (PII-aware deduplication) | header lines (`From:`, `To:`, `Cc:` …) that repeat an address already
+# seen are deleted; bodies stay |
 #
 # **The attack**: prompts of 50 tokens, greedy decoding, a regular expression pulls addresses out of what the model
 # writes. **TER** (total extraction rate) = leaked addresses / all original training addresses; **SER** (seen

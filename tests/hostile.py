@@ -127,7 +127,7 @@ def documents(draw, *, surrogates: bool = False, valid_only: bool = False, max_d
 
 
 def doc_problem(doc: dict[str, Any]) -> str | None:
-    """Why :func:`toolkit.corpus.make_document` must refuse ``doc`` (SPEC §1), or ``None``."""
+    """Why :func:`toolkit.corpus.make_document` must refuse ``doc`` (methods.md §1), or ``None``."""
     if is_blank(doc["doc_id"]) or is_blank(doc["person_id"]):
         return "missing field"
     if any(isinstance(doc.get(f), str) and SURROGATES.search(doc[f]) for f in ("doc_id", "person_id", "text", "split")):
@@ -740,7 +740,7 @@ def check_analysis(corpus: Corpus, detector: str, k: int, n: int, out_dir: Path)
         r = analyze(corpus, detector=detector, k=k, n=n, progress=False)
     w = r.words
     docs = list(corpus)
-    # words: the SPEC §1 definition (stdlib reference pattern), offsets into the original text
+    # words: the methods.md §1 definition (stdlib reference pattern), offsets into the original text
     ref = [(i, m.start(), m.end()) for i, d in enumerate(docs) for m in word_pattern().finditer(d.text)]
     got = list(zip(w.doc.tolist(), w.start.tolist(), w.end.tolist()))
     if all(_assigned(d.text) for d in docs):
@@ -820,7 +820,7 @@ def _check_analysis_case(case) -> str:
     return "ok"
 
 
-#: The identifier analysis on hostile corpora, compared with a brute-force recomputation (SPEC §2).
+#: The identifier analysis on hostile corpora, compared with a brute-force recomputation (methods.md §2).
 ANALYSIS_PROPERTY = (st.tuples(documents(valid_only=True, max_docs=6, text_strategy=texts(max_pieces=40)),
                                st.sampled_from(["oracle", "patterns", "oracle+patterns"]), st.integers(2, 4),
                                st.integers(1, 3)), _check_analysis_case)

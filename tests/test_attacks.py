@@ -1,4 +1,4 @@
-"""Attack battery (SPEC §10, §11): token losses against direct computations, attack scores against hand numbers,
+"""Attack battery (methods.md §10, §11): token losses against direct computations, attack scores against hand numbers,
 ROC against scikit-learn, exposure against exact ranks, PII inference against a brute-force recount, verdict rules."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The masked-LM collator (SPEC §3): protected whole-word masking, 15% of eligible words, 80/10/10 per token."""
+"""The masked-LM collator (methods.md §3): protected whole-word masking, 15% of eligible words, 80/10/10 per token."""
 
 from __future__ import annotations
 

@@ -139,7 +139,7 @@ for argv in json.loads(sys.argv[1]):
 
 def _identifier_needles(corpus, ids_dir: Path) -> dict[str, str]:
     """Strings whose appearance in the output would be a leak: the gold PHI spans' text and the I_direct and
-    I_indirect words (SPEC §2) of the run's documents."""
+    I_indirect words (methods.md §2) of the run's documents."""
     needles: dict[str, str] = {}
     for d in corpus:
         for s in d.spans:

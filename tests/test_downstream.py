@@ -1,4 +1,4 @@
-"""Downstream utility (SPEC.md §8): frozen layers, result dict, label errors, GPT-2, and that the path learns."""
+"""Downstream utility (methods.md §8): frozen layers, result dict, label errors, GPT-2, and that the path learns."""
 
 from __future__ import annotations
 

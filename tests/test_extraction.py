@@ -1,5 +1,5 @@
-"""Extraction attack, perplexity and the paper-002 metrics (SPEC §6): hand-computed TER/SER/MDP/MaxTER/AURC (with an
-infeasible τ range), step checkpoints with seen sets and resume, and the CLI round trip on a tiny model."""
+"""Extraction attack, perplexity and the paper-002 metrics (methods.md §6): hand-computed TER/SER/MDP/MaxTER/AURC (with
+an infeasible τ range), step checkpoints with seen sets and resume, and the CLI round trip on a tiny model."""
 
 from __future__ import annotations
 

@@ -425,7 +425,7 @@ def test_pattern_rules_find_the_same_spans_as_before_the_fix():
        st.sampled_from(["oracle", "patterns", "oracle+patterns"]), st.integers(2, 4), st.integers(1, 3))
 def test_analysis_on_hostile_corpora(tmp_path_factory, docs, detector, k, n):
     """Identifier analysis of hostile texts (one or several individuals, people without words, spans at the edges)
-    equals a brute-force recomputation of SPEC §2, and saves and loads back."""
+    equals a brute-force recomputation of methods.md §2, and saves and loads back."""
     check_analysis(corpus_of(docs), detector, k, n, tmp_path_factory.mktemp("ids"))
 
 

@@ -1,4 +1,4 @@
-"""Identifier analysis against a hand-computed corpus (SPEC.md §2)."""
+"""Identifier analysis against a hand-computed corpus (methods.md §2)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Audit metrics against hand-computed values (SPEC.md §4, §5) and smoke tests of the audit figures (§9)."""
+"""Audit metrics against hand-computed values (methods.md §4, §5) and smoke tests of the audit figures (§9)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Next-word probe of a causal LM (SPEC.md §4): fixed-logit predictions, multi-token words, token accuracy, first
+"""Next-word probe of a causal LM (methods.md §4): fixed-logit predictions, multi-token words, token accuracy, first
 occurrences of protected types, memorisation, greedy generation (batched = one by one), regurgitation, determinism."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Fill-mask probe (SPEC.md §4): coverage, pass grouping, predictions, multi-token decoding, determinism."""
+"""Fill-mask probe (methods.md §4): coverage, pass grouping, predictions, multi-token decoding, determinism."""
 
 from __future__ import annotations
 

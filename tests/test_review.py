@@ -1,4 +1,4 @@
-"""Review state and review file (SPEC §7.4): decisions, undo, filters, resume, crash safety, merge, comparison."""
+"""Review state and review file (methods.md §7.4): decisions, undo, filters, resume, crash safety, merge, comparison."""
 
 from __future__ import annotations
 

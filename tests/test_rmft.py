@@ -1,4 +1,4 @@
-"""RMFT and PII-aware dedup (SPEC §6): one original occurrence per address, look-alikes never equal to a real
+"""RMFT and PII-aware dedup (methods.md §6): one original occurrence per address, look-alikes never equal to a real
 address, seeded reproducibility, text outside addresses unchanged, spans kept aligned; dedup removes exactly the
 header lines that repeat an address; the CLI writes the corpus and a count-only summary."""
 

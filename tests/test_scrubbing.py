@@ -1,4 +1,4 @@
-"""Vocabulary scrubbing (SPEC §7): anonymisation + offset map, sentences, fill-mask top-k, candidates, scrubbing
+"""Vocabulary scrubbing (methods.md §7): anonymisation + offset map, sentences, fill-mask top-k, candidates, scrubbing
 (WordPiece and byte-level BPE, fast and slow files), the anonymity test, and the CLI."""
 
 from __future__ import annotations
@@ -395,7 +395,7 @@ def test_scrub_match_case_and_refusals(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------------------------------
-# the anonymity test (SPEC §7.6) and the CLI
+# the anonymity test (methods.md §7.6) and the CLI
 
 
 def test_anonymity_test_counts(tmp_path):

@@ -1,4 +1,4 @@
-"""Strategy data pipeline: pseudonymisation offsets, word-aligned encoding, protected targets (SPEC §3)."""
+"""Strategy data pipeline: pseudonymisation offsets, word-aligned encoding, protected targets (methods.md §3)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
-"""Auditing fine-tuned language models on their own training documents (SPEC.md §4, §5, §7).
+"""Auditing fine-tuned language models on their own training documents (methods.md §4, §5, §7).
 
 * :func:`probe_masked` — fill-mask probing of a masked LM: every word masked once, ~15% of a chunk's words per pass,
   all occurrences of a protected type masked together; one row per word occurrence (``toolkit.metrics`` input).
-* :func:`downstream_f1` — downstream utility (SPEC.md §8): a classification head on the checkpoint, all layers
+* :func:`downstream_f1` — downstream utility (methods.md §8): a classification head on the checkpoint, all layers
   frozen but the last; macro F1 on a held-out split (:func:`majority_baseline_f1` for comparison).
 """
 

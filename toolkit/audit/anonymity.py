@@ -1,4 +1,4 @@
-"""The anonymity test (SPEC §7.6, paper 003 §5): how often does the model still fill a name slot with a name?
+"""The anonymity test (methods.md §7.6, paper 003 §5): how often does the model still fill a name slot with a name?
 
 On test sentences disjoint from the development set (100 seen + 100 unseen by default) the top ``k`` = 20 predictions
 at the mask are collected (4,000 predictions). A prediction is **name-like** when it is a word (``kind == "word"``,
@@ -63,7 +63,7 @@ def anonymity_test(model, tokenizer, sentences: pd.DataFrame, *, top_k: int = 20
                    names: Iterable[str] | None = None, score_config: NameScoreConfig | None = None,
                    threshold: float = 0.5, batch_size: int = 64, progress: bool = False,
                    model_name: str | None = None) -> tuple[dict[str, Any], pd.DataFrame]:
-    """Run the SPEC §7.6 test; returns ``(report, predictions)`` (fields in the module docstring).
+    """Run the methods.md §7.6 test; returns ``(report, predictions)`` (fields in the module docstring).
 
     ``sentences``: a frame from :func:`~toolkit.scrub.sentences.read_sentences` /
     :func:`~toolkit.scrub.sentences.split_dev_test` (``sentence``, ``sentence_id``, ``source``,
@@ -173,7 +173,7 @@ def prediction_count_table(predictions: pd.DataFrame, *, source: str | None = No
 
 
 def anonymity_summary(reports: dict[str, dict[str, Any]]) -> pd.DataFrame:
-    """One row per report (e.g. ``before`` / ``after`` scrubbing) with the SPEC §7.6 numbers."""
+    """One row per report (e.g. ``before`` / ``after`` scrubbing) with the methods.md §7.6 numbers."""
     rows = {}
     for name, r in reports.items():
         b = r.get("best_rank_by_source", {})

@@ -1,4 +1,4 @@
-"""Downstream utility (SPEC.md §8): does the fine-tuned model still serve its purpose?
+"""Downstream utility (methods.md §8): does the fine-tuned model still serve its purpose?
 
 A sequence-classification head is put on the audited checkpoint's encoder (``AutoModelForSequenceClassification``:
 BERT / RoBERTa masked-LM checkpoints and GPT-2 causal ones alike), every parameter is frozen except the last
@@ -135,7 +135,7 @@ def downstream_f1(checkpoint: str | Path, train_corpus, eval_corpus, *, label: s
                   max_length: int = 256, seed: int = 0, train_last_layers: int = 1,
                   progress: bool = True) -> dict[str, Any]:
     """Train a classification head (plus the last ``train_last_layers`` layers) of ``checkpoint`` on
-    ``train_corpus``'s ``label`` and score it on ``eval_corpus`` (SPEC §8).
+    ``train_corpus``'s ``label`` and score it on ``eval_corpus`` (methods.md §8).
 
     ``checkpoint`` is a Hugging Face id or a saved model directory (an ``epoch-N`` folder of a run). The learning
     rate rises linearly over the first ``warmup_ratio`` of the steps, then decays linearly to 0.

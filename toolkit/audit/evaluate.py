@@ -1,5 +1,5 @@
-"""From probe predictions to the audit's figures (SPEC §4, §5): privacy / utility metrics, leaked identifier types,
-regurgitation, and the count-based membership inference attack.
+"""From probe predictions to the audit's figures (methods.md §4, §5): privacy / utility metrics, leaked identifier
+types, regurgitation, and the count-based membership inference attack.
 
 Inputs are the identifiers step's outputs (``load_identifiers(dir)``: terms, positions, spans) and the probe's
 DataFrame (one row per word occurrence); outputs are JSON-serialisable dicts and DataFrames.
@@ -17,7 +17,7 @@ from toolkit.identifiers.words import segment_corpus
 
 
 def identifier_sets(ids: dict[str, Any]) -> dict[str, Any]:
-    """``I_direct``, ``I_indirect`` (unigram types), term → category and training frequency (SPEC §2)."""
+    """``I_direct``, ``I_indirect`` (unigram types), term → category and training frequency (methods.md §2)."""
     t = ids["terms"]
     uni = t[t["n"] == 1]
     categories = {str(r.term): (r.category or "INDIRECT") for r in uni.itertuples() if r.direct or r.indirect}
@@ -52,7 +52,8 @@ def evaluate_predictions(predictions: pd.DataFrame, ids: dict[str, Any], *,
                          base_vocabulary: set[str] | None = None) -> dict[str, Any]:
     """The ``metrics.json`` of a probe: utility, privacy, direct/indirect (and novel) privacy, leaked types by category.
 
-    ``base_vocabulary``: word types of the base model's training data; identifiers outside it are *novel* (SPEC §4).
+    ``base_vocabulary``: word types of the base model's training data; identifiers outside it are *novel* (methods.md
+    §4).
     """
     sets = identifier_sets(ids)
     novel = None
@@ -74,12 +75,12 @@ def regurgitation(predictions: pd.DataFrame, ids: dict[str, Any]) -> pd.DataFram
 
 def membership_scores(predictions: pd.DataFrame, ids: dict[str, Any], corpus: Corpus, *,
                       restrict_to: set[str] | None = None) -> pd.Series:
-    """SPEC §5 score: number of an individual's indirect-identifier types predicted on their own documents."""
+    """methods.md §5 score: number of an individual's indirect-identifier types predicted on their own documents."""
     return metrics.mia_scores(predictions, indirect_by_person(ids, corpus), restrict_to=restrict_to)
 
 
 def membership_report(scores: pd.Series, members: set[str], nonmembers: set[str], **kw) -> dict[str, Any]:
-    """ROC, AUC, TPR at FPR 0.1% / 1% / 10% (None where unresolvable), bootstrap intervals (SPEC §5)."""
+    """ROC, AUC, TPR at FPR 0.1% / 1% / 10% (None where unresolvable), bootstrap intervals (methods.md §5)."""
     m = scores[scores.index.isin(members)].to_numpy()
     n = scores[scores.index.isin(nonmembers)].to_numpy()
     return metrics.mia_report(m, n, **kw)

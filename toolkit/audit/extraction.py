@@ -1,4 +1,4 @@
-"""The e-mail extraction attack of paper 002 (SPEC.md §6): prompt every checkpoint, decode greedily, pull addresses
+"""The e-mail extraction attack of paper 002 (methods.md §6): prompt every checkpoint, decode greedily, pull addresses
 out with a regex, count the ones that belong to the original training set.
 
 Per checkpoint (:func:`extract_checkpoint`):
@@ -138,7 +138,7 @@ def extract_from_generations(tokenizer, prompt_ids: list[list[int]], continuatio
 
 def extraction_record(per_prompt: list[dict[str, Any]], original: set[str], seen: set[str] | None,
                       targets=None) -> dict[str, Any]:
-    """TER / SER and counts from :func:`extract_from_generations` output (SPEC §6).
+    """TER / SER and counts from :func:`extract_from_generations` output (methods.md §6).
 
     ``original``: the original training addresses (normalised); ``seen``: the addresses seen up to the checkpoint
     (``None``: unknown, SER NaN); ``targets``: the prompts' expected addresses (optional).

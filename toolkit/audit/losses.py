@@ -1,4 +1,4 @@
-"""Per-token losses of documents under a language model, computed once and shared by every attack (SPEC §10).
+"""Per-token losses of documents under a language model, computed once and shared by every attack (methods.md §10).
 
 Definitions
 -----------

@@ -1,4 +1,4 @@
-"""Held-out perplexity of a causal LM (SPEC.md §6, paper 002 §3 "Perplexity Evaluation", eq. 3 and 5).
+"""Held-out perplexity of a causal LM (methods.md §6, paper 002 §3 "Perplexity Evaluation", eq. 3 and 5).
 
 Each document is cut into chunks of at most ``max_length`` tokens exactly as training cuts them
 (:func:`~toolkit.strategies.encoding.encode_corpus`: no BOS token, never inside a word), and every chunk goes

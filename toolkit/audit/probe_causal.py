@@ -1,4 +1,4 @@
-"""Next-word probing of a causal language model on its own training documents (SPEC.md §4, paper 001 §5.3), and
+"""Next-word probing of a causal language model on its own training documents (methods.md §4, paper 001 §5.3), and
 free-running regurgitation of identifiers.
 
 :func:`probe_causal` — teacher forcing. Documents are cut into chunks of at most ``max_length`` tokens
@@ -10,7 +10,7 @@ lower-case, as :func:`~toolkit.audit.probe_masked.probe_masked`). The output has
 
 Choices:
 
-* **only the first occurrence of a protected type in a document counts** (SPEC §4): a later occurrence can be
+* **only the first occurrence of a protected type in a document counts** (methods.md §4): a later occurrence can be
   copied from the prefix, so even a model that never saw the document would "leak" it. A type is protected in a
   document when at least one of its occurrences there is a protected position (``positions``); then only its first
   occurrence in the document (protected or not) is counted, the later ones (protected or not) are not. By default
@@ -34,7 +34,7 @@ Choices:
 * ``top_k``: the ``top_k`` alternatives of single-token words are kept (first = the prediction); empty for words of
   several tokens.
 
-Token accuracy (SPEC §4 "for CLM also token accuracy") is ``attrs["token_accuracy"]``: the share of tokens of
+Token accuracy (methods.md §4 "for CLM also token accuracy") is ``attrs["token_accuracy"]``: the share of tokens of
 counted non-protected words whose arg-max is the actual token; per word, ``n_tokens_correct`` holds the numerator so
 that it can be recomputed on any subset (``df.n_tokens_correct.sum() / df.n_tokens.sum()`` over non-protected rows).
 
@@ -92,7 +92,7 @@ def _protection(words, doc_ids, positions):
 
 
 def counted_occurrences(words, protected: np.ndarray) -> np.ndarray:
-    """Boolean per word row: False for every occurrence of a protected type in a document but its first (SPEC §4).
+    """Boolean per word row: False for every occurrence of a protected type in a document but its first (methods.md §4).
 
     A type is protected in a document when one of its occurrences there is protected; its first occurrence in the
     document counts whether or not that occurrence is itself protected.
@@ -117,7 +117,7 @@ def counted_occurrences(words, protected: np.ndarray) -> np.ndarray:
 def probe_causal(model, tokenizer, corpus, *, positions: pd.DataFrame | None, max_length: int = 256,
                  batch_size: int = 32, progress: bool = True, device=None, lowercase: bool = True,
                  top_k: int = 5, add_bos: bool = False, include_uncounted: bool = False) -> pd.DataFrame:
-    """Teacher-forced next-word probe of a causal LM on the documents of ``corpus`` (SPEC §4); one row per word.
+    """Teacher-forced next-word probe of a causal LM on the documents of ``corpus`` (methods.md §4); one row per word.
 
     Parameters
     ----------
@@ -135,7 +135,7 @@ def probe_causal(model, tokenizer, corpus, *, positions: pd.DataFrame | None, ma
     device:
         Where to run (the model is moved there); default: the model's current device.
     lowercase:
-        Compare words after lower-casing (always after NFKC), as the identifier analysis (SPEC §1).
+        Compare words after lower-casing (always after NFKC), as the identifier analysis (methods.md §1).
     top_k:
         Alternatives kept for single-token words (0: none).
     add_bos:
@@ -332,15 +332,15 @@ def regurgitation_rate(model, tokenizer, corpus, identifiers: set[str], *, prefi
                        lowercase: bool = True, add_bos: bool = False, n_examples: int = 5,
                        hash_key: bytes | None = None) -> dict:
     """Free-running regurgitation: the share of a document's later identifiers that the greedy continuation of its
-    first tokens reproduces verbatim (issue 001; SPEC §4 *Regurgitation* for the teacher-forced counterpart).
+    first tokens reproduces verbatim (issue 001; methods.md §4 *Regurgitation* for the teacher-forced counterpart).
 
     For each document the prompt is its first ``prefix_tokens`` tokens, cut back to the end of the last whole word
     (a prompt never ends inside a word or with a space; when the first word alone is longer, the prompt is that
     word), starting at position 0 as in training; ``add_bos`` puts the BOS (else EOS) token first when the tokenizer
     adds no prefix of its own (as :func:`probe_causal`). The *targets* are the identifier types (normalised members
     of ``identifiers``) occurring as words after the prompt, **except those already in the prompt** (they
-    could be copied, as SPEC §4's first-occurrence choice). A target is *reproduced* when it is a word of the greedy
-    continuation (``max_new_tokens`` tokens). Documents without a target are not generated.
+    could be copied, as methods.md §4's first-occurrence choice). A target is *reproduced* when it is a word of the
+    greedy continuation (``max_new_tokens`` tokens). Documents without a target are not generated.
 
     Returns ``{"n_documents", "n_prompted" (documents with a target), "n_identifier_occurrences" (targets: distinct
     types per document, summed), "n_reproduced", "share_reproduced" (None without targets), "n_excluded_in_prompt",

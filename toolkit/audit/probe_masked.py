@@ -1,4 +1,4 @@
-"""Fill-mask probing of a masked language model on its own training documents (SPEC.md §4, paper 000 §5.1).
+"""Fill-mask probing of a masked language model on its own training documents (methods.md §4, paper 000 §5.1).
 
 Every word position of every probed document is masked exactly once. Documents are cut into chunks of at most
 ``max_length`` tokens (:func:`~toolkit.strategies.encoding.encode_corpus`, never inside a word); the words of a chunk
@@ -7,7 +7,7 @@ which about ``mask_rate`` of its words are masked — every sub-token of a maske
 The predicted word is the decoded arg-max token at each of its positions (``tokenizer.decode(ids).strip()``, then
 NFKC + lower-case); for words of a single token the ``top_k`` alternatives are kept too.
 
-Choices (SPEC §4):
+Choices (methods.md §4):
 
 * **all occurrences of a protected word type in a chunk are masked in the same pass**: otherwise the model copies a
   name from its other, visible occurrence, and even a model that never saw the document "leaks" it. A type is
@@ -253,7 +253,7 @@ def decode_word_predictions(tokenizer, top_ids: np.ndarray, first: np.ndarray, n
 def probe_masked(model, tokenizer, corpus, *, positions: pd.DataFrame | None, max_length: int = 256,
                  mask_rate: float = 0.15, seed: int = 0, top_k: int = 5, batch_size: int = 64,
                  progress: bool = True, device=None, lowercase: bool = True) -> pd.DataFrame:
-    """Fill-mask probe of ``model`` on the documents of ``corpus`` (SPEC §4); one row per word occurrence.
+    """Fill-mask probe of ``model`` on the documents of ``corpus`` (methods.md §4); one row per word occurrence.
 
     Parameters
     ----------
@@ -279,16 +279,16 @@ def probe_masked(model, tokenizer, corpus, *, positions: pd.DataFrame | None, ma
     device:
         Where to run (the model is moved there); default: the model's current device.
     lowercase:
-        Compare words after lower-casing (always after NFKC), as the identifier analysis (SPEC §1).
+        Compare words after lower-casing (always after NFKC), as the identifier analysis (methods.md §1).
 
     Returns
     -------
     DataFrame with columns doc_id, person_id, word_row (row of the probed corpus' ``WordTable``, in corpus order),
     start, end, original, predicted (normalised; ``None`` when nothing decodable was predicted), correct, protected,
     direct, indirect, n_tokens, top_k (list of ``top_k`` normalised alternatives, best first — the first is the
-    prediction —, ``""`` for a special token, for single-token words; empty otherwise), pass_index (the pass that masked the word, 0-based within its chunk), chunk (the chunk of the
-    document it was probed in, 0-based). Rows are in corpus order.
-    ``df.attrs``: ``n_words_without_tokens`` (words no token was assigned to: dropped), ``n_sequences``,
+    prediction —, ``""`` for a special token, for single-token words; empty otherwise), pass_index (the pass that masked
+    the word, 0-based within its chunk), chunk (the chunk of the document it was probed in, 0-based). Rows are in corpus
+    order. ``df.attrs``: ``n_words_without_tokens`` (words no token was assigned to: dropped), ``n_sequences``,
     ``n_chunks``, ``head_only`` (whether the LM head was applied only at masked positions).
     """
     if not 0.0 < float(mask_rate) <= 1.0:

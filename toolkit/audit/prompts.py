@@ -1,7 +1,7 @@
 """Extraction prompts cut from training messages right before an address (an auditor's attack on its own data).
 
 Paper 002 prompts with web text; an auditor who holds the training data can ask the sharper question of
-"extractable memorisation" (Carlini et al. 2021, used by SPEC §4 for probing): given the text that preceded an
+"extractable memorisation" (Carlini et al. 2021, used by methods.md §4 for probing): given the text that preceded an
 address in a training message, does the model write that address? :func:`address_prompts` draws messages at random
 (seeded), one prompt per message, and cuts each right before an address occurrence that is the **first
 occurrence of that address in the message** — so the target never appears in the prompt and cannot be copied from

@@ -1,4 +1,4 @@
-"""Traffic-light verdict of one audited model from its attack results (SPEC §11).
+"""Traffic-light verdict of one audited model from its attack results (methods.md §11).
 
 Rules (thresholds in :class:`VerdictThresholds`, defaults shown):
 

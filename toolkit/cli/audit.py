@@ -1,5 +1,5 @@
-"""Audits of a checkpoint: ``probe`` (privacy and utility on its training documents, SPEC §4) and ``mia``
-(membership inference by predicted indirect identifiers, SPEC §5).
+"""Audits of a checkpoint: ``probe`` (privacy and utility on its training documents, methods.md §4) and ``mia``
+(membership inference by predicted indirect identifiers, methods.md §5).
 
 Both pick the probe from the checkpoint's architecture, as
 :func:`toolkit.pipelines.steps.audit_checkpoint` does: fill-mask (:func:`toolkit.audit.probe_masked`) for a masked LM,
@@ -97,7 +97,7 @@ def _add_common(s: argparse.ArgumentParser, identifiers_help: str, out_help: str
 
 def register(sub) -> None:
     s = sub.add_parser("probe", help="privacy and utility audit of a checkpoint on its training documents: fill-mask "
-                                     "or next-word probe, from its architecture (SPEC §4)",
+                                     "or next-word probe, from its architecture (methods.md §4)",
                        description="Probe every word of the training documents (fill-mask for a masked LM, "
                                    "teacher-forced next word for a causal LM) and write OUT/metrics.json (utility, "
                                    "privacy, leaks) and OUT/predictions.parquet (predicted words: personal data).")
@@ -109,7 +109,7 @@ def register(sub) -> None:
     s.add_argument("--base-split", default="public", help="splits of --base-corpus to use (default public)")
     s.set_defaults(func=cmd_probe)
 
-    s = sub.add_parser("mia", help="membership inference by predicted indirect identifiers (SPEC §5)",
+    s = sub.add_parser("mia", help="membership inference by predicted indirect identifiers (methods.md §5)",
                        description="Probe members and non-members (fill-mask or next word, from the checkpoint's "
                                    "architecture), score each individual by its predicted indirect identifiers and "
                                    "write OUT/roc.json (AUC with bootstrap interval, TPR at low FPR) and "

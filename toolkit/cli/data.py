@@ -1,4 +1,4 @@
-"""Data and identifiers: ``identifiers`` (SPEC §2) and ``samples`` (the synthetic sample data)."""
+"""Data and identifiers: ``identifiers`` (methods.md §2) and ``samples`` (the synthetic sample data)."""
 
 from __future__ import annotations
 
@@ -102,7 +102,7 @@ def cmd_samples(args: argparse.Namespace) -> int:
 
 
 def register(sub) -> None:
-    s = sub.add_parser("identifiers", help="direct and indirect identifiers of a corpus (SPEC §2)",
+    s = sub.add_parser("identifiers", help="direct and indirect identifiers of a corpus (methods.md §2)",
                        description="Detect direct identifiers, build the individuals x terms graph and write "
                                    "terms.parquet, individuals.parquet, positions.parquet and summary.json. When "
                                    "the corpus has gold spans, summary.json and the terminal also give the "

@@ -1,4 +1,4 @@
-"""E-mail address memorisation (SPEC §6, paper 002): the data techniques ``rmft`` and ``dedup``, ``email-train``,
+"""E-mail address memorisation (methods.md §6, paper 002): the data techniques ``rmft`` and ``dedup``, ``email-train``,
 the extraction attack ``extract`` and the technique comparison ``maxter``.
 
 Addresses never go to the terminal: commands print counts and rates; the addresses stay in the files they write.
@@ -169,10 +169,10 @@ GRANULARITY_HELP = ("dedup: line (default, the paper's): remove every header lin
 
 def _register_transforms(sub) -> None:
     for name, helptext, func in (
-            ("rmft", "RMFT: keep each e-mail address's first occurrence, replace later ones by look-alikes (SPEC §6)",
+            ("rmft", "RMFT: keep each e-mail address's first occurrence, replace later ones by look-alikes (methods.md §6)",
              cmd_rmft),
             ("dedup", "PII-aware dedup: remove header lines (or, --granularity address, the addresses) that repeat "
-                      "an e-mail address (SPEC §6)", cmd_dedup)):
+                      "an e-mail address (methods.md §6)", cmd_dedup)):
         s = sub.add_parser(name, help=helptext, description=helptext + ". Writes OUT (JSONL) and OUT's "
                            "summary.json beside it" + (" and the replacement map (.replacements.parquet)"
                                                        if name == "rmft" else " and .removed.parquet"))
@@ -237,7 +237,7 @@ def register(sub) -> None:
     _register_transforms(sub)
     _register_email_train(sub)
     _register_extract(sub)
-    s = sub.add_parser("maxter", help="MaxTER curves and AURC of techniques against the baseline (SPEC §6)",
+    s = sub.add_parser("maxter", help="MaxTER curves and AURC of techniques against the baseline (methods.md §6)",
                        description="Compare `extract` outputs: writes OUT/maxter.parquet (technique, tau, maxter, "
                                    "feasible), OUT/aurc.json and OUT/checkpoints.parquet (MDP%%, TER drop, "
                                    "Mean Delta Perplexity, Pareto flag per checkpoint).")

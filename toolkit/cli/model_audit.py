@@ -37,7 +37,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 def register(sub) -> None:
     s = sub.add_parser("audit", help="audit any masked or causal model with the strongest known attacks and give a "
-                                     "verdict (SPEC §10-11)",
+                                     "verdict (methods.md §10-11)",
                        description="Membership attacks (loss, zlib, Min-K%, Min-K%++, reference, identifier count), "
                                    "PII inference, memorisation and the §4 probe of every MODEL on the members vs "
                                    "non-members of --corpus; writes OUT/<model>/ (attacks.json, roc.json, "

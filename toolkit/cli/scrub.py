@@ -1,4 +1,4 @@
-"""Vocabulary scrubbing of a masked LM (SPEC §7): ``anonymize`` a corpus, draw tagged ``sentences``, rank name
+"""Vocabulary scrubbing of a masked LM (methods.md §7): ``anonymize`` a corpus, draw tagged ``sentences``, rank name
 ``candidates`` for review, compare reviews (``review-compare``), ``scrub`` the judged names from the tokenizer and
 measure the result (``anonymity-test``).
 
@@ -154,7 +154,7 @@ def cmd_anonymity_test(args: argparse.Namespace) -> int:
 
 
 def _register_anonymize(sub) -> None:
-    s = sub.add_parser("anonymize", help="replace NER entities by tags (PERSON, GPE) with an offset map (SPEC §7.1)",
+    s = sub.add_parser("anonymize", help="replace NER entities by tags (PERSON, GPE) with an offset map (methods.md §7.1)",
                        description="Anonymise a corpus with spaCy NER: each entity of the chosen labels becomes its "
                                    "tag; writes OUT (JSONL), OUT_STEM.offsets.parquet and OUT_STEM.summary.json.")
     add_corpus_options(s, positional=True, skipped_beside=True)
@@ -169,7 +169,7 @@ def _register_anonymize(sub) -> None:
 
 
 def _register_sentences(sub) -> None:
-    s = sub.add_parser("sentences", help="development and test sentences with one masked tag (SPEC §7.3, §7.6)")
+    s = sub.add_parser("sentences", help="development and test sentences with one masked tag (methods.md §7.3, §7.6)")
     s.add_argument("anonymized", help="output of `anonymize` (its offset map must be beside it)")
     s.add_argument("--original", help="the corpus before anonymisation (hashes of the original names), read as "
                                       "`anonymize` read it: same reading options")
@@ -190,7 +190,7 @@ def _register_sentences(sub) -> None:
 
 
 def _register_review(sub) -> None:
-    s = sub.add_parser("candidates", help="fill-masked-name probing and name-likeness ranking (SPEC §7.3-7.4)")
+    s = sub.add_parser("candidates", help="fill-masked-name probing and name-likeness ranking (methods.md §7.3-7.4)")
     s.add_argument("model_dir", help="masked LM (directory or cached id)")
     s.add_argument("--sentences", required=True, help="dev.jsonl of `sentences`, or a MedRoBERTa-style CSV")
     s.add_argument("--out", required=True, help="folder for candidates.parquet and predictions.parquet")
@@ -210,7 +210,7 @@ def _register_review(sub) -> None:
 
 
 def _register_scrub(sub) -> None:
-    s = sub.add_parser("scrub", help="rename judged names in the tokenizer to unk + 13 digits, ids kept (SPEC §7.5)")
+    s = sub.add_parser("scrub", help="rename judged names in the tokenizer to unk + 13 digits, ids kept (methods.md §7.5)")
     s.add_argument("model_dir", help="local model directory")
     s.add_argument("--review", required=True, nargs="+", help=REVIEW_FILES)
     s.add_argument("--out", required=True, help="new model directory")
@@ -222,7 +222,7 @@ def _register_scrub(sub) -> None:
     s.add_argument("--seed", type=int, help="seed of the random numbers (default: unpredictable)")
     s.set_defaults(func=cmd_scrub)
 
-    s = sub.add_parser("anonymity-test", help="share of name-like fill-mask predictions on test sentences (SPEC §7.6)")
+    s = sub.add_parser("anonymity-test", help="share of name-like fill-mask predictions on test sentences (methods.md §7.6)")
     s.add_argument("model_dir", help="masked LM to test (directory or cached id), e.g. the output of `scrub`")
     s.add_argument("--sentences", required=True, help="test.jsonl of `sentences`, or a MedRoBERTa-style CSV")
     s.add_argument("--out", required=True, help="folder for anonymity.json and predictions.parquet")

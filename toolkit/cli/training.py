@@ -1,5 +1,5 @@
 """Training: ``base`` (a tiny base model pre-trained from scratch) and ``train`` (fine-tuning with a strategy,
-SPEC §3)."""
+methods.md §3)."""
 
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ def register(sub) -> None:
     add_quiet(s)
     s.set_defaults(func=cmd_base)
 
-    s = sub.add_parser("train", help="fine-tune a base model with a strategy (SPEC §3)",
+    s = sub.add_parser("train", help="fine-tune a base model with a strategy (methods.md §3)",
                        description="Fine-tune BASE (HF id or directory) on CORPUS with STRATEGY; checkpoints under "
                                    "OUT/epoch-N/; an interrupted run resumes from its last checkpoint.")
     s.add_argument("--strategy", required=True, help="mlm, mlm_pseudo, ppmlm, dppmlm, ippmlm, mlm_dp, clm, ...")

@@ -1,4 +1,4 @@
-"""Settings of the e-mail extraction experiment (paper 002; SPEC.md §3 "RMFT" row and §6).
+"""Settings of the e-mail extraction experiment (paper 002; methods.md §3 "RMFT" row and §6).
 
 A profile's ``email`` section (``toolkit/configs/*.yaml``) fills :class:`EmailProfile`: the fine-tuning schedule
 shared by the baseline, RMFT and dedup runs, the extraction attack and the held-out perplexity settings, and how
@@ -17,7 +17,7 @@ from toolkit.training import TrainConfig
 
 @dataclass
 class ExtractionConfig:
-    """The extraction attack and the perplexity evaluation (SPEC §6).
+    """The extraction attack and the perplexity evaluation (methods.md §6).
 
     ``prompt_tokens``: prompts are truncated to this many tokens — the **last** ones by default (``keep="last"``,
     choice: a prompt cut right before an address keeps its cue ``To: ``; ``"first"`` keeps the beginning as 002's

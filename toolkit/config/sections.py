@@ -11,10 +11,10 @@ from typing import Any
 class CorpusSection:
     """Which documents play which role. Paths are resolved against the config file's folder.
 
-    ``public_split`` builds the tiny base model (CPU profile) and defines *novel* identifiers (SPEC §4); members are
-    the first ``n_individuals`` individuals of ``member_split`` (fine-tuning data), non-members the first
-    ``n_individuals`` of ``nonmember_split`` (membership inference, SPEC §5). ``n_public`` limits the individuals of
-    the public split (None: all).
+    ``public_split`` builds the tiny base model (CPU profile) and defines *novel* identifiers (methods.md §4); members
+    are the first ``n_individuals`` individuals of ``member_split`` (fine-tuning data), non-members the first
+    ``n_individuals`` of ``nonmember_split`` (membership inference, methods.md §5). ``n_public`` limits the individuals
+    of the public split (None: all).
     """
 
     path: list[str]
@@ -52,7 +52,7 @@ class CanariesSection:
 
 @dataclass
 class TrainingSection:
-    """Strategies (SPEC §3) and the fine-tuning schedule: ``schedule`` holds ``TrainConfig`` fields (``epochs``,
+    """Strategies (methods.md §3) and the fine-tuning schedule: ``schedule`` holds ``TrainConfig`` fields (``epochs``,
     ``batch_size``, ``learning_rate`` …) overriding the profile's; DP strategies use ``dp_epochs`` when given;
     ``canaries`` (None: none) are inserted into the members' texts."""
 
@@ -72,8 +72,8 @@ class RegurgitationSection:
 
 @dataclass
 class AttacksSection:
-    """The attack battery (SPEC §10–11) on the last checkpoint of every strategy and on the base model: ``enabled``;
-    the membership attacks' audit ``window`` (tokens); PII inference's ``pii_candidates`` per occurrence,
+    """The attack battery (methods.md §10–11) on the last checkpoint of every strategy and on the base model:
+    ``enabled``; the membership attacks' audit ``window`` (tokens); PII inference's ``pii_candidates`` per occurrence,
     ``pii_occurrences`` attacked (a seeded sample) and ``pii_window`` tokens of context (memorisation's too);
     ``memorisation_occurrences`` measured; ``canary_references`` random secrets per canary (exposure); ``batch_size``
     (None: adapted to the model, halved on out-of-memory)."""
@@ -95,8 +95,8 @@ ATTACK_MINIMA = {"window": 8, "pii_candidates": 2, "pii_occurrences": 1, "pii_wi
 
 @dataclass
 class AuditSection:
-    """Probe and attack options (SPEC §4–5): which checkpoints to audit (``all`` or ``last``), whether to audit the
-    base model (epoch 0), the probe window, bootstrap resamples of the ROC, the causal-LM regurgitation test
+    """Probe and attack options (methods.md §4–5): which checkpoints to audit (``all`` or ``last``), whether to audit
+    the base model (epoch 0), the probe window, bootstrap resamples of the ROC, the causal-LM regurgitation test
     (None: skipped), the attack battery, and (``models:`` configs only) the ``reference`` model of the attacks
     (default: the base a checkpoint's ``run.json`` names)."""
 

@@ -1,4 +1,4 @@
-"""Corpus model, readers and writer (SPEC.md §1).
+"""Corpus model, readers and writer (methods.md §1).
 
 ``model`` holds :class:`Document` and :class:`Corpus`; ``formats/`` one reader module per file format (JSONL, CSV,
 i2b2/n2c2 XML, TAB JSON, mbox/Maildir, the Enron layout, folders of text files) over shared helpers in

@@ -1,4 +1,4 @@
-"""Loading a corpus in any supported format (SPEC.md §1): format detection and dispatch to the readers in
+"""Loading a corpus in any supported format (methods.md §1): format detection and dispatch to the readers in
 :mod:`toolkit.corpus.formats`.
 
 Every reader returns a :class:`~toolkit.corpus.model.Corpus` and reports any problem as a

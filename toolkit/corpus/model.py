@@ -1,4 +1,4 @@
-"""The corpus model (SPEC.md §1): documents about individuals, with optional gold PII spans.
+"""The corpus model (methods.md §1): documents about individuals, with optional gold PII spans.
 
 A :class:`Document` is one text about one individual (``person_id``: a patient, a judgment, a mailbox). A
 :class:`Corpus` is an ordered collection of documents with unique ``doc_id``; every per-individual figure in the

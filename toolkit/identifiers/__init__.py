@@ -1,4 +1,4 @@
-"""Identifier analysis (SPEC.md §2): direct identifiers by detectors, indirect identifiers from the
+"""Identifier analysis (methods.md §2): direct identifiers by detectors, indirect identifiers from the
 individuals × terms graph (parameters ``k`` and ``n``), protected positions and the identifier vocabulary.
 
 ``analyze`` holds everything in memory (the reference; small corpora, notebooks); ``analyze_to_disk`` streams

@@ -1,5 +1,5 @@
 """E-mail addresses in a corpus: the regex, the occurrence table and text edits that keep gold spans aligned
-(SPEC.md §6, paper 002 §4.1.1).
+(methods.md §6, paper 002 §4.1.1).
 
 * :data:`EMAIL_RE` — the address pattern, the same one as the ``EMAIL`` rule of the ``patterns`` detector
   (:data:`toolkit.identifiers.detectors.PATTERNS`), so that the addresses RMFT and dedup edit are the ones the
@@ -14,7 +14,7 @@
 * Addresses are compared **case-insensitively** (:func:`normalize_address` = lower case): ``Jane.Doe@Enron.com``
   and ``jane.doe@enron.com`` are one address (the domain is case-insensitive by RFC 5321; local parts are in
   practice) **(choice)**.
-* :func:`occurrence_table` — SPEC §6's table of ``(address, document index, start, end)`` sorted by
+* :func:`occurrence_table` — methods.md §6's table of ``(address, document index, start, end)`` sorted by
   ``(document, start)``; built with one ``re.finditer`` pass per document (linear in the corpus size).
 * :func:`edit_document` — applies non-overlapping replacements / deletions to a document's text and moves every
   gold span with them (spans inside a deleted range are dropped and counted), so a transformed corpus stays a valid
@@ -47,7 +47,7 @@ OCCURRENCE_COLUMNS = ["address", "doc_index", "doc_id", "start", "end", "surface
 
 
 def normalize_address(address: str) -> str:
-    """The comparison key of an address: lower case (SPEC §6 compares addresses case-insensitively — choice)."""
+    """The comparison key of an address: lower case (methods.md §6 compares addresses case-insensitively — choice)."""
     return address.lower()
 
 
@@ -62,7 +62,7 @@ def addresses_in(text: str) -> set[str]:
 
 
 def occurrence_table(corpus: Iterable[Document]) -> pd.DataFrame:
-    """Every address occurrence, sorted by ``(doc_index, start)`` (SPEC §6).
+    """Every address occurrence, sorted by ``(doc_index, start)`` (methods.md §6).
 
     Columns: ``address`` (normalised), ``doc_index`` (position of the document in the corpus), ``doc_id``,
     ``start``, ``end`` (character offsets, end exclusive), ``surface`` (the address as written).
@@ -115,7 +115,7 @@ def address_summary(occ: pd.DataFrame, original: set[str] | None = None) -> dict
 
 @dataclass(frozen=True)
 class AddressParts:
-    """An address split as RMFT needs it (SPEC §6): first name, last name (when the local part has a separator),
+    """An address split as RMFT needs it (methods.md §6): first name, last name (when the local part has a separator),
     domain name and TLD; ``tag`` is a plus-address suffix (``+news``), kept as it is.
 
     ``first`` holds the whole local part (without tag) when there is no separator (``jdoe``); then ``sep`` is ``""``

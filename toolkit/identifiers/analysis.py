@@ -1,4 +1,4 @@
-"""Identifier analysis of a corpus: direct and indirect identifiers, protected positions, vocabularies (SPEC.md §2).
+"""Identifier analysis of a corpus: direct and indirect identifiers, protected positions, vocabularies (methods.md §2).
 
 >>> from toolkit.corpus import load_corpus
 >>> from toolkit.identifiers import IdentifierConfig, analyze
@@ -6,7 +6,7 @@
 ...                  IdentifierConfig(detector="oracle", k=2, n=1))          # doctest: +SKIP
 >>> result.terms.head()                                                      # doctest: +SKIP
 
-Definitions (SPEC §2):
+Definitions (methods.md §2):
 
 * a word is a **direct identifier** when it overlaps a detected PII span (any shared character: a word half inside a
   span is still PII) **(choice)**;
@@ -41,7 +41,7 @@ NO_CATEGORY = -1
 
 @dataclass
 class IdentifierConfig:
-    """Parameters of the identifier analysis (SPEC §2). Validated on construction.
+    """Parameters of the identifier analysis (methods.md §2). Validated on construction.
 
     Attributes
     ----------
@@ -165,7 +165,7 @@ class IdentifierAnalysis:
 
     # ---- vocabularies -------------------------------------------------------------------------------------------
     @property
-    def I_direct(self) -> set[str]:  # noqa: N802 (SPEC notation)
+    def I_direct(self) -> set[str]:  # noqa: N802 (the notation of docs/methods.md)
         """Direct-identifier vocabulary: word types seen in PII spans, generic words removed."""
         t = self.terms
         return set(t.loc[(t["n"] == 1) & t["direct"], "term"])

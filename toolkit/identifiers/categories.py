@@ -1,4 +1,4 @@
-"""Mapping of detector / gold labels to the toolkit's PII categories (SPEC.md §2).
+"""Mapping of detector / gold labels to the toolkit's PII categories (methods.md §2).
 
 Categories: NAME, LOCATION, ORGANIZATION (hospitals included), DATE, ID, PHONE, EMAIL, AGE, URL, OTHER.
 Labels from i2b2/n2c2 (PATIENT, DOCTOR, HOSPITAL, MEDICALRECORD ...), spaCy/OntoNotes (PERSON, GPE, ORG ...), TAB

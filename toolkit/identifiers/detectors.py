@@ -1,4 +1,4 @@
-"""Direct-identifier detectors (SPEC.md §2).
+"""Direct-identifier detectors (methods.md §2).
 
 A detector maps documents to PII spans (``toolkit.corpus.Span`` with a raw label). Three kinds, combinable:
 

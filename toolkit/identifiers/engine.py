@@ -1,4 +1,4 @@
-"""Identifier analysis out of core: documents streamed in batches, the term graph in DuckDB (SPEC.md §2).
+"""Identifier analysis out of core: documents streamed in batches, the term graph in DuckDB (methods.md §2).
 
 :func:`analyze_to_disk` writes the same identifier set as ``analyze(corpus, config).save(out_dir)`` (terms,
 individuals, positions, spans, documents, summary and manifest; the same rows, values and dtypes; a property test

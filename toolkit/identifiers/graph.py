@@ -1,4 +1,4 @@
-"""The bipartite individuals × terms graph and indirect identifiers (SPEC.md §2; paper 000 §4.1, App. B–C).
+"""The bipartite individuals × terms graph and indirect identifiers (methods.md §2; paper 000 §4.1, App. B–C).
 
 Terms are word m-grams for m = 1..n inside one document (an m-gram never spans two documents). A term is an
 **indirect identifier** iff it is used by fewer than ``k`` distinct individuals:

@@ -1,8 +1,8 @@
-"""Word segmentation and term normalisation (SPEC.md §1).
+"""Word segmentation and term normalisation (methods.md §1).
 
 **Words** are maximal runs of letters and digits (Unicode categories L* and N*), with combining marks (M*) kept
 attached, so ``"cafe\u0301"`` is one word and ``"O'Brien"`` is two (``O``, ``Brien``). Punctuation, whitespace and the
-underscore are never part of a word. Terms are compared after Unicode NFKC and lower-casing **(SPEC §1 choice,
+underscore are never part of a word. Terms are compared after Unicode NFKC and lower-casing **(methods.md §1 choice,
 configurable ``lowercase``)**; character offsets always refer to the original text.
 
 Corpora are segmented by RE2 inside Arrow kernels (:data:`RE2_WORD`, ``\\p{L}``/``\\p{N}``/``\\p{M}``), in

@@ -1,8 +1,8 @@
-"""Extraction and trade-off metrics of paper 002 (SPEC.md §6): pure functions on sets, arrays and DataFrames.
+"""Extraction and trade-off metrics of paper 002 (methods.md §6): pure functions on sets, arrays and DataFrames.
 
 Nothing here loads a model or reads a file. Addresses are compared normalised (lower case).
 
-Definitions (SPEC §6; 002 eq. 1–6):
+Definitions (methods.md §6; 002 eq. 1–6):
 
 * **Leaks** at checkpoint i: extracted addresses that belong to the original training address set ``O``
   (:func:`leaked_addresses`).
@@ -21,7 +21,7 @@ Definitions (SPEC §6; 002 eq. 1–6):
   MDP% values.
 * **AURC** = area under ``MaxTER_t`` over ``τ ∈ [0, τ_max]`` in %², infeasible stretches counting 0
   (:func:`aurc`). The trapezoid rule runs over a τ grid that holds every jump from both sides
-  (:func:`maxter_curve`), so it equals the exact area of the step function (the SPEC's "trapezoid" then has no
+  (:func:`maxter_curve`), so it equals the exact area of the step function (the method's "trapezoid" then has no
   discretisation error); e.g. checkpoints at MDP% 5 and 10 with drops 50 and 80, ``τ_max = 20``:
   ``AURC = 50 × (10 − 5) + 80 × (20 − 10) = 1050`` %².
 * The **Pareto frontier** (:func:`pareto_frontier`) holds the checkpoints no other checkpoint of the same technique
@@ -42,7 +42,7 @@ import pandas as pd
 
 
 def leaked_addresses(extracted: Iterable[str], original: Iterable[str]) -> set[str]:
-    """Extracted addresses (normalised) that are in the original training set (SPEC §6)."""
+    """Extracted addresses (normalised) that are in the original training set (methods.md §6)."""
     orig = {a.lower() for a in original}
     return {a.lower() for a in extracted} & orig
 

@@ -1,5 +1,5 @@
-"""Membership inference figures (SPEC §5, §10): the papers' count attack score and, for any attack's scores, the ROC,
-AUC and TPR at fixed FPRs with bootstrap intervals (an FPR below 1/n_nonmembers is reported as unresolvable).
+"""Membership inference figures (methods.md §5, §10): the papers' count attack score and, for any attack's scores, the
+ROC, AUC and TPR at fixed FPRs with bootstrap intervals (an FPR below 1/n_nonmembers is reported as unresolvable).
 
 * **Count MIA** (000 §5.4): score(individual) = number of that individual's indirect-identifier types predicted when
   probing that individual's own documents.
@@ -22,12 +22,12 @@ _FPR_TOL = 1e-9
 
 
 # ---------------------------------------------------------------------------------------------------------------------
-# membership inference by indirect identifiers (SPEC §5)
+# membership inference by indirect identifiers (methods.md §5)
 
 
 def mia_scores(predictions: pd.DataFrame, indirect_by_person: dict[str, set[str]], *,
                restrict_to: set | None = None) -> pd.Series:
-    """MIA score of every individual (SPEC §5; 000 §5.4).
+    """MIA score of every individual (methods.md §5; 000 §5.4).
 
     .. math:: s(p) = |\\{t \\in I_p : t \\text{ predicted in a row of } p\\text{'s own documents}\\}|
 
@@ -89,7 +89,7 @@ def _two_class(scores_members, scores_nonmembers) -> tuple[np.ndarray, np.ndarra
 
 
 def roc(scores_members, scores_nonmembers) -> dict:
-    """ROC curve and AUC of a score-threshold membership attack (SPEC §5), label 1 = member.
+    """ROC curve and AUC of a score-threshold membership attack (methods.md §5), label 1 = member.
 
     Uses :func:`sklearn.metrics.roc_curve` (``drop_intermediate=False``: one point per distinct score, plus the
     origin) and :func:`sklearn.metrics.roc_auc_score`. Ties are kept as ties: individuals with equal scores are
@@ -115,7 +115,7 @@ def _resolvable(target: float, n_negatives: int) -> bool:
 
 
 def tpr_at_fpr(fpr, tpr, target: float, n_negatives: int) -> float | None:
-    """TPR at a fixed FPR: the largest TPR among ROC points with FPR ≤ ``target`` (SPEC §5; 000 Table 2).
+    """TPR at a fixed FPR: the largest TPR among ROC points with FPR ≤ ``target`` (methods.md §5; 000 Table 2).
 
     No interpolation between ROC points (a threshold attack cannot realise them without randomising).
 
@@ -123,7 +123,7 @@ def tpr_at_fpr(fpr, tpr, target: float, n_negatives: int) -> float | None:
     -------
     float or None
         ``None`` when ``target < 1 / n_negatives``: with ``n_negatives`` non-members the smallest non-zero FPR is
-        ``1 / n_negatives``, so a lower FPR cannot be resolved and is reported as such, never as 0 (SPEC §5).
+        ``1 / n_negatives``, so a lower FPR cannot be resolved and is reported as such, never as 0 (methods.md §5).
         ``target == 1 / n_negatives`` is resolvable.
     """
     if not _resolvable(target, n_negatives):
@@ -180,7 +180,7 @@ def _stats_from_codes(cm: np.ndarray, cn: np.ndarray, K: int, fprs: Sequence[flo
 
 def mia_report(scores_members, scores_nonmembers, fprs: Sequence[float] = (0.001, 0.01, 0.1),
                n_bootstrap: int = 1000, seed: int = 0, ci: float = 0.95) -> dict:
-    """ROC summary of the membership attack with bootstrap intervals (SPEC §5; 000 Fig. 6, Table 2).
+    """ROC summary of the membership attack with bootstrap intervals (methods.md §5; 000 Fig. 6, Table 2).
 
     Point estimates come from :func:`roc` and :func:`tpr_at_fpr`. Intervals are percentile bootstrap intervals:
     members and non-members are resampled separately with replacement (``numpy.random.default_rng(seed)``;
@@ -219,7 +219,8 @@ def mia_report(scores_members, scores_nonmembers, fprs: Sequence[float] = (0.001
 
 def auxiliary_knowledge_identifiable(indirect_by_person: dict[str, set[str]], term_categories: dict[str, str],
                                      known_categories: Iterable[str]) -> dict:
-    """Individuals identifiable by an attacker who knows only some categories of words (001 §6.1, Fig. 8; SPEC §5).
+    """Individuals identifiable by an attacker who knows only some categories of words (001 §6.1, Fig. 8; methods.md
+    §5).
 
     Each individual's indirect identifiers are restricted to the terms whose category (``term_categories``, e.g.
     from a biomedical NER) is in ``known_categories``; an individual is *identifiable* when at least one remains.

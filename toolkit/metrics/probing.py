@@ -1,4 +1,4 @@
-"""Audit metrics: pure functions on arrays, sets and DataFrames (SPEC.md §4, §5).
+"""Audit metrics: pure functions on arrays, sets and DataFrames (methods.md §4, §5).
 
 Nothing here loads a model or reads a file. The probing code (``toolkit.audit``) produces a *predictions* frame with
 one row per probed word position and at least the columns
@@ -10,12 +10,12 @@ one row per probed word position and at least the columns
 ``predicted``
     the word the model predicted there (NaN/None when nothing was predicted: such rows predict no type);
 ``protected``
-    whether the position is protected (SPEC §2); utility is computed over the other positions.
+    whether the position is protected (methods.md §2); utility is computed over the other positions.
 
-Every word is compared after :func:`normalize_word` (NFKC + lower-case, SPEC §1), applied here again to both sides so
-that a caller who passes raw strings gets the same numbers as one who passes normalised ones.
+Every word is compared after :func:`normalize_word` (NFKC + lower-case, methods.md §1), applied here again to both sides
+so that a caller who passes raw strings gets the same numbers as one who passes normalised ones.
 
-Definitions (SPEC §4, paper 000 §5.1, 001 §5.3):
+Definitions (methods.md §4, paper 000 §5.1, 001 §5.3):
 
 * **Utility** = ``mean(normalize(predicted) == normalize(original))`` over non-protected positions: the whole
   prediction is compared with the word (``": okafor"`` at the position of ``okafor`` is wrong).
@@ -23,7 +23,7 @@ Definitions (SPEC §4, paper 000 §5.1, 001 §5.3):
   not, at the right place or not) and ``I`` the identifier vocabulary; direct / indirect / novel privacy use
   ``I_direct``, ``I_indirect`` and ``I ∩ novel``. A prediction is the decoded string of the arg-max tokens at a
   word's positions, which need not be one word (``": okafor"``, ``"al okafor"``): it enters ``L`` as **its words**,
-  split by the word rule of SPEC §1 (maximal runs of letters and digits with combining marks attached,
+  split by the word rule of methods.md §1 (maximal runs of letters and digits with combining marks attached,
   :func:`toolkit.identifiers.words.iter_words`) and normalised (:func:`prediction_words`), so that ``"al Okafor"``
   adds ``al`` and ``okafor``. Comparing whole strings with word types instead would miss every identifier the model
   wrote next to punctuation or another word, i.e. under-count leaks. The regurgitation table and the count
@@ -49,7 +49,7 @@ __all__ = ["check_columns", "leaked", "leaked_by_category", "norm_series", "norm
 
 
 def normalize_word(w: str) -> str:
-    """NFKC-normalise and lower-case one word (SPEC §1); the same as ``toolkit.identifiers.normalize_term(w)``."""
+    """NFKC-normalise and lower-case one word (methods.md §1); the same as ``toolkit.identifiers.normalize_term(w)``."""
     return normalize_term(w, lowercase=True)
 
 
@@ -76,7 +76,7 @@ def _words_of(prediction: str) -> tuple[str, ...]:
 
 def prediction_words(values) -> pd.Series:
     """The words of each prediction (module docstring): a tuple of normalised word types per value, split by the word
-    rule of SPEC §1, ``()`` for a missing prediction (None/NaN) or one without a letter or digit (``"."``).
+    rule of methods.md §1, ``()`` for a missing prediction (None/NaN) or one without a letter or digit (``"."``).
 
     Each distinct value is split once. ``": Okafor"`` → ``("okafor",)``; ``"al Okafor"`` → ``("al", "okafor")``.
     """
@@ -112,11 +112,11 @@ def check_columns(predictions: pd.DataFrame, columns: Sequence[str]) -> None:
 
 
 # ---------------------------------------------------------------------------------------------------------------------
-# utility and privacy (SPEC §4)
+# utility and privacy (methods.md §4)
 
 
 def utility(predicted: Sequence[str], original: Sequence[str]) -> float:
-    """Fill-mask / next-word utility: accuracy of normalised equality (SPEC §4 *Utility*; 000 §5.1).
+    """Fill-mask / next-word utility: accuracy of normalised equality (methods.md §4 *Utility*; 000 §5.1).
 
     .. math:: U = \\frac{1}{N} \\sum_{i=1}^{N} [\\mathrm{norm}(\\hat w_i) = \\mathrm{norm}(w_i)]
 
@@ -133,7 +133,7 @@ def utility(predicted: Sequence[str], original: Sequence[str]) -> float:
 
 
 def leaked(predictions: Iterable[str], identifiers: Iterable[str]) -> set[str]:
-    """``L ∩ I``: the normalised identifier types that were predicted at least once (SPEC §4 *Privacy*).
+    """``L ∩ I``: the normalised identifier types that were predicted at least once (methods.md §4 *Privacy*).
 
     ``predictions``: predicted strings (or word types); each is split into words (:func:`predicted_types`).
     """
@@ -141,7 +141,7 @@ def leaked(predictions: Iterable[str], identifiers: Iterable[str]) -> set[str]:
 
 
 def privacy(predictions: Iterable[str], identifiers: Iterable[str]) -> float:
-    """Privacy = 1 − |L ∩ I| / |I| (SPEC §4 *Privacy*; 000 §5.1 "Metrics", 001 §5.3).
+    """Privacy = 1 − |L ∩ I| / |I| (methods.md §4 *Privacy*; 000 §5.1 "Metrics", 001 §5.3).
 
     ``L`` is the set of word types predicted anywhere (at the right place or not): the words of every string in
     ``predictions`` (:func:`predicted_types`); ``I`` the identifier vocabulary; both are compared after
@@ -166,7 +166,7 @@ def _privacy_counts(L: set[str], ids: set[str]) -> tuple[float, int, int]:
 
 def privacy_report(predictions: pd.DataFrame, i_direct: set, i_indirect: set, *,
                    novel: set | None = None) -> dict:
-    """Utility and privacy of one probed checkpoint (SPEC §4).
+    """Utility and privacy of one probed checkpoint (methods.md §4).
 
     Parameters
     ----------
@@ -174,7 +174,7 @@ def privacy_report(predictions: pd.DataFrame, i_direct: set, i_indirect: set, *,
         One row per probed position with columns ``predicted``, ``original``, ``protected`` (bool), ``doc_id``,
         ``person_id`` (see the module docstring).
     i_direct, i_indirect : set of str
-        The identifier vocabulary ``I_direct`` and ``I_indirect`` (SPEC §2); ``I = I_direct ∪ I_indirect``.
+        The identifier vocabulary ``I_direct`` and ``I_indirect`` (methods.md §2); ``I = I_direct ∪ I_indirect``.
     novel : set of str, optional
         Identifier types absent from the base model's training data. When given, privacy is also reported over
         ``I_novel = I ∩ novel`` (types in ``novel`` that are not identifiers are ignored).
@@ -207,7 +207,7 @@ def privacy_report(predictions: pd.DataFrame, i_direct: set, i_indirect: set, *,
 
 
 def leaked_by_category(predictions: pd.DataFrame, identifier_categories: dict[str, str]) -> pd.DataFrame:
-    """Identifiers and leaked identifiers per category (SPEC §2 categories, §4 *Privacy*).
+    """Identifiers and leaked identifiers per category (methods.md §2 categories, §4 *Privacy*).
 
     Parameters
     ----------
@@ -239,7 +239,7 @@ def leaked_by_category(predictions: pd.DataFrame, identifier_categories: dict[st
 
 def regurgitation_table(predictions: pd.DataFrame, train_frequency: dict[str, int] | pd.Series,
                         identifiers: set) -> pd.DataFrame:
-    """How often each identifier type was predicted, against its training frequency (SPEC §4 *Regurgitation*;
+    """How often each identifier type was predicted, against its training frequency (methods.md §4 *Regurgitation*;
     000 Fig. 5).
 
     Parameters

@@ -1,4 +1,4 @@
-"""Measuring the two-step method on a corpus with gold name spans (the synthetic sample; SPEC §7).
+"""Measuring the two-step method on a corpus with gold name spans (the synthetic sample; methods.md §7).
 
 On real data a person judges which predictions are names (paper 003). On a corpus with gold spans the judgement can
 be measured: the words of gold name spans (``PATIENT``, ``DOCTOR`` …) are the names. These helpers give

@@ -1,5 +1,5 @@
-"""The attack steps of a training run (:func:`toolkit.pipelines.lm_experiment.run_experiment`, SPEC §10–11): canaries
-inserted into the members' texts before identifiers and training, and the cached ``attacks/…`` step of the base
+"""The attack steps of a training run (:func:`toolkit.pipelines.lm_experiment.run_experiment`, methods.md §10–11):
+canaries inserted into the members' texts before identifiers and training, and the cached ``attacks/…`` step of the base
 model and of the last checkpoint of every strategy.
 
 Layout in the run directory::

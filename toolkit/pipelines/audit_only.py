@@ -1,5 +1,5 @@
-"""Audit any model with the strongest known attacks, without training (SPEC §10–11): ``python -m toolkit audit`` and
-experiment configs with ``models:`` instead of ``training:``.
+"""Audit any model with the strongest known attacks, without training (methods.md §10–11): ``python -m toolkit audit``
+and experiment configs with ``models:`` instead of ``training:``.
 
 Every model — a Hugging Face id or directory, masked or causal — is audited on the members (its training data) and
 non-members of a corpus:
@@ -196,7 +196,7 @@ def audit_models(models: str | Path | Sequence[str | Path], corpus, *, members, 
     options : AttacksSection, optional
         The attacks' sample sizes (:class:`~toolkit.config.sections.AttacksSection`).
     public : Corpus, optional
-        The base model's training data, for *novel* identifiers (SPEC §4).
+        The base model's training data, for *novel* identifiers (methods.md §4).
     cache : StepCache, optional
         Records the steps in a run's manifest (``run_experiment``); default
         :func:`~toolkit.pipelines.cache.cached_step`.

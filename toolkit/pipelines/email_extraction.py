@@ -1,5 +1,5 @@
 """Baseline / RMFT / dedup fine-tuning with seen-address logs, and the comparison of their extraction results
-(paper 002 §4; SPEC.md §3 ``rmft`` / ``dedup`` rows, §6).
+(paper 002 §4; methods.md §3 ``rmft`` / ``dedup`` rows, §6).
 
 :func:`train_technique` transforms the training corpus (``baseline``: unchanged, ``rmft``: :func:`~.rmft.rmft`,
 ``dedup``: :func:`~.dedup.dedup`), fine-tunes the base with the plain causal objective (strategy ``clm``: every token
@@ -218,7 +218,7 @@ def findings(tables: dict[str, pd.DataFrame], comparison: pd.DataFrame, report: 
 
 
 def write_maxter(comparison: pd.DataFrame, out_dir: str | Path, tau_max: float | None = None) -> dict[str, Any]:
-    """Compute MaxTER curves and AURC (SPEC §6) from :func:`~.metrics.compare_to_baseline`'s table and write
+    """Compute MaxTER curves and AURC (methods.md §6) from :func:`~.metrics.compare_to_baseline`'s table and write
     ``maxter.parquet`` (curves), ``checkpoints.parquet`` (the comparison) and ``aurc.json`` (the report the HTML
     report reads) into ``out_dir``; returns the AURC report."""
     from toolkit.io import atomic_write_parquet

@@ -1,8 +1,8 @@
 """Experiment configs (YAML → typed dataclasses) and ``python -m toolkit run``: a whole experiment with cached steps.
 
-An experiment is data: which corpus and splits, which detector and ``k``/``n`` (SPEC §2), which base model and
-strategies (SPEC §3), which checkpoint epochs, which audits (SPEC §4–5). ``load_experiment(path)`` validates the
-YAML and names the file and the key of every problem; :func:`run_experiment` chains the steps of
+An experiment is data: which corpus and splits, which detector and ``k``/``n`` (methods.md §2), which base model and
+strategies (methods.md §3), which checkpoint epochs, which audits (methods.md §4–5). ``load_experiment(path)`` validates
+the YAML and names the file and the key of every problem; :func:`run_experiment` chains the steps of
 ``toolkit.pipelines.steps``:
 
     data (→ canaries inserted into the members) → base model → identifiers (members; members ∪ non-members)
@@ -202,8 +202,8 @@ def run_experiment(cfg: ExperimentConfig, out_dir: str | Path, *, progress: bool
                           check="config.json")
                 base, base_key = base_dir, cache.key("base", base_inputs)
 
-            # identifiers (SPEC §2): of the members (what training protects, what privacy counts) and of members ∪
-            # non-members (the attack's graph, SPEC §5)
+            # identifiers (methods.md §2): of the members (what training protects, what privacy counts) and of members ∪
+            # non-members (the attack's graph, methods.md §5)
             id_cfg = {**asdict(cfg.identifiers), "spacy_labels": list(cfg.identifiers.spacy_labels)}
             ids, tables = {}, {}
             excluded = canary_ranges(data["members"], canaries) if canaries is not None else None
@@ -219,7 +219,7 @@ def run_experiment(cfg: ExperimentConfig, out_dir: str | Path, *, progress: bool
             ids_train, ids_all = tables["members"], tables["all"]
             manifest.set_identifiers({"members": ids_train["summary"], "all": ids_all["summary"]})
 
-            # training (SPEC §3)
+            # training (methods.md §3)
             checkpoints: dict[str, list[tuple[int, Path]]] = {}
             train_keys: dict[str, str] = {}
             for name in cfg.training.strategies:
@@ -236,9 +236,9 @@ def run_experiment(cfg: ExperimentConfig, out_dir: str | Path, *, progress: bool
                     return train(data["members"], base, d, strat, tcfg, positions=ids_train["positions"],
                                  spans=ids_train["spans"], progress=progress)
 
-                # under `accelerate launch` every process trains (HF Trainer data parallelism); Opacus DP-SGD runs in the
-                # main process only (its Poisson sampling and accountant are single-process here): the others go on to
-                # the barrier after the loop
+                # under `accelerate launch` every process trains (HF Trainer data parallelism); Opacus DP-SGD runs in
+                # the main process only (its Poisson sampling and accountant are single-process here): the others go on
+                # to the barrier after the loop
                 if strat.dp and not main:
                     continue
                 cache.run(f"train/{name}", d, inputs, train_one, resumable=True, check="run.json",
@@ -252,7 +252,7 @@ def run_experiment(cfg: ExperimentConfig, out_dir: str | Path, *, progress: bool
             regurgitation: dict[str, dict[str, Any]] = {}
             attacks: dict[tuple[str, int], dict[str, Any]] = {}
             if main:
-                # audits (SPEC §4–5)
+                # audits (methods.md §4–5)
                 base_vocabulary = corpus_word_types(data["public"]) if data["public"] is not None else None
                 audit_opts = {"max_length": cfg.audit.max_length, "n_bootstrap": cfg.audit.n_bootstrap,
                               "batch_size": cfg.audit.batch_size, "seed": cfg.seed}
@@ -307,7 +307,7 @@ def run_experiment(cfg: ExperimentConfig, out_dir: str | Path, *, progress: bool
                             lambda d=d: json.loads((d / "regurgitation.json").read_text(encoding="utf-8")),
                             check="regurgitation.json")
 
-                # attacks (SPEC §10–11): the base model and the last checkpoint of every strategy
+                # attacks (methods.md §10–11): the base model and the last checkpoint of every strategy
                 attacks = run_attacks(cfg, cache, run_dir, data=data, tables=tables, audits=audits,
                                       regurgitation=regurgitation, checkpoints=checkpoints, train_keys=train_keys,
                                       base=base, base_key=base_key, canaries=canaries, canary_key=canary_key,
@@ -338,7 +338,8 @@ def run(config: str | Path | ExperimentConfig, out_dir: str | Path | None = None
 
 def results_lines(result: RunResult) -> list[str]:
     """The final results table of a run, one line per audited model (the base, every strategy's last checkpoint; the
-    models of a ``models:`` run): privacy (SPEC §4), the strongest attack and its AUC, the verdict and its rule."""
+    models of a ``models:`` run): privacy (methods.md §4), the strongest attack and its AUC, the verdict and its
+    rule."""
     keys = list(result.attacks) or [(n, c[-1][0]) for n, c in result.checkpoints.items() if c]
     if not keys:
         return []

@@ -34,7 +34,7 @@ def base_model(public: Corpus | None, out_dir: str | Path, kind: str, *, spec, p
 
 def identifiers(corpus: Corpus, out_dir: str | Path, *, exclude: dict[str, list[tuple[int, int]]] | None = None,
                 **config) -> dict[str, Any]:
-    """Identifier analysis of ``corpus`` (docs/methods.md §2) written to ``out_dir``; returned as
+    """Identifier analysis of ``corpus`` (methods.md §2) written to ``out_dir``; returned as
     ``load_identifiers`` returns it (the same tables, dtypes included, whether computed now or cached).
 
     ``exclude`` (``doc_id -> [(start, end), ...]``, e.g. where canaries were inserted) are not identifiers: protected
@@ -85,7 +85,7 @@ def audit_checkpoint(checkpoint: str | Path, members: Corpus, nonmembers: Corpus
     """The papers' two audits of a checkpoint — fill-mask for a masked LM (``seed``: its pass assignment),
     teacher-forced next-word for a causal LM (chosen from the checkpoint's architecture):
 
-    * privacy and utility (docs/methods.md §4): the training documents (``members``) probed with the identifiers
+    * privacy and utility (methods.md §4): the training documents (``members``) probed with the identifiers
       the model was trained with (``ids_train``), so a utility position is a word the strategy trained on and a
       protected position one it protected; written as ``metrics.json`` and ``predictions.parquet``;
     * the count membership attack (§5): members and non-members probed alike with the auditor's identifiers over
@@ -155,7 +155,7 @@ def attack_model(model: str | Path, members: Corpus, nonmembers: Corpus, identif
                  novel_privacy: float | None = None, regurgitation: float | None = None, options=None,
                  n_bootstrap: int = 1000, seed: int = 0, dtype=None, device_map=None,
                  progress: bool = False) -> dict[str, Any]:
-    """The attack battery on one model (SPEC §10–11) and its verdict, written into ``out_dir``.
+    """The attack battery on one model (methods.md §10–11) and its verdict, written into ``out_dir``.
 
     Membership attacks on ``members`` vs ``nonmembers`` (:func:`toolkit.audit.attacks.run_battery`, with the
     ``reference`` model when given and the probe's ``identifier_count`` scores), PII inference on the members' PII

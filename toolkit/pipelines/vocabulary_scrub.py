@@ -1,8 +1,8 @@
-"""Cached steps of the two-step method that notebook 05 chains (SPEC §7): each expensive result is written once.
+"""Cached steps of the two-step method that notebook 05 chains (methods.md §7): each expensive result is written once.
 
 The NER anonymisation and the model trained from scratch are cached steps under the one cache rule of
-:mod:`toolkit.pipelines.cache` (a step's key is a hash of its inputs); a run with other inputs recomputes them. The cheap steps (sentences,
-candidates, scrubbing, the anonymity test) are recomputed every time.
+:mod:`toolkit.pipelines.cache` (a step's key is a hash of its inputs); a run with other inputs recomputes them. The
+cheap steps (sentences, candidates, scrubbing, the anonymity test) are recomputed every time.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def ensure_anonymized(corpus: Corpus, out_dir: str | Path, config: AnonymizeConf
 
 def ensure_model(corpus: Corpus, out_dir: str | Path, *, tiny, config, progress: bool = True) -> Path | str:
     """A tokenizer and a masked LM trained from scratch on ``corpus`` (``toolkit.training.build_base``: the way
-    MedRoBERTa.nl was built, docs/methods.md §7.2), a cached step in ``out_dir``. When ``tiny`` is a model id or path
+    MedRoBERTa.nl was built, methods.md §7.2), a cached step in ``out_dir``. When ``tiny`` is a model id or path
     (a profile with a pre-trained base, e.g. ``paper``), that model is used as it is: any masked LM can be scrubbed."""
     from toolkit.training import build_base, corpus_fingerprint
 

@@ -1,4 +1,4 @@
-"""plotly figures, one function per figure kind (SPEC.md §9).
+"""plotly figures, one function per figure kind (methods.md §9).
 
 Every function takes the toolkit's tables (pandas DataFrames) and returns a ``plotly.graph_objects.Figure``; nothing
 here computes a metric. Distribution plots use the exact empirical CDF evaluated at the distinct values (a step
@@ -120,7 +120,7 @@ def setup_notebook(renderer: str = "plotly_mimetype+notebook") -> None:
 
 
 # ---------------------------------------------------------------------------------------------------------------------
-# audit figures (SPEC.md §9): privacy–utility trade-off, ROC, regurgitation; inputs come from ``toolkit.metrics``
+# audit figures (methods.md §9): privacy–utility trade-off, ROC, regurgitation; inputs come from ``toolkit.metrics``
 
 
 #: one colour per kind of strategy, the same in every figure: the masked and causal variants of a strategy share it
@@ -195,7 +195,8 @@ def _checkpoint_traces(points: pd.DataFrame, x_col: str, y_col: str, colors: dic
 
 
 def privacy_utility(points: pd.DataFrame, *, privacy_col: str = "privacy", utility_col: str = "utility") -> go.Figure:
-    """Privacy–utility trade-off: a line per strategy, a point per checkpoint labelled by epoch (SPEC §9; 000 Fig. 4).
+    """Privacy–utility trade-off: a line per strategy, a point per checkpoint labelled by epoch (methods.md §9; 000 Fig.
+    4).
 
     ``points`` has columns ``strategy``, ``epoch`` and the two metric columns (rows of
     ``toolkit.metrics.privacy_report`` with the strategy and epoch added); x = utility, y = privacy.
@@ -236,7 +237,7 @@ def privacy_variants(points: pd.DataFrame) -> go.Figure:
 
 
 def roc_curves(curves: dict[str, dict], *, title: str | None = None, colors: dict | None = None) -> go.Figure:
-    """ROC curves of the membership attack on log-log axes with the chance line (SPEC §5, §9; 000 Fig. 6).
+    """ROC curves of the membership attack on log-log axes with the chance line (methods.md §5, §9; 000 Fig. 6).
 
     ``curves`` maps a name (strategy) to the output of ``toolkit.metrics.roc`` or ``mia_report`` (keys ``fpr``,
     ``tpr``, ``auc``, ``n_members``, ``n_nonmembers``); the AUC goes into the legend, e.g. ``"mlm (AUC 0.91)"``.
@@ -323,7 +324,7 @@ def regurgitation_cdf(tables: dict[str, pd.DataFrame], *, count_col: str = "n_pr
 
 def tpr_table(reports: dict[str, dict], *, formatted: bool = True, with_ci: bool = False,
               digits: int = 2) -> pd.DataFrame:
-    """Strategy × FPR table of TPR at fixed FPRs plus AUC, as 000 Table 2 (SPEC §5).
+    """Strategy × FPR table of TPR at fixed FPRs plus AUC, as 000 Table 2 (methods.md §5).
 
     ``reports`` maps a strategy to ``toolkit.metrics.mia_report``. Columns are ``"TPR @ FPR 0.1%"``, … (one per
     FPR key present, in increasing order) and ``"AUC"``. With ``formatted`` (default) cells are strings —

@@ -1,4 +1,4 @@
-"""HTML views of RMFT and dedup on one message, for notebooks (SPEC.md §6).
+"""HTML views of RMFT and dedup on one message, for notebooks (methods.md §6).
 
 Shows text, so use it on synthetic or already-approved data only (the notebooks' ``show_examples`` switch).
 """

@@ -1,4 +1,4 @@
-"""plotly figures of the e-mail extraction experiment (SPEC.md §9; paper 002 Fig. 1–4).
+"""plotly figures of the e-mail extraction experiment (methods.md §9; paper 002 Fig. 1–4).
 
 Inputs are the tables of :mod:`toolkit.extraction` (``address_counts``, ``extraction.parquet``,
 :func:`~toolkit.metrics.extraction.compare_to_baseline`, :func:`~toolkit.metrics.extraction.maxter_table`);
@@ -37,7 +37,7 @@ def rank_frequency(counts: Mapping[str, pd.Series]) -> go.Figure:
 
 
 def extraction_rates(tables: Mapping[str, pd.DataFrame]) -> go.Figure:
-    """TER and SER per checkpoint, side by side, one line per technique (002 Fig. 2 / SPEC §9).
+    """TER and SER per checkpoint, side by side, one line per technique (002 Fig. 2 / methods.md §9).
 
     ``tables`` maps a technique to its ``extraction.parquet`` table (``epoch``, ``ter``, ``ser``); x = training
     progress in epochs (checkpoint 0, the base model, at 0).

@@ -1,7 +1,7 @@
 """Figures and tables that compare finished runs (the report and notebook 06); inputs are :class:`RunData`.
 
-Metric figures of one run come from ``toolkit.plots``; these add the e-mail extraction curves (SPEC §6, §9: TER/SER
-per checkpoint, MaxTER with infeasible stretches left as gaps and the AURC in the legend) and cross-run tables.
+Metric figures of one run come from ``toolkit.plots``; these add the e-mail extraction curves (methods.md §6, §9:
+TER/SER per checkpoint, MaxTER with infeasible stretches left as gaps and the AURC in the legend) and cross-run tables.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ def group_column(frame: pd.DataFrame) -> str:
 
 def extraction_figure(extraction: pd.DataFrame) -> go.Figure:
     """TER (solid) and SER (dotted) per checkpoint, one colour per technique (its colour in every figure,
-    :func:`toolkit.plots.audit.strategy_color`; SPEC §6, 002 Fig. 2)."""
+    :func:`toolkit.plots.audit.strategy_color`; methods.md §6, 002 Fig. 2)."""
     g = group_column(extraction)
     xcol = next((c for c in ("epoch", "checkpoint", "step") if c in extraction.columns), None)
     fig = go.Figure()
@@ -60,7 +60,7 @@ def aurc_by_group(aurc_items: list[dict]) -> dict[str, float]:
 
 
 def maxter_figure(maxter: pd.DataFrame, aurc: dict[str, float] | None = None) -> go.Figure | None:
-    """MaxTER_t(τ) per technique (SPEC §6, §9): infeasible τ (NaN) are gaps over a shaded band, the AURC is in the
+    """MaxTER_t(τ) per technique (methods.md §6, §9): infeasible τ (NaN) are gaps over a shaded band, the AURC is in the
     legend. None when the table has no recognisable τ / MaxTER columns."""
     xcol = next((c for c in ("tau", "threshold", "tau_percent") if c in maxter.columns), None)
     ycol = next((c for c in ("maxter", "max_ter", "maxter_percent") if c in maxter.columns), None)

@@ -1,4 +1,5 @@
-"""plotly figures of the vocabulary-scrubbing notebook (SPEC §7, §9); tables in, figures out, no metric computed."""
+"""plotly figures of the vocabulary-scrubbing notebook (methods.md §7, §9); tables in, figures out, no metric
+computed."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from toolkit.plots import TEMPLATE
 
 def name_ranks(predictions: dict[str, pd.DataFrame], *, top_k: int = 20) -> go.Figure:
     """Name-like predictions per rank (1 = the model's first choice), one bar group per model (``before`` /
-    ``after`` scrubbing), from the anonymity test's prediction tables (SPEC §7.6)."""
+    ``after`` scrubbing), from the anonymity test's prediction tables (methods.md §7.6)."""
     fig = go.Figure()
     for label, p in predictions.items():
         counts = p.loc[p["name_like"], "rank"].value_counts().reindex(range(1, top_k + 1), fill_value=0)
@@ -23,7 +24,7 @@ def name_ranks(predictions: dict[str, pd.DataFrame], *, top_k: int = 20) -> go.F
 
 def candidate_scores(candidates: pd.DataFrame, is_name: pd.Series) -> go.Figure:
     """Name-likeness scores of the review candidates, names and other tokens apart: how much the automatic score
-    (SPEC §7.4) separates them before anyone looks."""
+    (methods.md §7.4) separates them before anyone looks."""
     fig = go.Figure()
     for flag, label in ((True, "names"), (False, "other tokens")):
         fig.add_trace(go.Histogram(x=candidates.loc[is_name.to_numpy() == flag, "score"], name=label, opacity=0.7,

@@ -1,8 +1,8 @@
 """Read a finished run directory into memory for the report and notebook 06 (nothing is recomputed but tables).
 
 A run directory is what ``python -m toolkit run`` writes, or the work directory of notebooks 02/03 (same layout
-without ``manifest.json``); e-mail extraction (``extraction.parquet``, ``maxter.parquet``, ``aurc.json``, SPEC §6)
-and vocabulary scrubbing outputs (review log ``*review*.jsonl|csv``, ``anonymity.json``, SPEC §7) are picked up
+without ``manifest.json``); e-mail extraction (``extraction.parquet``, ``maxter.parquet``, ``aurc.json``, methods.md §6)
+and vocabulary scrubbing outputs (review log ``*review*.jsonl|csv``, ``anonymity.json``, methods.md §7) are picked up
 anywhere below it. The attack battery and verdict files (``attacks/`` of a run, or the model folders of a
 ``python -m toolkit audit`` directory) are read by :mod:`toolkit.report.attack_files`. Every part is optional;
 :func:`collect_run` fails only when nothing recognisable is found.
@@ -125,7 +125,7 @@ def _group_label(path: Path, root: Path) -> str:
 
 
 def read_review_log(path: Path) -> dict[str, Any] | None:
-    """A vocabulary review log (SPEC §7 step 4) as ``{"file", "records", "current"}``: every record, and the
+    """A vocabulary review log (methods.md §7 step 4) as ``{"file", "records", "current"}``: every record, and the
     standing decision per token after undos; None when the file is not a review log (no ``token`` / ``decision``).
 
     JSON Lines logs are read with ``toolkit.review.store`` (append-only format, ``undo`` records, a damaged line

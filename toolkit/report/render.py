@@ -120,7 +120,7 @@ def run_findings(run: RunData, results: pd.DataFrame | None) -> list[str]:
 
 
 READING = [
-    "What they show: how often this model, probed the way SPEC §4 describes, writes out the identifiers of the "
+    "What they show: how often this model, probed the way methods.md §4 describes, writes out the identifiers of the "
     "documents it was fine-tuned on (privacy), how well it predicts ordinary words (utility), whether a simple "
     "attacker who knows the data can tell the individuals it was trained on from others (membership inference), "
     "and — where present — how many training e-mail addresses targeted prompts extract and how many names remain "

@@ -1,7 +1,7 @@
-"""The sections of the audit report (SPEC §2–§7), one function per section, each returning the blocks the template
+"""The sections of the audit report (methods.md §2–§7), one function per section, each returning the blocks the template
 draws (``{"kind": "p" | "h" | "table" | "figure" | "pre" | "absent", "body", "caption", "appendix"}``).
 
-Sections per run: the attacks (:mod:`toolkit.report.attack_sections`), corpus and identifier statistics (SPEC §2),
+Sections per run: the attacks (:mod:`toolkit.report.attack_sections`), corpus and identifier statistics (methods.md §2),
 strategies compared (§3), privacy–utility trade-off (§4), membership inference by the papers' attack (§5),
 regurgitation (§4), e-mail extraction with MaxTER/AURC (§6) and the vocabulary review and anonymity test (§7) when
 present. Technical material goes to the appendix (:data:`APPENDIX`): the manifest, and every block marked
@@ -54,7 +54,7 @@ def _corpus_section(run: RunData) -> list[dict]:
     counts = pd.DataFrame({names[p]: {label: fmt(s.get(key)) if not key.startswith("share") else pct(s.get(key))
                                       for label, key in rows.items()} for p, s in run.ids_summary.items()})
     cfg = next(iter(run.ids_summary.values())).get("config", {})
-    blocks = [block("p", f"Identifiers as SPEC §2 defines them: direct identifiers are words inside PII spans from "
+    blocks = [block("p", f"Identifiers as methods.md §2 defines them: direct identifiers are words inside PII spans from "
                          f"the '{cfg.get('detector', '?')}' detector; indirect identifiers are terms (word m-grams, "
                          f"m ≤ n = {cfg.get('n', '?')}) used by fewer than k = {cfg.get('k', '?')} individuals. "
                          "Only counts are shown."),
@@ -94,7 +94,7 @@ def _strategies_section(run: RunData) -> list[dict]:
                    if STRATEGIES.get(s) is not None and STRATEGIES[s].dp else "not DP"}
     frame = pd.DataFrame(rows).T.rename_axis("strategy")
     return [block("p", "Every strategy shares one trainer, data pipeline and schedule; only the training text or "
-                       "the words allowed as prediction targets differ (SPEC §3)."),
+                       "the words allowed as prediction targets differ (methods.md §3)."),
             block("table", table(frame))]
 
 
@@ -116,7 +116,7 @@ def _tradeoff_section(run: RunData, results: pd.DataFrame | None) -> list[dict]:
         return [block("absent", "No audit results in this run (audit/ missing).")]
     blocks = [block("p", "Utility = accuracy of the model's predictions on ordinary (non-protected) words of the "
                          "training documents; privacy = 1 − share of identifier types the model predicts anywhere "
-                         "when every word is probed once (SPEC §4). Novel privacy counts only identifiers absent "
+                         "when every word is probed once (methods.md §4). Novel privacy counts only identifiers absent "
                          "from the base model's own training data. Epoch 0 is the base model before fine-tuning."),
               block("table", table(results, index=False))]
     points = results[results["strategy"] != "base"]
@@ -185,7 +185,7 @@ def _regurgitation_section(run: RunData, ids: Identifiers) -> list[dict]:
                                + (f" ({pct(v['n_leaked'] / v['n_identifiers'])})" if v.get("n_identifiers") else "")
                             for c, v in (run.audits[(s, e)]["metrics"].get("leaked_by_category") or {}).items()}
         if tables:
-            blocks.append(block("p", "Teacher-forced / fill-mask regurgitation (SPEC §4, 000 Fig. 5): how often "
+            blocks.append(block("p", "Teacher-forced / fill-mask regurgitation (methods.md §4, 000 Fig. 5): how often "
                                      "each leaked identifier type was predicted, against how often it occurs in the "
                                      "training data. A curve that rises late means the regurgitated identifiers "
                                      "are the frequently repeated ones."))
@@ -246,7 +246,7 @@ def _extraction_section(run: RunData, ids: Identifiers) -> list[dict]:
     blocks: list[dict] = []
     ex = run.extraction
     if ex is not None and len(ex):
-        blocks.append(block("p", "E-mail extraction (SPEC §6, paper 002): prompts from the training data are "
+        blocks.append(block("p", "E-mail extraction (methods.md §6, paper 002): prompts from the training data are "
                                  "continued greedily and the addresses written out are matched against the "
                                  "training set. TER = leaked / all training addresses; SER = leaked / addresses "
                                  "seen up to the checkpoint (both in %)."))
@@ -269,13 +269,13 @@ def _extraction_section(run: RunData, ids: Identifiers) -> list[dict]:
             blocks.append(block("figure", figure(fig),
                                 "MaxTER_t(τ) = the largest TER drop over checkpoints whose held-out perplexity "
                                 "rose by at most τ% (gaps: infeasible, no checkpoint qualifies); AURC = area under "
-                                "the curve in %² (SPEC §6)."))
+                                "the curve in %² (methods.md §6)."))
         else:
             blocks.append(block("table", table(mx, index=False)))
     if run.aurc:
         rows = [{"source": item["source"], "key": k, "value": v} for item in run.aurc for k, v in _flatten(item["data"])]
         if rows:
-            blocks.append(block("table", table(pd.DataFrame(rows), index=False), "AURC and its settings (SPEC §6)."))
+            blocks.append(block("table", table(pd.DataFrame(rows), index=False), "AURC and its settings (methods.md §6)."))
     return blocks or [block("absent", "No e-mail extraction results in this run (no extraction.parquet, "
                                       "maxter.parquet or aurc.json).")]
 
@@ -294,7 +294,7 @@ def _flatten(obj: Any, prefix: str = "") -> list[tuple[str, Any]]:
 def _vocabulary_section(run: RunData, ids: Identifiers) -> list[dict]:
     blocks: list[dict] = []
     if run.reviews:
-        blocks.append(block("p", "Vocabulary scrubbing (SPEC §7, paper 003): the tokens a model predicts for a masked "
+        blocks.append(block("p", "Vocabulary scrubbing (methods.md §7, paper 003): the tokens a model predicts for a masked "
                                  "name were judged by a person (name / not a name / unsure); tokens judged names are "
                                  "renamed in the vocabulary so that the model can never write them. Each decision "
                                  "is logged with reviewer and time; the sentence contexts are never shown here."))
@@ -345,7 +345,7 @@ def _vocabulary_section(run: RunData, ids: Identifiers) -> list[dict]:
                 for src, x in v.items():
                     if isinstance(x, (int, float)) or x is None:
                         rows[f"{k[:-len('_by_source')]} ({src})"] = fmt(x)
-        blocks.append(block("p", f"Anonymity test ({item['source']}, SPEC §7.6): the top predictions for masked names "
+        blocks.append(block("p", f"Anonymity test ({item['source']}, methods.md §7.6): the top predictions for masked names "
                                  "in test sentences disjoint from the reviewed ones; paper 003 found 8 of 4,000 "
                                  "predictions name-like (0.2%)."))
         blocks.append(block("table", table(pd.Series(rows, name="").to_frame())))

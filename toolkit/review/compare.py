@@ -1,4 +1,4 @@
-"""Several reviews of one candidate list (SPEC §7.4): agreement between two reviewers and the combined decision.
+"""Several reviews of one candidate list (methods.md §7.4): agreement between two reviewers and the combined decision.
 
 Two reviewers write two review files; :func:`compare_reviews` gives their agreement, Cohen's kappa (scikit-learn)
 and conflicts, :func:`merge_reviews` the combined decision per token (policy ``any``: a name for one reviewer is a

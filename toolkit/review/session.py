@@ -1,5 +1,5 @@
-"""The state of one manual name review (SPEC §7.4, paper 003 §4.3): navigation, filters, sorting, progress, decide /
-undo, persisted decision by decision in a review file (:mod:`toolkit.review.store`).
+"""The state of one manual name review (methods.md §7.4, paper 003 §4.3): navigation, filters, sorting, progress, decide
+/ undo, persisted decision by decision in a review file (:mod:`toolkit.review.store`).
 
 :class:`ReviewSession` is the whole review state as a plain class; the ipywidgets view (:mod:`toolkit.review.widget`)
 and the Voilà app only display it. A decision is part of the state only once the review file acknowledged it

@@ -1,4 +1,4 @@
-"""Manual name review (SPEC §7.4, paper 003 §4.3): the append-only review file.
+"""Manual name review (methods.md §7.4, paper 003 §4.3): the append-only review file.
 
 **Review file** (JSON Lines, one decision per line, UTF-8)::
 

@@ -1,4 +1,4 @@
-"""The review widget (SPEC §7.4): an ipywidgets view of a :class:`~toolkit.review.store.ReviewSession`.
+"""The review widget (methods.md §7.4): an ipywidgets view of a :class:`~toolkit.review.store.ReviewSession`.
 
 One candidate at a time (token, name-likeness score and its parts, the sentences that produced it with the token in
 place of the mask) or a sortable, filterable table; buttons and keyboard shortcuts
@@ -40,8 +40,8 @@ COLORS = {"name": "#c0392b", "not_name": "#27ae60", "unsure": "#e67e22", None: "
 
 
 class KeyboardShortcuts(anywidget.AnyWidget):
-    """Sends ``{"key": ...}`` to Python for the keys in ``shortcut_keys`` pressed inside the element with class ``scope``
-    (the review panel), or anywhere on the page when no JupyterLab notebook is around (Voilà)."""
+    """Sends ``{"key": ...}`` to Python for the keys in ``shortcut_keys`` pressed inside the element with class
+    ``scope`` (the review panel), or anywhere on the page when no JupyterLab notebook is around (Voilà)."""
 
     _esm = """
     function render({ model, el }) {

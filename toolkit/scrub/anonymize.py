@@ -1,10 +1,10 @@
-"""Step 1 of the two-step method (SPEC §7.1, paper 003 §4.2): anonymise the training text with NER.
+"""Step 1 of the two-step method (methods.md §7.1, paper 003 §4.2): anonymise the training text with NER.
 
 Every entity that spaCy labels ``PERSON`` becomes the word ``PERSON``, every ``GPE``/``LOC`` the word ``GPE`` (the
 *tag*; the label → tag mapping and the spaCy pipeline are configurable, e.g. ``nl_core_news_lg`` with
 ``PER=PERSON``). An **offset map** records each replacement — ``(doc_id, start, end)`` in the anonymised text and
 ``(orig_start, orig_end)`` in the original — so that the original sentence behind any anonymised one can be recovered
-for the anonymity test (SPEC §7.6: "whether a predicted name equals the original name of that sentence").
+for the anonymity test (methods.md §7.6: "whether a predicted name equals the original name of that sentence").
 
 Gold spans (when the corpus has them) are carried over to the anonymised text: the parts of a gold span that NER did
 not replace are kept, shifted (so ``summary["gold_missed"]`` counts, per gold label, the names NER left in the text —
@@ -32,7 +32,7 @@ from toolkit.errors import ToolkitError
 from toolkit.identifiers.detectors import DEFAULT_SPACY_MODEL, SpacyDetector
 from toolkit.io import atomic_write_json, atomic_write_parquet
 
-#: SPEC §7.1: PERSON → ``PERSON``, GPE and LOC → ``GPE``.
+#: methods.md §7.1: PERSON → ``PERSON``, GPE and LOC → ``GPE``.
 DEFAULT_TAGS: dict[str, str] = {"PERSON": "PERSON", "GPE": "GPE", "LOC": "GPE"}
 OFFSET_COLUMNS = ["doc_id", "start", "end", "orig_start", "orig_end", "label", "tag"]
 _TAG_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
@@ -64,7 +64,7 @@ def parse_labels(spec: str | Sequence[str] | Mapping[str, str] | None) -> dict[s
 
 @dataclass
 class AnonymizeConfig:
-    """NER anonymisation settings (SPEC §7.1)."""
+    """NER anonymisation settings (methods.md §7.1)."""
 
     labels: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_TAGS))
     spacy_model: str = DEFAULT_SPACY_MODEL
@@ -198,7 +198,7 @@ def summary_path(path: str | Path) -> Path:
 
 def anonymize_corpus(corpus: Corpus, config: AnonymizeConfig | None = None, *, entities=None,
                      progress: bool = True) -> Anonymized:
-    """Replace NER entities of ``config.labels`` by their tags (SPEC §7.1), keeping an offset map.
+    """Replace NER entities of ``config.labels`` by their tags (methods.md §7.1), keeping an offset map.
 
     ``entities`` (one span list per document, spaCy labels) may be passed to skip the NER run (tests, or spans from
     another recogniser); otherwise :class:`~toolkit.identifiers.detectors.SpacyDetector` runs ``nlp.pipe`` batched.

@@ -1,9 +1,9 @@
-"""Step 3 of the two-step method (SPEC §7.3–7.4, paper 003 §4.3): fill-masked-name probing and candidate ranking.
+"""Step 3 of the two-step method (methods.md §7.3–7.4, paper 003 §4.3): fill-masked-name probing and candidate ranking.
 
 :func:`fill_mask` runs the model on sentences whose name was replaced by the mask and keeps the top ``k`` tokens
 (40 in the paper) with their probabilities — batched through :func:`toolkit.audit.probe_masked.topk_at_masks` (sorted
 by length, padded batches, LM head only at the mask). :func:`rank_candidates` groups the predicted tokens by their
-surface form and pre-sorts them for the human review by a **name-likeness score** (SPEC §7.4)::
+surface form and pre-sorts them for the human review by a **name-likeness score** (methods.md §7.4)::
 
     score = w_ner · ner_share + w_cap · capitalised + w_rare · (1 − common_word) + w_freq · frequency
 
@@ -70,8 +70,8 @@ def _continuation_prefix(tokenizer) -> str | None:
 
 
 def token_kind(surface: str, *, specials: set[str] = frozenset(), tags: Sequence[str] = ("PERSON", "GPE")) -> str:
-    """``special``, ``scrubbed`` (``unk`` + 13 digits, SPEC §7.5), ``tag`` (one or more NER tags run together, e.g.
-    ``PERSONGPE``), ``word`` (letters, ≥ 2, inner apostrophes/hyphens allowed) or ``other``."""
+    """``special``, ``scrubbed`` (``unk`` + 13 digits, methods.md §7.5), ``tag`` (one or more NER tags run together,
+    e.g. ``PERSONGPE``), ``word`` (letters, ≥ 2, inner apostrophes/hyphens allowed) or ``other``."""
     if surface in specials:
         return "special"
     if SCRUBBED_RE.fullmatch(surface):
@@ -133,7 +133,7 @@ def fill_mask(model, tokenizer, sentences: Sequence[str], *, top_k: int = 40, ba
 
 @dataclass
 class NameScoreConfig:
-    """Name-likeness score settings (SPEC §7.4; formula in the module docstring)."""
+    """Name-likeness score settings (methods.md §7.4; formula in the module docstring)."""
 
     weights: dict[str, float] = field(default_factory=lambda: {"ner": 0.4, "capitalised": 0.2, "rare": 0.3,
                                                                "frequency": 0.1})
@@ -247,7 +247,7 @@ CANDIDATE_COLUMNS = ["token", "score", "n_sentences", "n_seen", "n_unseen", "n_p
 
 def rank_candidates(predictions: pd.DataFrame, sentences: pd.DataFrame, config: NameScoreConfig | None = None, *,
                     tokenizer=None, n_examples: int = 5, progress: bool = False) -> pd.DataFrame:
-    """Candidate tokens for the review (SPEC §7.4): the word-like predicted tokens, highest name-likeness first.
+    """Candidate tokens for the review (methods.md §7.4): the word-like predicted tokens, highest name-likeness first.
 
     ``predictions`` from :func:`fill_mask` on ``sentences`` (a frame with ``sentence``, ``source``, ``sentence_id``,
     in the order given to :func:`fill_mask`). ``df.attrs`` counts the distinct predicted tokens by kind.

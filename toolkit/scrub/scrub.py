@@ -1,7 +1,7 @@
-"""Step 4 of the two-step method (SPEC §7.5, paper 003 §4.3): rename judged names in the tokenizer vocabulary.
+"""Step 4 of the two-step method (methods.md §7.5, paper 003 §4.3): rename judged names in the tokenizer vocabulary.
 
 Every vocabulary entry whose surface form (:func:`~toolkit.scrub.candidates.vocabulary_surfaces`: without the
-WordPiece ``##`` prefix or the byte-level space marker) contains a judged name as a SPEC §1 word — ``okafor``,
+WordPiece ``##`` prefix or the byte-level space marker) contains a judged name as a methods.md §1 word — ``okafor``,
 ``##okafor``, ``Ġokafor``, ``Ġokafor.`` — is renamed to ``unk`` + a random 13-digit number, **keeping its id**: the
 embedding row and every weight stay as they were (the model files are copied byte for byte), other ids are
 unchanged, and the model can never produce the name's string again; a masked LM that "wants" the name now emits
@@ -258,7 +258,7 @@ def _rewrite_tokenizer_files(d: Path, renames: dict[int, str], old: dict[int, st
 def scrub_model(model_dir: str | Path, names: Iterable[str], out_dir: str | Path, *, match_case: bool = False,
                 reveal_names: bool = False, seed: int | None = None, review_files: Sequence[str | Path] = (),
                 overwrite: bool = False) -> dict[str, Any]:
-    """Copy ``model_dir`` to ``out_dir`` with every vocabulary entry containing a judged name renamed (SPEC §7.5).
+    """Copy ``model_dir`` to ``out_dir`` with every vocabulary entry containing a judged name renamed (methods.md §7.5).
 
     Parameters
     ----------
@@ -319,7 +319,7 @@ def scrub_model(model_dir: str | Path, names: Iterable[str], out_dir: str | Path
         wanted = {normalize_term(n, not match_case) for n in names}
         found = set(hits.values())
         manifest = {
-            "format_version": MANIFEST_VERSION, "method": "SPEC §7.5: rename to 'unk' + 13 random digits, ids kept",
+            "format_version": MANIFEST_VERSION, "method": "methods.md §7.5: rename to 'unk' + 13 random digits, ids kept",
             "source": str(src), "tokenizer_model": _read_json(tmp / "tokenizer.json")["model"].get("type")
             if (tmp / "tokenizer.json").is_file() else None,
             "match_case": match_case, "n_names": len(wanted), "n_names_in_vocabulary": len(found),

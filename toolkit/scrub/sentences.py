@@ -1,7 +1,7 @@
-"""Development and test sentences for the fill-masked-name task (SPEC §7.3, §7.6; paper 003 §4.3, §5).
+"""Development and test sentences for the fill-masked-name task (methods.md §7.3, §7.6; paper 003 §4.3, §5).
 
 A sentence qualifies when it contains **exactly one** occurrence of the target tag (``PERSON`` by default; other
-tags may occur in it, as in the MedRoBERTa.nl test set) and has ``min_words``–``max_words`` words (SPEC §1 words).
+tags may occur in it, as in the MedRoBERTa.nl test set) and has ``min_words``–``max_words`` words (methods.md §1 words).
 That tag becomes :data:`MASK` (``<mask>``), which :func:`with_model_mask` turns into the model's own mask token.
 Sentences come from *seen* documents (the model's training split) and *unseen* ones (its validation split). Identical
 masked sentences are kept once (a template sentence repeated in many notes would otherwise fill the set with copies
@@ -38,7 +38,7 @@ SENTENCE_COLUMNS = ["sentence_id", "source", "sentence", "original_hashes", "doc
 
 
 def word_hash(word: str) -> str:
-    """SHA-256 (hex) of a word after NFKC + lower-casing (SPEC §1 normalisation)."""
+    """SHA-256 (hex) of a word after NFKC + lower-casing (methods.md §1 normalisation)."""
     return hashlib.sha256(normalize_term(word.strip()).encode("utf-8")).hexdigest()
 
 
@@ -79,7 +79,8 @@ def _as_set(x: str | Iterable[str] | None) -> set[str]:
 def tag_sentences(anonymized, *, tag: str = "PERSON", seen_splits: str | Iterable[str] = "train",
                   unseen_splits: str | Iterable[str] = ("heldout", "validation"), min_words: int = 4,
                   max_words: int = 40, original=None, gold_labels: Iterable[str] | None = None) -> pd.DataFrame:
-    """Every sentence of an anonymised corpus with exactly one ``tag`` (SPEC §7.3), the tag replaced by :data:`MASK`.
+    """Every sentence of an anonymised corpus with exactly one ``tag`` (methods.md §7.3), the tag replaced by
+    :data:`MASK`.
 
     Parameters
     ----------
@@ -91,7 +92,7 @@ def tag_sentences(anonymized, *, tag: str = "PERSON", seen_splits: str | Iterabl
         Document splits that are the model's training data (*seen*) and its validation data (*unseen*); documents in
         neither are skipped.
     min_words, max_words:
-        Length filter, in SPEC §1 words of the anonymised sentence.
+        Length filter, in methods.md §1 words of the anonymised sentence.
     original:
         The corpus before anonymisation: when given, ``original_hashes`` holds the hashes of the replaced entity's
         words (:func:`word_hash`).
@@ -153,8 +154,8 @@ def tag_sentences(anonymized, *, tag: str = "PERSON", seen_splits: str | Iterabl
 
 def split_dev_test(pool: pd.DataFrame, *, n_seen: int = 100, n_unseen: int = 100,
                    seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """A development set and a disjoint test set (SPEC §7.3, §7.6): ``n_seen`` + ``n_unseen`` sentences each, drawn
-    at random (seeded) from the pool of :func:`tag_sentences`. A source with fewer than twice the wanted number of
+    """A development set and a disjoint test set (methods.md §7.3, §7.6): ``n_seen`` + ``n_unseen`` sentences each,
+    drawn at random (seeded) from the pool of :func:`tag_sentences`. A source with fewer than twice the wanted number of
     sentences is split in two equal halves (a warning says so)."""
     rng = np.random.default_rng(seed)
     dev, test = [], []

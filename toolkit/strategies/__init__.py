@@ -1,4 +1,4 @@
-"""Fine-tuning strategies (SPEC §3): which text a model trains on and which words may be targets.
+"""Fine-tuning strategies (methods.md §3): which text a model trains on and which words may be targets.
 
 Every strategy shares one data pipeline (:func:`training_examples`) and one trainer (``toolkit.training``); a strategy
 is data — the text variant, the protected identifier kinds, whether DP-SGD is used — not code.
@@ -42,7 +42,7 @@ PROTECTABLE = ("direct", "indirect")
 
 @dataclass(frozen=True)
 class Strategy:
-    """One row of SPEC §3's tables; validated on construction (:class:`ToolkitError` naming the field)."""
+    """One row of methods.md §3's tables; validated on construction (:class:`ToolkitError` naming the field)."""
 
     name: str
     kind: str  # "mlm" | "clm"

@@ -1,4 +1,4 @@
-"""PII-aware deduplication (SPEC.md §6, paper 002 §4.1.2): header lines that repeat an address are removed, bodies
+"""PII-aware deduplication (methods.md §6, paper 002 §4.1.2): header lines that repeat an address are removed, bodies
 stay.
 
 The corpus is read in order, document by document and line by line. A **header line** is a line that starts (after
@@ -10,7 +10,7 @@ are where addresses repeat most. **(choices)**
 
 A header line is removed (with its line end) when it holds an address **already seen earlier in the corpus** —
 anywhere earlier, in a header or a body, in the original text order; the addresses of a line count as seen from
-that line on, whether the line is kept or removed (SPEC: "already seen earlier in the corpus"). So the first
+that line on, whether the line is kept or removed (methods.md: "already seen earlier in the corpus"). So the first
 header occurrence of an address survives unless its line also repeats another address. Body lines (greetings,
 sentences, signatures, "please contact …" mentions) are never removed. Gold spans move with the edits; spans
 inside removed lines are dropped (counted in the summary).
@@ -160,7 +160,7 @@ def _address_edits(text: str, s: int, e: int, seen: set[str]) -> tuple[list[tupl
 
 def dedup(corpus: Corpus, *, granularity: str = "line", person_key: bytes | None = None,
           progress: bool = False) -> DedupResult:
-    """PII-aware deduplication of ``corpus`` (module docstring; SPEC §6).
+    """PII-aware deduplication of ``corpus`` (module docstring; methods.md §6).
 
     ``granularity="line"`` (default, the paper's) removes every header line holding an already-seen address;
     ``"address"`` removes only the already-seen mailboxes from such a line (CLI ``--granularity``). With

@@ -1,5 +1,5 @@
-"""Token sequences aligned with the toolkit's words (SPEC §1), so that protection decided on words (SPEC §2) reaches
-every sub-token, for any fast tokenizer (WordPiece, byte-level BPE, SentencePiece).
+"""Token sequences aligned with the toolkit's words (methods.md §1), so that protection decided on words (methods.md §2)
+reaches every sub-token, for any fast tokenizer (WordPiece, byte-level BPE, SentencePiece).
 
 A token belongs to the word that contains its last character (byte-level BPE offsets include the leading space, so
 the first character is not reliable); tokens outside every word (punctuation, spaces) belong to none (-1) and are

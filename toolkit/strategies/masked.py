@@ -1,4 +1,4 @@
-"""The masked-LM data collator of every ``*mlm*`` strategy (SPEC §3): protected whole-word masking.
+"""The masked-LM data collator of every ``*mlm*`` strategy (methods.md §3): protected whole-word masking.
 
 Rule, for each batch (so afresh every epoch)
 --------------------------------------------
@@ -18,10 +18,10 @@ Rule, for each batch (so afresh every epoch)
   word is chosen as a whole, while the sub-tokens of a chosen word may be replaced differently.
 
 Why not ``DataCollatorForLanguageModeling(whole_word_mask=True)``: that path needs offset mappings in the examples
-and derives words from token adjacency (the tokenizer's pre-tokenisation), not from the toolkit's words of SPEC §1
+and derives words from token adjacency (the tokenizer's pre-tokenisation), not from the toolkit's words of methods.md §1
 on which protection is decided (``O'Brien`` is one adjacency word but the two toolkit words ``o`` and ``brien``), and
 it forces ``mask_replace_prob=1``, i.e. no 80/10/10. Here the words come from the example's own ``word_ids``, so
-protection decided on words reaches every sub-token, and the replacement is SPEC §3's.
+protection decided on words reaches every sub-token, and the replacement is methods.md §3's.
 
 Everything else is inherited from :class:`transformers.DataCollatorForLanguageModeling`: argument validation,
 ``seed`` / generator handling (in DataLoader workers the generator also follows the worker seed, which changes
@@ -51,7 +51,7 @@ class ProtectedWholeWordCollator(DataCollatorForLanguageModeling):
 
     Consumes examples ``{"input_ids", "special_tokens_mask", "word_ids"}`` (see
     :func:`toolkit.strategies.training_examples`) and returns ``{"input_ids", "attention_mask", "labels"}``
-    (PyTorch tensors, padded by the tokenizer). See the module docstring for the rule (SPEC §3).
+    (PyTorch tensors, padded by the tokenizer). See the module docstring for the rule (methods.md §3).
 
     Parameters (besides the inherited ``tokenizer``, ``pad_to_multiple_of``, ``seed``)
     ----------
@@ -184,7 +184,7 @@ class ProtectedWholeWordCollator(DataCollatorForLanguageModeling):
 
 
 def masked_lm_collator(tokenizer, seed: int | None = None, **kw: Any) -> ProtectedWholeWordCollator:
-    """The SPEC §3 masked-LM collator for ``tokenizer`` (``kw``: ``mlm_probability``, ``mask_replace_prob``,
+    """The methods.md §3 masked-LM collator for ``tokenizer`` (``kw``: ``mlm_probability``, ``mask_replace_prob``,
     ``random_replace_prob``, ``pad_to_multiple_of``)."""
     return ProtectedWholeWordCollator(tokenizer=tokenizer, seed=seed, **kw)
 

@@ -1,12 +1,12 @@
 """Rewriting the PII spans of a text or a corpus (:func:`rewrite_corpus`), and carrying word positions over to the
 rewritten text.
 
-Used by every strategy whose text variant is not the original (SPEC §3): ``mlm_pseudo`` / ``clm_pseudo`` (paper 000
-"MLMA": every span becomes the single word ``X``), the ``*_category`` strategies (``[NAME]``, ``[DATE]`` …) and the
+Used by every strategy whose text variant is not the original (methods.md §3): ``mlm_pseudo`` / ``clm_pseudo`` (paper
+000 "MLMA": every span becomes the single word ``X``), the ``*_category`` strategies (``[NAME]``, ``[DATE]`` …) and the
 ``*_surrogate`` strategies (made-up values of the same category, :mod:`toolkit.strategies.surrogates`).
 
 **Regions.** A span becomes the run of whole words it overlaps, from the start of its first word to the end of its
-last (:func:`word_regions`; SPEC §2: a word half inside a PII span is still PII, so no remainder of it may stay in
+last (:func:`word_regions`; methods.md §2: a word half inside a PII span is still PII, so no remainder of it may stay in
 the text, while punctuation at a span's edge is not identifying and stays); regions that overlap are merged, and a
 span that overlaps no word (punctuation or spaces only: nothing to hide) is dropped. A region therefore starts and
 ends on a word boundary and the characters beside it are not word characters, so the words outside the regions are

@@ -1,4 +1,4 @@
-"""Randomized Masked Fine-Tuning data (RMFT, SPEC.md §6, paper 002 §4.1.1 and Appendix A).
+"""Randomized Masked Fine-Tuning data (RMFT, methods.md §6, paper 002 §4.1.1 and Appendix A).
 
 Every distinct e-mail address keeps its **first** occurrence in the corpus; every later occurrence is replaced, at
 the same position, by a structured look-alike:
@@ -11,7 +11,7 @@ the same position, by a structured look-alike:
    the paper's lists of "approximately 15 examples"). Stores are sorted lists of distinct lower-case values, so
    the draw does not depend on hash order.
 3. For each later occurrence, one part is drawn at random as the **anchor** and kept — first name, last name or
-   domain when the local part has a separator; local part or domain otherwise (SPEC §6: first and last name only
+   domain when the local part has a separator; local part or domain otherwise (methods.md §6: first and last name only
    "when the local part has a separator"). Every other part is drawn from its store **different from the original
    part** (one ``randrange`` over the store without the original value); the domain part is a (domain name, TLD)
    pair drawn name and TLD independently (002 §4.1.1: ``kay.mann@enron.com`` → ``bob.mann@yahoo.org``), different
@@ -237,7 +237,7 @@ def pseudonymise_persons(corpus: Corpus, key: bytes) -> Corpus:
 def rmft(corpus: Corpus, seed: int = 0, *, common_domains: Sequence[str] = COMMON_DOMAINS,
          common_tlds: Sequence[str] = COMMON_TLDS, person_key: bytes | None = None,
          progress: bool = False) -> RMFTResult:
-    """Apply RMFT to ``corpus`` (module docstring; SPEC §6): first occurrence of each address kept, later ones
+    """Apply RMFT to ``corpus`` (module docstring; methods.md §6): first occurrence of each address kept, later ones
     replaced by seeded look-alikes. Returns the new corpus, the replacement map and a summary of counts.
 
     With ``person_key`` the output's ``person_id`` are keyed pseudonyms (:func:`pseudonymise_persons`); without

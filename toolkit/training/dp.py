@@ -1,4 +1,4 @@
-"""DP-SGD training for ``mlm_dp`` / ``clm_dp`` with Opacus (SPEC §3: ε = 8, δ = 1e-5, C = 10).
+"""DP-SGD training for ``mlm_dp`` / ``clm_dp`` with Opacus (methods.md §3: ε = 8, δ = 1e-5, C = 10).
 
 DP-SGD (Abadi et al., 2016) clips every example's gradient to norm ``C``, adds Gaussian noise of standard deviation
 ``σ·C`` to their sum and lets a Rényi-DP accountant bound the privacy loss of the whole run. Two conditions make the

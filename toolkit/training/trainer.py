@@ -1,4 +1,4 @@
-"""One training entry point for every strategy (SPEC §3): Hugging Face ``Trainer`` for the standard strategies,
+"""One training entry point for every strategy (methods.md §3): Hugging Face ``Trainer`` for the standard strategies,
 an Opacus DP-SGD loop for ``*_dp``; checkpoints at chosen epochs; an interrupted run resumes.
 
 Layout of a run directory::
@@ -53,7 +53,7 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class DPConfig:
-    """DP-SGD parameters (SPEC §3: ε = 8, δ = 1e-5, C = 10) and the privacy unit the (ε, δ) guarantee is about.
+    """DP-SGD parameters (methods.md §3: ε = 8, δ = 1e-5, C = 10) and the privacy unit the (ε, δ) guarantee is about.
 
     ``unit = "individual"`` (default; a clinical corpus holds several notes per patient): each step Poisson-samples
     individuals and trains on one chunk of each, so ε bounds what the model reveals about a *patient*.

@@ -1,4 +1,5 @@
-"""Membership and identifier attacks on an audited language model (SPEC §10, §11); one module per attack, as mimir.
+"""Membership and identifier attacks on an audited language model (methods.md §10, §11); one module per attack, as
+mimir.
 
 Membership attacks (higher score = more likely a member), all computed from one
 :class:`~toolkit.audit.losses.TokenLosses` per model:

@@ -1,4 +1,4 @@
-"""JSON Lines: the native format (reader and atomic writer, SPEC.md §1) and foreign exports with named fields."""
+"""JSON Lines: the native format (reader and atomic writer, methods.md §1) and foreign exports with named fields."""
 
 from __future__ import annotations
 
