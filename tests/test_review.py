@@ -381,6 +381,30 @@ def test_review_app_configuration(tmp_path):
 
     missing = review_app({"REVIEW_CANDIDATES": str(tmp_path / "none.parquet")})
     assert "candidate file not found" in missing.value and "notebook" in missing.value
+    assert "start it again" in missing.value and "reload this page" not in missing.value  # read when the app starts
     save_candidates(candidates(), tmp_path / "cand.parquet")
     app = review_app({"REVIEW_CANDIDATES": str(tmp_path / "cand.parquet"), "QUERY_STRING": "reviewer=Dr%20Bob/x"})
     assert review_file_for(tmp_path / "cand.parquet", "Dr Bob/x").name in app.children[0].value  # the reviewer's own
+    assert "<h3" not in app.children[0].value  # the app page has its own title: it is shown once
+
+
+def test_table_headers_sort_and_read_plainly(tmp_path):
+    """A click on a sortable header (the browser sends ``{"sort": column}``) sorts by it, a second click reverses;
+    headers show plain names and the current order."""
+    from toolkit.review.widget import review_widget
+
+    w = review_widget(candidates(), tmp_path / "r.jsonl", "alice")
+    assert "<th data-sort='n_sentences'" in w.table.value and ">sentences" in w.table.value
+    assert "n_sentences</th>" not in w.table.value and "ner_share" not in w.table.value.split("<tbody>")[0]
+    w._on_key(None, {"sort": "token"}, [])
+    assert w.session.filter.sort_by == "token" and w.session.filter.ascending
+    assert w.session.order == sorted(w.session.order, key=str.lower) or w.session.order == sorted(w.session.order)
+    assert "token ▲</th>" in w.table.value
+    w._on_key(None, {"sort": "token"}, [])
+    assert not w.session.filter.ascending and "token ▼</th>" in w.table.value
+    w._on_key(None, {"sort": "score"}, [])
+    scores = [float(c["score"]) for c in candidates().to_dict("records")]
+    assert w.session.filter.sort_by == "score" and not w.session.filter.ascending
+    assert w.session.order[0] == candidates().iloc[scores.index(max(scores))]["token"]
+    w._on_key(None, {"sort": "examples"}, [])  # not a sortable column: ignored
+    assert w.session.filter.sort_by == "score"

@@ -2,8 +2,8 @@
 
 ``python -m toolkit review`` serves ``apps/review.ipynb`` with Voilà on a free localhost port behind a random token
 that it prints once; Selenium drives the system browser (``Service`` with the system chromedriver, so
-selenium-manager never downloads anything). The test marks three candidates (two buttons and one keyboard shortcut),
-reloads the page, and checks that the decisions are still there — in the page (a new kernel replays the review file)
+selenium-manager never downloads anything). The test marks three candidates (a keyboard shortcut before any click,
+a button, a shortcut), reloads the page, and checks that the decisions are still there — in the page (a new kernel replays the review file)
 and in the reviewer's own file. Without the token, the page and the kernel API are refused.
 """
 
@@ -129,7 +129,12 @@ def test_mark_three_reload_keeps_decisions(app, browser):
     _wait_text(browser, ".review-progress", f"0 / {len(TOKENS)} decided", timeout=90)
     assert TOKENS[0] in _text(browser, ".review-token")
 
-    _click(browser, "button.review-name")                          # okafor -> name
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    WebDriverWait(browser, 60).until(lambda d: d.find_element("css selector", "body").get_attribute(
+        "data-review-shortcuts"))
+    assert browser.find_element("css selector", "body").get_attribute("data-review-shortcuts") == "page"  # Voilà
+    ActionChains(browser).send_keys("n").perform()                 # okafor -> name, a shortcut before any click
     _wait_text(browser, ".review-progress", f"1 / {len(TOKENS)} decided")
     assert TOKENS[1] in _wait_text(browser, ".review-token", TOKENS[1])
     _click(browser, "button.review-not-name")                      # Bowers -> not a name
@@ -150,6 +155,12 @@ def test_mark_three_reload_keeps_decisions(app, browser):
     assert shown == {"okafor": "name", "Bowers": "not a name", "nurse": "unsure", "lindqvist": "pending",
                      "Mrs": "pending", "patient": "pending"}
     assert len(review.read_text(encoding="utf-8").splitlines()) == 3  # reloading wrote nothing
+
+    _click(browser, ".jupyter-widgets.widget-tab .lm-TabBar-tab:nth-child(2)")  # the table tab
+    _click(browser, ".review-table th[data-sort='token']")        # a header click sorts by that column, A→Z
+    _wait_text(browser, ".review-table thead", "token ▲")
+    first = browser.find_element("css selector", ".review-table tbody tr").get_attribute("data-token")
+    assert first == sorted(TOKENS)[0]
 
 
 def test_requests_without_the_token_are_refused(app, browser):

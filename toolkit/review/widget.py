@@ -35,13 +35,18 @@ from toolkit.scrub.sentences import MASK
 
 KEYS = {"n": "name", "x": "not_name", "u": "unsure", "z": "undo", "j": "next", "ArrowRight": "next", "k": "prev",
         "ArrowLeft": "prev"}
+COLUMN_NAMES = {"token": "token", "decision": "decision", "score": "score", "n_sentences": "sentences",
+                "best_rank": "best rank", "ner_share": "share tagged by NER", "capitalised": "capitalised",
+                "common_word": "common word"}
 LABELS = {"name": "name", "not_name": "not a name", "unsure": "unsure", None: "pending"}
 COLORS = {"name": "#c0392b", "not_name": "#27ae60", "unsure": "#e67e22", None: "#7f8c8d"}
 
 
 class KeyboardShortcuts(anywidget.AnyWidget):
     """Sends ``{"key": ...}`` to Python for the keys in ``shortcut_keys`` pressed inside the element with class
-    ``scope`` (the review panel), or anywhere on the page when no JupyterLab notebook is around (Voilà)."""
+    ``scope`` (the review panel) inside JupyterLab, or anywhere on the page in Voilà (no Lab shell: the page is the
+    app, so a shortcut works before anything was clicked); and ``{"sort": column}`` for a click on a table header
+    with a ``data-sort`` attribute."""
 
     _esm = """
     function render({ model, el }) {
@@ -64,14 +69,28 @@ class KeyboardShortcuts(anywidget.AnyWidget):
           root.setAttribute("data-lm-suppress-shortcuts", "true");
           if (!root.hasAttribute("tabindex")) root.tabIndex = -1;
         }
-        const inLab = !!document.querySelector(".jp-Notebook");
+        // Voila gives <body> the class jp-Notebook and a Lab-like shell, so neither tells it from JupyterLab; its
+        // templates mark <body> with data-base-url ".../voila/" (in Voila the whole page is the app: listen on the
+        // document, so a shortcut works before anything was clicked)
+        const body = document.body;
+        const inVoila = body.hasAttribute("data-voila") || (body.getAttribute("data-base-url") || "").endsWith("voila/");
+        const inLab = !inVoila && !!document.querySelector(".jp-LabShell, .jp-NotebookShell, .jp-Notebook");
         target = (inLab && root) ? root : document;
         target.addEventListener("keydown", handler);
+        (root || document).addEventListener("click", onHeader);
+        document.body.setAttribute("data-review-shortcuts", inLab ? "panel" : "page");  // for tests and styling
         model.set("ready", true);
         model.save_changes();
       };
+      const onHeader = (e) => {  // a click on a sortable column header of the table sorts by it
+        const th = e.target && e.target.closest && e.target.closest("th[data-sort]");
+        if (th) model.send({ sort: th.getAttribute("data-sort") });
+      };
       attach();
-      return () => { if (target) target.removeEventListener("keydown", handler); };
+      return () => {
+        if (target) target.removeEventListener("keydown", handler);
+        (root || document).removeEventListener("click", onHeader);
+      };
     }
     export default { render };
     """
@@ -95,10 +114,13 @@ class ReviewWidget:
         The review state (:class:`ReviewSession`); all logic lives there.
     n_table_rows:
         Rows shown in the table view (the rest are reachable through filters).
+    show_title:
+        Whether the panel shows its own heading (the Voilà app's page has one already).
     """
 
-    def __init__(self, session: ReviewSession, *, n_table_rows: int = 200):
+    def __init__(self, session: ReviewSession, *, n_table_rows: int = 200, show_title: bool = True):
         self.session = session
+        self.show_title = show_title
         self.n_table_rows = n_table_rows
         lay = W.Layout
         self.title = W.HTML()
@@ -112,7 +134,8 @@ class ReviewWidget:
                                layout=lay(width="200px"))
         self.min_score = W.FloatText(value=0.0, description="Min score", step=0.05, layout=lay(width="170px"))
         self.contains = W.Text(value="", description="Contains", layout=lay(width="220px"))
-        self.sort_by = W.Dropdown(options=list(SORT_KEYS), value=session.filter.sort_by, description="Sort by",
+        self.sort_by = W.Dropdown(options=[(COLUMN_NAMES[k], k) for k in SORT_KEYS], value=session.filter.sort_by,
+                                  description="Sort by",
                                   layout=lay(width="200px"))
         self.descending = W.Checkbox(value=not session.filter.ascending, description="descending", indent=False,
                                      layout=lay(width="110px"))
@@ -185,9 +208,28 @@ class ReviewWidget:
         self.refresh()
 
     def _on_key(self, _widget, content, _buffers) -> None:
-        action = KEYS.get(content.get("key")) if isinstance(content, dict) else None
+        if not isinstance(content, dict):
+            return
+        if content.get("sort") in SORT_KEYS:
+            self.sort_table(content["sort"])
+            return
+        action = KEYS.get(content.get("key"))
         if action:
             self.act(action)
+
+    def sort_table(self, column: str) -> None:
+        """A click on a column header: sort by it (descending for numbers, A→Z for tokens); a second click on the
+        same column reverses the order."""
+        if column == self.sort_by.value:
+            self.descending.value = not self.descending.value  # one refresh through _on_filter
+            return
+        self._updating = True
+        try:
+            self.sort_by.value = column
+            self.descending.value = column != "token"
+        finally:
+            self._updating = False
+        self._on_filter(None)
 
     def _on_filter(self, _change) -> None:
         if self._updating:
@@ -211,8 +253,8 @@ class ReviewWidget:
         self._updating = True
         try:
             p = s.progress()
-            self.title.value = (f"<h3 style='margin:4px 0'>Vocabulary review — is this token a name?</h3>"
-                                f"<small>review file: {html.escape(str(s.path))}</small>")
+            heading = "<h3 style='margin:4px 0'>Vocabulary review — is this token a name?</h3>" if self.show_title else ""
+            self.title.value = heading + f"<small>review file: {html.escape(str(s.path))}</small>"
             self.progress_bar.max = max(1, p["n_total"])
             self.progress_bar.value = p["n_decided"]
             self.progress_label.value = (f"<span class='review-count'>{p['n_decided']} / {p['n_total']} decided"
@@ -252,7 +294,13 @@ class ReviewWidget:
         t = self.session.table().head(self.n_table_rows)
         cols = [c for c in ("token", "decision", "score", "n_sentences", "best_rank", "ner_share", "capitalised",
                             "common_word") if c in t.columns]
-        head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
+        f = self.session.filter
+        head = ""
+        for c in cols:
+            arrow = (" ▲" if f.ascending else " ▼") if c == f.sort_by else ""
+            sort = (f" data-sort='{c}' title='sort by {COLUMN_NAMES[c]}' style='cursor:pointer;text-decoration:underline "
+                    f"dotted'") if c in SORT_KEYS else ""
+            head += f"<th{sort}>{html.escape(COLUMN_NAMES[c])}{arrow}</th>"
         body = []
         for _, r in t.iterrows():
             cells = []
@@ -271,12 +319,14 @@ class ReviewWidget:
                 + "".join(body) + "</tbody></table>")
 
 
-def review_widget(candidates: pd.DataFrame | str | Path, review_file: str | Path, reviewer: str) -> ReviewWidget:
-    """Build a :class:`ReviewWidget` from a candidate table (frame or Parquet path) and a review file."""
+def review_widget(candidates: pd.DataFrame | str | Path, review_file: str | Path, reviewer: str,
+                  **kw) -> ReviewWidget:
+    """Build a :class:`ReviewWidget` from a candidate table (frame or Parquet path) and a review file (``kw``: the
+    widget's options)."""
     from toolkit.scrub.candidates import load_candidates
 
     cand = load_candidates(candidates) if isinstance(candidates, (str, Path)) else candidates
-    return ReviewWidget(ReviewSession(cand, review_file, reviewer))
+    return ReviewWidget(ReviewSession(cand, review_file, reviewer), **kw)
 
 
 def review_file_for(candidates: str | Path, reviewer: str) -> Path:
@@ -337,13 +387,14 @@ def review_app(environ=None):
         if others:
             raise ToolkitError(f"{review_file}: holds the decisions of {len(others)} other reviewer(s); one file "
                                "holds one reviewer's decisions (unset REVIEW_FILE to get your own)")
-        return review_widget(cand_path, review_file, reviewer).widget
+        return review_widget(cand_path, review_file, reviewer, show_title=False).widget  # the page has the title
     except ToolkitError as exc:
         hint = ("" if cand_path.is_file() else
                 "<p>Create the candidates with notebook <code>05_vocabulary_scrubbing</code> (or "
-                "<code>python -m toolkit candidates</code>), then set <code>REVIEW_CANDIDATES</code> to the "
-                "table and reload this page.</p>")
-        return W.HTML(f"<h3>Vocabulary review</h3><p style='color:#c0392b'>{html.escape(str(exc))}</p>{hint}")
+                "<code>python -m toolkit candidates</code>), then stop this app and start it again with the "
+                "table: <code>python -m toolkit review CANDIDATES --reviewer NAME</code> (the table is chosen when "
+                "the app starts; reloading this page does not change it).</p>")
+        return W.HTML(f"<p style='color:#c0392b'>{html.escape(str(exc))}</p>{hint}")
 
 
 __all__ = ["KEYS", "KeyboardShortcuts", "ReviewWidget", "highlight", "review_app", "review_file_for",
