@@ -8,13 +8,24 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 PIP    := $(PY) -m pip install --progress-bar off -c constraints.txt
 
-.PHONY: install test test-fast demo lab benchmark samples clean fuzz quickstart
+.PHONY: install test test-fast demo lab benchmark samples clean fuzz quickstart git-filters
+
+# Notebooks are committed stripped. With this git filter (set up by `make install`), opening a notebook in Lab —
+# which adds the kernel's language_info, outputs and execution counts — does not make it show as modified.
+NBSTRIP := -m nbstripout --keep-id --extra-keys "metadata.language_info cell.metadata.execution"
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) torch==2.13.0
 	$(PIP) -e ".[dev]"
+	@$(MAKE) -s git-filters
 	@touch $(STAMP)
+
+git-filters:
+	@if git rev-parse --git-dir >/dev/null 2>&1; then \
+	  git config filter.nbstripout.clean '$(abspath $(PY)) $(NBSTRIP)' && \
+	  git config filter.nbstripout.smudge cat && \
+	  git config diff.ipynb.textconv '$(abspath $(PY)) $(NBSTRIP) -t'; fi
 
 install: $(STAMP)
 
@@ -27,8 +38,9 @@ test-fast: $(STAMP)
 demo: $(STAMP)
 	$(PY) -m toolkit demo --notebooks notebooks --out outputs --profile cpu
 
+# Lab serves the repository (so the notebooks' links to ../outputs/ resolve) and opens on notebooks/
 lab: $(STAMP)
-	$(VENV)/bin/jupyter lab notebooks/
+	$(VENV)/bin/jupyter lab --ServerApp.root_dir=$(CURDIR) --LabApp.default_url=/lab/tree/notebooks
 
 benchmark: $(STAMP)
 	$(PY) benchmarks/identifiers.py

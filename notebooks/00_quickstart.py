@@ -141,12 +141,12 @@ display(HTML("<details><summary>The rules and their thresholds</summary>" + thre
 # ## Where next
 # | notebook | what it adds |
 # |---|---|
-# | `01_identifier_analysis` | the identifier definitions in depth: detectors against gold spans, `k` and `n` with
-# widgets | | `02_masked_lm_strategies` | every masked-LM strategy (PPMLM and its baselines), DP-SGD, downstream utility
-# | | `03_causal_lm_strategies` | every causal strategy, free-running regurgitation |
-# | `04_…` | e-mail extraction, RMFT and PII-aware deduplication, MaxTER / AURC |
-# | `05_…` | vocabulary scrubbing with a human review and the anonymity test |
-# | `06_results_and_report` | all runs side by side and the full report |
+# | [01 — Identifier analysis](01_identifier_analysis.ipynb) | detectors against gold spans, `k` and `n` with sliders |
+# | [02 — Masked-LM strategies](02_masked_lm_strategies.ipynb) | PPMLM and its baselines, DP-SGD, downstream utility |
+# | [03 — Causal-LM strategies](03_causal_lm_strategies.ipynb) | PPclm and its baselines, free-running regurgitation |
+# | [04 — E-mail addresses](04_rmft_and_extraction.ipynb) | the extraction attack, RMFT, PII-aware dedup, MaxTER / AURC |
+# | [05 — Vocabulary scrubbing](05_vocabulary_scrubbing.ipynb) | name review by hand, scrubbing, the anonymity test |
+# | [06 — Results and report](06_results_and_report.ipynb) | all runs side by side and the full report |
 #
 # From a terminal: `python -m toolkit run configs/quickstart.yaml --out runs/quickstart` then
 # `python -m toolkit report runs/quickstart --out report.html`.

@@ -16,10 +16,8 @@
 # | technique | what the model trains on |
 # |---|---|
 # | `baseline` | the messages as they are |
-# | `rmft` (Randomized Masked Fine-Tuning) | every address keeps its **first** occurrence; each later one is replaced by
-# a random *look-alike* that keeps one part (first name, last name or domain) and draws the others from the corpus' own
-# parts | | `dedup` (PII-aware deduplication) | header lines (`From:`, `To:`, `Cc:` …) that repeat an address already
-# seen are deleted; bodies stay |
+# | `rmft` (Randomized Masked Fine-Tuning) | every address keeps its **first** occurrence; each later one is replaced by a random *look-alike* that keeps one part (first name, last name or domain) and draws the others from the corpus' own parts |
+# | `dedup` (PII-aware deduplication) | header lines (`From:`, `To:`, `Cc:` …) that repeat an address already seen are deleted; bodies stay |
 #
 # **The attack**: prompts of 50 tokens, greedy decoding, a regular expression pulls addresses out of what the model
 # writes. **TER** (total extraction rate) = leaked addresses / all original training addresses; **SER** (seen

@@ -1,0 +1,54 @@
+"""Committed notebooks stay unmodified when opened and run in JupyterLab: `make git-filters` (run by `make install`)
+sets up the nbstripout clean filter that ``.gitattributes`` names, so what Lab adds (the kernel's language_info,
+outputs — which hold corpus text —, execution counts and timings) is neither in ``git diff`` nor ever committed,
+while a changed cell is. (``git status`` lists the file until ``git add`` refreshes the index: git compares file
+sizes before it runs a filter.)"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True).stdout
+
+
+@pytest.mark.skipif(shutil.which("make") is None or shutil.which("git") is None, reason="needs make and git")
+def test_notebook_opened_in_lab_is_not_modified(tmp_path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    _git(repo, "config", "user.email", "t@example.org")
+    _git(repo, "config", "user.name", "t")
+    shutil.copy(ROOT / ".gitattributes", repo / ".gitattributes")
+    nb = repo / "00.ipynb"
+    shutil.copy(ROOT / "notebooks" / "00_quickstart.ipynb", nb)
+    subprocess.run(["make", "-s", "-f", str(ROOT / "Makefile"), "git-filters", f"PY={sys.executable}"], cwd=repo,
+                   check=True, capture_output=True)
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "stripped")
+
+    data = json.loads(nb.read_text(encoding="utf-8"))  # what Lab writes after running the notebook
+    data["metadata"]["language_info"] = {"name": "python", "version": "3.11.2", "file_extension": ".py",
+                                         "mimetype": "text/x-python", "pygments_lexer": "ipython3"}
+    for cell in data["cells"]:
+        if cell["cell_type"] == "code":
+            cell["execution_count"] = 1
+            cell["outputs"] = [{"output_type": "stream", "name": "stdout", "text": ["a note\n"]}]
+            cell["metadata"]["execution"] = {"iopub.status.busy": "2026-11-23T10:00:00Z"}
+    nb.write_text(json.dumps(data, indent=2), encoding="utf-8")
+    assert _git(repo, "diff", "--stat") == ""
+    _git(repo, "add", "-A")
+    assert _git(repo, "status", "--porcelain") == ""  # nothing to commit: no output reaches the repository
+
+    data["cells"][0]["source"] = ["# changed\n"]
+    nb.write_text(json.dumps(data, indent=2), encoding="utf-8")
+    assert "00.ipynb" in _git(repo, "diff", "--stat") and "# changed" in _git(repo, "diff")
