@@ -47,7 +47,7 @@ from IPython.display import HTML, display
 from toolkit import plots
 from toolkit.plots.widgets import indirect_share_explorer
 from toolkit.corpus import load_corpus
-from toolkit.identifiers import IdentifierConfig, analyze, detector_scores, make_detector
+from toolkit.identifiers import IdentifierConfig, analyze, detector_scores, make_detector, merge_spans
 
 plots.setup_notebook()
 
@@ -71,11 +71,25 @@ pd.Series([d.split for d in docs]).value_counts().rename("documents").to_frame()
 # not recognise as names.
 
 # %%
-spans_by_detector = {name: make_detector(name).detect(docs) for name in detectors}
-oracle = analyze(corpus, IdentifierConfig(detector="oracle", k=k, n=n), spans=spans_by_detector["oracle"])
+# each detector runs once; a combination ("spacy+patterns") is the union of its parts' spans, as
+# make_detector("spacy+patterns") computes it
+spans_by_detector = {}
+for name in sorted(detectors, key=lambda d: "+" in d):
+    parts = name.split("+")
+    if len(parts) > 1 and all(p in spans_by_detector for p in parts):
+        spans_by_detector[name] = [merge_spans(per_doc) for per_doc in zip(*(spans_by_detector[p] for p in parts))]
+    else:
+        spans_by_detector[name] = make_detector(name).detect(docs, progress="spacy" in name)  # one bar: NER
+oracle = analyze(corpus, IdentifierConfig(detector="oracle", k=k, n=n), spans=spans_by_detector["oracle"],
+                 progress=False)
 scores = {name: detector_scores(oracle.words, spans, spans_by_detector["oracle"])
           for name, spans in spans_by_detector.items() if name != "oracle"}
-pd.concat({name: s.set_index("category") for name, s in scores.items()}, names=["detector"]).round(3)
+# one row per detector: precision and recall over all PII words, then recall per gold category (a per-category
+# precision is undefined where a detector never predicts that category)
+pd.DataFrame({name: {"precision": s.set_index("category").loc["all", "precision"],
+                     "recall": s.set_index("category").loc["all", "recall"],
+                     **{f"recall {c}": r for c, r in zip(s["category"], s["recall"]) if c != "all"}}
+              for name, s in scores.items()}).T.round(3)
 
 # %%
 plots.detector_recall(scores).show()
@@ -87,7 +101,8 @@ plots.detector_recall(scores).show()
 # is a direct and/or an indirect identifier.
 
 # %%
-result = analyze(corpus, IdentifierConfig(detector=main_detector, k=k, n=n), spans=spans_by_detector[main_detector])
+result = analyze(corpus, IdentifierConfig(detector=main_detector, k=k, n=n), spans=spans_by_detector[main_detector],
+                 progress=False)
 summary = pd.Series({key: value for key, value in result.summary.items() if not isinstance(value, dict)},
                     dtype=object)
 summary.to_frame("value")

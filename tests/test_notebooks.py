@@ -32,6 +32,13 @@ def test_notebook_01_identifier_analysis(tmp_path):
     assert (out_ids / "terms.parquet").is_file() and (out_ids / "summary.json").is_file()
     assert (tmp_path / "01_identifier_analysis.html").stat().st_size > 10_000
     assert "of distinct words are used by fewer than k=2" in text
+    nb = nbformat.read(tmp_path / "01_identifier_analysis.ipynb", as_version=4)
+    table = next(str(o) for c in nb.cells if "recall {c}" in c.source for o in c.get("outputs", [])
+                 if o.get("output_type") == "execute_result")
+    assert "recall NAME" in table and "NaN" not in table  # one row per detector, no undefined cells
+    bars = [o for c in nb.cells for o in c.get("outputs", [])
+            if "%|" in str(o.get("data", {}).get("text/plain", ""))]
+    assert len(bars) == 1 and "spaCy NER" in str(bars[0]), bars  # one labelled bar; spaCy runs once
 
 
 @pytest.mark.slow
