@@ -8,7 +8,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 PIP    := $(PY) -m pip install --progress-bar off -c constraints.txt
 
-.PHONY: install test test-fast demo lab benchmark samples clean fuzz quickstart git-filters
+.PHONY: install test test-fast demo lab benchmark samples clean fuzz quickstart git-filters screenshots
 
 # Notebooks are committed stripped. With this git filter (set up by `make install`), opening a notebook in Lab —
 # which adds the kernel's language_info, outputs and execution counts — does not make it show as modified.
@@ -41,6 +41,10 @@ demo: $(STAMP)
 # Lab serves the repository (so the notebooks' links to ../outputs/ resolve) and opens on notebooks/
 lab: $(STAMP)
 	$(VENV)/bin/jupyter lab --ServerApp.root_dir=$(CURDIR) --LabApp.default_url=/lab/tree/notebooks
+
+# docs/screenshots/*.png for the README: the report of notebook 00's run (after `make demo`) and the review app
+screenshots: $(STAMP)
+	$(PY) docs/make_screenshots.py
 
 benchmark: $(STAMP)
 	$(PY) benchmarks/identifiers.py
