@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from toolkit.corpus import Corpus, load_corpus, make_document
@@ -354,7 +354,7 @@ def leaked(corpus: Corpus, name: str, seed: int) -> set[str]:
        seed=st.integers(0, 2**16))
 def test_no_original_identifier_word_in_any_batch_of_a_rewriting_strategy(rnd, name, seed):
     corpus = build_corpus(rnd)
-    assert original_words(corpus)
+    assume(original_words(corpus))  # a drawn corpus whose identifier words all occur elsewhere tests nothing
     assert leaked(corpus, name, seed) == set()
 
 

@@ -13,8 +13,7 @@ TITLE = "data & identifiers"
 
 def cmd_identifiers(args: argparse.Namespace) -> int:
     from toolkit.identifiers import IdentifierConfig, analyze
-    from toolkit.identifiers.evaluation import (DetectorQuality, add_to_saved_summary, quality_lines,
-                                                quality_of_saved_run)
+    from toolkit.identifiers.evaluation import DetectorQuality, add_to_saved_summary, quality_lines
 
     cfg = IdentifierConfig(detector=args.detector, k=args.k, n=args.n, lowercase=not args.no_lowercase,
                            generic_ratio=args.generic_ratio, spacy_model=args.spacy_model,
@@ -29,9 +28,8 @@ def cmd_identifiers(args: argparse.Namespace) -> int:
         out = result.save(args.out)
         s = result.summary
     else:
-        s = _identifiers_out_of_core(args, cfg)
+        s = _identifiers_out_of_core(args, cfg, quality.add)  # quality counted on each batch: one read
         out = Path(args.out)
-        quality_of_saved_run(out, _batches_again(args), quality, lowercase=cfg.lowercase)
         if (q := quality.summary(args.detector)) is not None:
             add_to_saved_summary(out, "detector_quality", q)
             s["detector_quality"] = q
@@ -51,8 +49,9 @@ def cmd_identifiers(args: argparse.Namespace) -> int:
     return 0
 
 
-def _identifiers_out_of_core(args: argparse.Namespace, cfg) -> dict:
-    """The DuckDB engine; a JSON Lines corpus is streamed in batches, any other format is read first."""
+def _identifiers_out_of_core(args: argparse.Namespace, cfg, on_batch) -> dict:
+    """The DuckDB engine; a JSON Lines corpus is streamed in batches, any other format is read first. ``on_batch``
+    sees every batch's documents, words and detector spans (the detector quality)."""
     import json
 
     from toolkit.identifiers.engine import analyze_to_disk
@@ -61,7 +60,7 @@ def _identifiers_out_of_core(args: argparse.Namespace, cfg) -> dict:
 
     fmt, options = read_options(args, args.corpus)
     engine = {"memory_limit": args.memory_limit, "threads": args.threads, "work_dir": args.work_dir,
-              "progress": not args.quiet}
+              "progress": not args.quiet, "on_batch": on_batch}
     if fmt != "jsonl":
         return analyze_to_disk(load_args_corpus(args), args.out, cfg, **engine)
     on_error = getattr(args, "on_error", "strict")
@@ -76,21 +75,6 @@ def _identifiers_out_of_core(args: argparse.Namespace, cfg) -> dict:
         print(f"skipped {len(source.skipped)} bad record(s) (--on-error skip); file, record and reason of each: "
               f"{path}")
     return summary
-
-
-def _batches_again(args: argparse.Namespace):
-    """The corpus once more, in batches, for the detector quality after the DuckDB engine (nothing printed or
-    written about skipped records: that was done on the first read)."""
-    from toolkit.corpus import load_corpus
-    from toolkit.identifiers.stream import JsonlBatches, corpus_batches
-
-    fmt, options = read_options(args, args.corpus)
-    on_error = getattr(args, "on_error", "strict")
-    split = csv_list(args.split) if args.split else None
-    if fmt == "jsonl":
-        return JsonlBatches(args.corpus, split=split, on_error=on_error, **options)
-    corpus = load_corpus(args.corpus, format=fmt, on_error=on_error, **options)
-    return corpus_batches(corpus.filter(split=split) if split else corpus)
 
 
 def cmd_samples(args: argparse.Namespace) -> int:

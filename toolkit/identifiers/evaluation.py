@@ -23,7 +23,7 @@ import json
 import math
 import os
 import shutil
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +35,7 @@ from toolkit.errors import ToolkitError
 from toolkit.identifiers.analysis import mark_direct
 from toolkit.identifiers.categories import CATEGORIES
 from toolkit.identifiers.tab_evaluation import COUNT_KEYS, TabGoldFile, load_pos_pipeline, tab_counts, tab_figures
-from toolkit.identifiers.words import WordTable, segment_corpus
+from toolkit.identifiers.words import WordTable
 
 SCORE_COLUMNS = ("category", "precision", "recall", "f1", "support", "n_predicted", "n_found", "n_correct")
 _K = len(CATEGORIES)
@@ -188,35 +188,6 @@ def detector_quality(result: Any, docs: Sequence[Document], *, tab_file: str | P
     quality = DetectorQuality.for_corpus(tab_file, "tab", spacy_model=spacy_model) if tab_file else DetectorQuality()
     quality.add(docs, result.words, result.spans)
     return quality.summary(str(result.config.detector))
-
-
-def quality_of_saved_run(out_dir: str | Path, batches: Iterable[Sequence[Document]], quality: DetectorQuality, *,
-                         lowercase: bool = True) -> None:
-    """Feed ``quality`` from an identifier set already written to ``out_dir`` (its ``spans.parquet``) and the
-    corpus it was computed from, read again in ``batches`` (words re-segmented per batch; memory bounded by a
-    batch). An annotated corpus has gold spans in its first batch: when that batch has none, the corpus is taken as
-    unannotated and the rest is not read."""
-    import pyarrow.parquet as pq
-
-    path = Path(out_dir) / "spans.parquet"
-    any_span = pq.ParquetFile(path).metadata.num_rows > 0  # an empty table may have untyped (null) columns
-    first = True
-    for docs in batches:
-        if not docs:
-            continue
-        if first and not any(d.spans for d in docs):
-            return
-        first = False
-        by_doc: dict[str, list[Span]] = {}
-        if any_span:
-            table = pq.read_table(path, columns=["doc_id", "start", "end", "label"],
-                                  filters=[("doc_id", "in", [d.doc_id for d in docs])])
-            for doc_id, s, e, label in zip(*(table.column(c).to_pylist() for c in ("doc_id", "start", "end",
-                                                                                     "label"))):
-                by_doc.setdefault(doc_id, []).append(Span(int(s), int(e), label))
-        predicted = [sorted(by_doc.get(d.doc_id, []), key=lambda sp: sp.start) for d in docs]
-        words = segment_corpus([d.text for d in docs], lowercase=lowercase, progress=False)
-        quality.add(docs, words, predicted)
 
 
 def add_to_saved_summary(out_dir: str | Path, key: str, value: Any) -> None:

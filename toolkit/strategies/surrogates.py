@@ -10,7 +10,7 @@ Rules (:class:`SurrogateMaker`)
 -------------------------------
 * **Consistent per individual.** The same original (NFKC, lower-cased) of the same category gets the same surrogate
   in every document of an individual; two different originals of an individual never share one. Names are mapped
-  word by word (``Brenda Daniels`` and ``Mrs. Daniels`` keep one surname), in the original's letter case.
+  word by word (``Brenda Daniels`` and ``Mrs. Daniels`` keep one surname), in the original's letter case; an initial gets a letter that is none of its name's words.
 * **Of the same category.** NAME: first / last names (Faker ``en_US``); LOCATION: a city, a street address, or
   same-shape digits for a ZIP code; ORGANIZATION: a made-up hospital name (``… Medical Center``) or a company; DATE:
   shifted by a number of days drawn once per individual (400 to 3000, either way), written in the original's format
@@ -201,9 +201,12 @@ class SurrogateMaker:
             word = original[s:e]
             surname = (s < comma) if comma >= 0 else (i == len(spans) - 1)
 
+            if len(word) == 1:  # an initial: drawn for this original, avoiding every letter it holds
+                out += [original[pos:s], self._initial(person, original, i, word)]
+                pos = e
+                continue
+
             def draw(rng, attempt, word=word, surname=surname):
-                if len(word) == 1:
-                    return rng.choice(string.ascii_uppercase if word.isupper() else string.ascii_lowercase)
                 if any(c.isdigit() for c in word):
                     return scramble(word, rng)
                 names, cumulative = self._names[surname]
@@ -213,6 +216,15 @@ class SurrogateMaker:
             pos = e
         out.append(original[pos:])
         return "".join(out)
+
+    def _initial(self, person: str, original: str, index: int, word: str) -> str:
+        """A one-letter word of a name (an initial): a letter that is none of the original's words, the same for the
+        same original of the individual. (Initials are not mapped word by word: a letter mapped to another would,
+        in a name holding both, bring an original word back.)"""
+        taken = set(words_of(original))
+        pool = [c for c in string.ascii_lowercase if c not in taken] or list(string.ascii_lowercase)
+        letter = self._rng(person, "INITIAL", normalize_term(original), index).choice(pool)
+        return letter.upper() if word.isupper() else letter
 
     def _location(self, rng: random.Random, original: str) -> str:
         words = words_of(original)
