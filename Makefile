@@ -8,7 +8,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 PIP    := $(PY) -m pip install --progress-bar off -c constraints.txt
 
-.PHONY: install test test-fast demo lab benchmark samples clean fuzz quickstart git-filters screenshots
+.PHONY: install test test-fast demo lab benchmark samples clean fuzz quickstart git-filters screenshots prebuilt
 
 # Notebooks are committed stripped. With this git filter (set up by `make install`), opening a notebook in Lab —
 # which adds the kernel's language_info, outputs and execution counts — does not make it show as modified.
@@ -51,6 +51,10 @@ benchmark: $(STAMP)
 
 fuzz: $(STAMP)
 	$(PY) benchmarks/fuzz_loaders.py
+
+# the quick start's tiny base, built ahead so that a workshop's first run copies it (prebuilt/<key>)
+prebuilt: $(STAMP)
+	$(PY) -m toolkit.pipelines.prebuilt configs/quickstart.yaml
 
 samples: $(STAMP)
 	$(PY) -m toolkit.samples --out data_samples

@@ -64,7 +64,7 @@ from toolkit.config.experiment import load_experiment
 from toolkit.corpus import Corpus
 from toolkit.metrics import auxiliary_knowledge_identifiable, mia_report, mia_scores
 from toolkit.pipelines.lm_experiment import run_experiment
-from toolkit.pipelines.steps import findings, results_table, runs_table
+from toolkit.pipelines.steps import findings, protection_table, results_table, runs_table
 from toolkit.report import collect_run
 from toolkit.report.attack_sections import ABSENT as NO_ATTACKS
 
@@ -166,6 +166,24 @@ for name, a in last.items():
 print(f"{aux['share_identifiable']:.0%} of individuals have at least one indirect identifier in "
       f"{', '.join(known_categories)}")
 pd.DataFrame(aux_rows).T.round(3)
+
+# %% [markdown]
+# ### What each strategy protects
+# One row per model (the base model and each strategy's last checkpoint): the papers' privacy and utility, the
+# strongest membership attack, **PII inference** — given a training note with one identifier blanked out, how often
+# the model ranks the true identifier first among same-category candidates (black tick: chance; grey: the base
+# model) —, canary exposure where canaries were inserted, and the verdict. PP strategies keep identifiers out of what
+# the model *writes*; the identifier is still in the input, so the model can learn how the rest of a note depends on
+# it. The `*_surrogate` strategies replace each direct identifier in the input by a consistent made-up one of the same
+# category, so there is nothing of the real identifier left to learn from.
+
+# %%
+protection = protection_table(result.audits, result.attacks)
+if len(protection):
+    display(protection.drop(columns=["strategy"]).round(3))
+    plots.protection_figure(protection).show()
+else:
+    display(Markdown(f"_{NO_ATTACKS}_"))
 
 # %% [markdown]
 # ## 6. What leaks: regurgitation against training frequency (000 Fig. 5) and leaked identifier types

@@ -55,7 +55,7 @@ from IPython.display import Markdown, display
 from toolkit import plots
 from toolkit.config.experiment import load_experiment
 from toolkit.pipelines.lm_experiment import run_experiment
-from toolkit.pipelines.steps import findings, results_table, runs_table
+from toolkit.pipelines.steps import findings, protection_table, results_table, runs_table
 from toolkit.report import collect_run
 from toolkit.report.attack_sections import ABSENT as NO_ATTACKS
 
@@ -122,6 +122,24 @@ battery = collect_run(work_dir).attack_models()
 if battery:
     plots.attack_roc_grid(battery, title="Every attack at the last checkpoint of each strategy (ROC, log-log)").show()
     display(plots.auc_matrix(battery))
+else:
+    display(Markdown(f"_{NO_ATTACKS}_"))
+
+# %% [markdown]
+# ### What each strategy protects
+# One row per model (the base model and each strategy's last checkpoint): the papers' privacy and utility, the
+# strongest membership attack, **PII inference** — given a training note with one identifier blanked out, how often
+# the model ranks the true identifier first among same-category candidates (black tick: chance; grey: the base
+# model) —, canary exposure where canaries were inserted, and the verdict. PP strategies keep identifiers out of what
+# the model *writes*; the identifier is still in the input, so the model can learn how the rest of a note depends on
+# it. The `*_surrogate` strategies replace each direct identifier in the input by a consistent made-up one of the same
+# category, so there is nothing of the real identifier left to learn from.
+
+# %%
+protection = protection_table(result.audits, result.attacks)
+if len(protection):
+    display(protection.drop(columns=["strategy"]).round(3))
+    plots.protection_figure(protection).show()
 else:
     display(Markdown(f"_{NO_ATTACKS}_"))
 

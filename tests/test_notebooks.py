@@ -71,4 +71,5 @@ def test_notebook_03_causal_lm_strategies(tmp_path):
                     "strategies": ["clm", "clm_pseudo", "ppclm", "clm_dp"], "n_bootstrap": 20,
                     "regurgitation_new_tokens": 8, "work_dir": str(tmp_path / "work")})
     assert "MIA AUC" in text and "share_reproduced" in text
+    assert "PII inference top-1" in text  # what each strategy protects: the table after the battery
     assert (tmp_path / "work" / "audit" / "ppclm" / "epoch-2" / "metrics.json").is_file()

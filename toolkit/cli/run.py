@@ -20,7 +20,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     result = run_experiment(cfg, out, progress=not args.quiet, echo=not args.quiet)
     if not result.main:  # another process of a multi-process launch: the main one prints
         return 0
-    ran, cached = result.steps("ran"), result.steps("cached")
+    ran, cached = result.steps("ran"), result.steps("cached") + result.steps("prebuilt")
     print(f"{cfg.name}: {len(ran)} steps ran, {len(cached)} up to date; report: python -m toolkit report {out}")
     print("\n".join(results_lines(result)))
     return 0

@@ -239,6 +239,10 @@ def _model(raw: Any, where: Where, profile, corpus: CorpusSection, base_dir: Pat
         local = base_dir / m["base"]
         if not Path(m["base"]).is_absolute() and local.exists():
             m["base"] = str(local.resolve())
+    if m.get("prebuilt") is not None:
+        if not isinstance(m["prebuilt"], str) or not m["prebuilt"]:
+            raise where.error("model.prebuilt", f"must be a folder, got {m['prebuilt']!r}")
+        m["prebuilt"] = str((base_dir / m["prebuilt"]).resolve())  # may not exist yet: then nothing is pre-built
     model = ModelSection(**m)
     base_spec = model.base if model.base is not None else profile.base.get(model.kind)
     if base_spec is None:

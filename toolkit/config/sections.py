@@ -31,12 +31,15 @@ class ModelSection:
     """The base model: ``kind`` (``mlm``/``clm``), ``base`` (a Hugging Face id or local directory; None: the
     profile's base — for the CPU profile a tiny model built from the public split), and for a tiny base the
     ``architecture`` (``toolkit.models.TinyModelConfig`` fields) and ``pretrain`` schedule (``TrainConfig`` fields)
-    overriding the profile's."""
+    overriding the profile's. ``prebuilt``: a folder of tiny bases built before (``make prebuilt``), each in a
+    sub-folder named by its step key; a base whose key is there is copied instead of pre-trained (the same inputs
+    made it, so it is the same step's output)."""
 
     kind: str
     base: str | None = None
     architecture: dict[str, Any] = field(default_factory=dict)
     pretrain: dict[str, Any] = field(default_factory=dict)
+    prebuilt: str | None = None
 
 
 @dataclass

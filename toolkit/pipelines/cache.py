@@ -23,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from toolkit.io import atomic_write_json, make_private_dir
+from toolkit.io import atomic_write_json, make_private_dir, restrict_tree
 from toolkit.pipelines.manifest import digest, jsonable
 
 STEP_VERSION = 3  # bump when a step's outputs change meaning, to invalidate every cached step
@@ -104,9 +104,13 @@ class StepCache:
 
     def run(self, name: str, out_dir: str | Path, inputs: dict[str, Any], compute: Callable[[], Any],
             load: Callable[[], Any] | None = None, *, check: str | None = None, resumable: bool = False,
-            all_processes: bool = False) -> Any:
+            all_processes: bool = False, prebuilt: str | Path | None = None) -> Any:
         """Run ``compute`` (which writes into ``out_dir``) unless current; return its result, or ``load()``'s when
         the step was current.
+
+        ``prebuilt``: a folder of this step's outputs made before, each in a sub-folder named by its key (the one
+        cache rule: same key, same inputs). A finished output of this key there is copied into ``out_dir`` instead
+        of computed (its ``step.json`` says so); a folder without one changes nothing.
 
         ``all_processes``: under ``accelerate launch`` every process calls ``compute`` (training); otherwise only the
         process calling this method does.
@@ -119,6 +123,16 @@ class StepCache:
             info = read_step(out) or {}
             self.manifest.record(name, "cached", 0.0, key=key, output=rel, original_seconds=info.get("seconds"))
             self._say(f"[run] {name}: up to date (cached)")
+            return load() if load is not None else None
+        ready = Path(prebuilt) / key if prebuilt is not None else None
+        if main and ready is not None and is_current(ready, key, check):
+            t0 = time.perf_counter()
+            if out.exists():
+                shutil.rmtree(out)
+            shutil.copytree(ready, out)
+            restrict_tree(out)  # owner-only, as if computed here
+            self.manifest.record(name, "prebuilt", time.perf_counter() - t0, key=key, output=rel)
+            self._say(f"[run] {name}: copied the pre-built output ({ready})")
             return load() if load is not None else None
         if main:
             resumed = begin_step(name, out, key, inputs, resumable=resumable)

@@ -122,6 +122,42 @@ def _distributed_state():
     return PartialState(cpu=not torch.cuda.is_available())
 
 
+def tiny_base_inputs(settings: dict[str, Any], public_fingerprint: Any) -> dict[str, Any]:
+    """The inputs of the ``base`` step of a tiny base (its cache key is their hash): architecture, pre-training
+    schedule and the public split's fingerprint."""
+    return {"architecture": asdict(settings["base"]), "pretrain": asdict(settings["pretrain"]),
+            "public": public_fingerprint}
+
+
+def base_step(cfg: ExperimentConfig, settings: dict[str, Any], data: dict[str, Any], fp: dict[str, Any],
+              run_dir: Path, cache, manifest, *, state=None, progress: bool = True):
+    """The base model of a run: ``(model path or id, its key)``. An external base (``model.base``, a profile's
+    pre-trained model) is recorded; a tiny base is the step ``base`` (pre-trained on the public split, or copied
+    from ``model.prebuilt`` when a base of the same key was built before, :mod:`toolkit.pipelines.prebuilt`)."""
+    from toolkit.pipelines import steps
+    from toolkit.pipelines.cache import StepCache
+    from toolkit.pipelines.manifest import model_fingerprint
+
+    kind, spec = cfg.model.kind, settings["base"]
+    if isinstance(spec, str):
+        base = Path(spec) if Path(spec).exists() else spec
+        base_key = {"base": str(spec), "fingerprint": model_fingerprint(base) if isinstance(base, Path) else None}
+        manifest.record("base", "external", 0.0, key=StepCache.digest(base_key), output=str(spec))
+        return base, base_key
+    base_inputs = tiny_base_inputs(settings, fp["public"])
+    base_dir = run_dir / f"base_{kind}"
+    key = cache.key("base", base_inputs)
+    if state is not None and not cache.is_current(base_dir, key, "config.json"):
+        # building a tiny base is itself a training run: do it once on one process (then it is cached)
+        raise ToolkitError("the tiny base model must be built before `accelerate launch`: run `python -m "
+                           "toolkit run CONFIG` once on one process, or set model.base to a pre-trained model")
+    cache.run("base", base_dir, base_inputs,
+              lambda: steps.base_model(data["public"], base_dir, kind, spec=spec, pretrain=settings["pretrain"],
+                                       progress=progress),
+              check="config.json", prebuilt=cfg.model.prebuilt)
+    return base_dir, key
+
+
 def run_experiment(cfg: ExperimentConfig, out_dir: str | Path, *, progress: bool = True,
                    echo: bool = True) -> RunResult:
     """Run ``cfg`` into ``out_dir`` (see the module docstring): every step skipped when up to date.
@@ -143,7 +179,7 @@ def run_experiment(cfg: ExperimentConfig, out_dir: str | Path, *, progress: bool
     from toolkit.pipelines.audit_only import audit_config
     from toolkit.pipelines.cache import StepCache
     from toolkit.pipelines.lock import run_lock
-    from toolkit.pipelines.manifest import Manifest, corpus_files_fingerprint, model_fingerprint
+    from toolkit.pipelines.manifest import Manifest, corpus_files_fingerprint
     from toolkit.strategies import get_strategy
     from toolkit.training import checkpoint_dirs, corpus_fingerprint
 
@@ -183,24 +219,8 @@ def run_experiment(cfg: ExperimentConfig, out_dir: str | Path, *, progress: bool
 
             # base model
             kind = cfg.model.kind
-            spec = settings["base"]
-            if isinstance(spec, str):
-                base = Path(spec) if Path(spec).exists() else spec
-                base_key = {"base": str(spec), "fingerprint": model_fingerprint(base) if isinstance(base, Path) else None}
-                manifest.record("base", "external", 0.0, key=StepCache.digest(base_key), output=str(spec))
-            else:
-                base_inputs = {"architecture": asdict(spec), "pretrain": asdict(settings["pretrain"]),
-                               "public": fp["public"]}
-                base_dir = run_dir / f"base_{kind}"
-                if state is not None and not cache.is_current(base_dir, cache.key("base", base_inputs), "config.json"):
-                    # building a tiny base is itself a training run: do it once on one process (then it is cached)
-                    raise ToolkitError("the tiny base model must be built before `accelerate launch`: run `python -m "
-                                       "toolkit run CONFIG` once on one process, or set model.base to a pre-trained model")
-                cache.run("base", base_dir, base_inputs,
-                          lambda: steps.base_model(data["public"], base_dir, kind, spec=spec, pretrain=settings["pretrain"],
-                                                   progress=progress),
-                          check="config.json")
-                base, base_key = base_dir, cache.key("base", base_inputs)
+            base, base_key = base_step(cfg, settings, data, fp, run_dir, cache, manifest, state=state,
+                                       progress=progress)
 
             # identifiers (methods.md §2): of the members (what training protects, what privacy counts) and of members ∪
             # non-members (the attack's graph, methods.md §5)
@@ -359,4 +379,4 @@ def results_lines(result: RunResult) -> list[str]:
     return ["  ".join(c.ljust(w) for c, w in zip(r[:3], width)) + "  " + r[3] for r in [head, *rows]]
 
 
-__all__ = ["RunResult", "load_data", "results_lines", "run", "run_experiment"]
+__all__ = ["RunResult", "base_step", "load_data", "tiny_base_inputs", "results_lines", "run", "run_experiment"]

@@ -232,6 +232,32 @@ def results_table(audits: dict[tuple[str, int], dict[str, Any]]) -> pd.DataFrame
     return pd.DataFrame(rows).dropna(axis=1, how="all")
 
 
+def protection_table(audits: dict[tuple[str, int], dict[str, Any]],
+                     attacks: dict[tuple[str, int], dict[str, Any]]) -> pd.DataFrame:
+    """What each strategy protects: one row per attacked model (the base model, each strategy's last checkpoint) with
+    the papers' privacy (methods.md §4), novel privacy, utility, the strongest membership attack and its AUC (§10),
+    PII inference top-1 with its chance level and the reference (base) model's top-1 (§10), the largest canary
+    exposure in bits (when the run inserted canaries) and the verdict (§11). Figures only, no identifier."""
+    rows = []
+    for (name, epoch), att in attacks.items():
+        m = (audits.get((name, epoch)) or {}).get("metrics") or {}
+        battery = att.get("attacks") or {}
+        best = battery.get("strongest")
+        pii = ((att.get("identifiers") or {}).get("pii_inference") or {}).get("overall") or {}
+        can = (att.get("identifiers") or {}).get("canaries") or {}
+        exposures = [v.get("max") for v in (can.get("by_repeats") or {}).values() if v.get("max") is not None]
+        rows.append({"model": name if name == "base" else f"{name} (epoch {epoch})", "strategy": name,
+                     "privacy": m.get("privacy"), "novel privacy": m.get("novel_privacy"),
+                     "utility": m.get("utility"),
+                     "strongest membership attack": best,
+                     "membership AUC": battery["attacks"][best]["auc"] if best else None,
+                     "PII inference top-1": pii.get("top1"), "PII chance": pii.get("chance"),
+                     "PII reference top-1": pii.get("reference_top1"),
+                     "canary max exposure (bits)": max(exposures) if exposures else None,
+                     "verdict": (att.get("verdict") or {}).get("level")})
+    return pd.DataFrame(rows).set_index("model") if rows else pd.DataFrame()
+
+
 def findings(results: pd.DataFrame) -> str:
     """Markdown bullets: each strategy's privacy, utility and MIA AUC from its first to its last checkpoint."""
     trained = results[results["strategy"] != "base"].sort_values("epoch")

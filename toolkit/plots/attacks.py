@@ -191,6 +191,37 @@ def strongest_auc_figure(models: Mapping[str, Mapping], *, detectable: Mapping[s
     return fig
 
 
+def protection_figure(table: pd.DataFrame) -> go.Figure:
+    """What each strategy protects (:func:`toolkit.pipelines.steps.protection_table`), three panels sharing the
+    models: the papers' privacy (novel identifiers where measured), the strongest membership attack's AUC (chance
+    0.5 dashed), and PII inference top-1 (the chance level as a black tick, the base model's top-1 as a grey one).
+    A strategy that hides identifiers keeps privacy high and PII inference near chance; membership is a separate
+    question that only DP-SGD addresses."""
+    from plotly.subplots import make_subplots
+
+    panels = ["identifiers never written out (privacy)", "members told apart (strongest attack AUC)",
+              "identifier guessed from context (PII inference top-1)"]
+    fig = make_subplots(rows=1, cols=3, subplot_titles=panels, horizontal_spacing=0.07)
+    for label, r in table.iterrows():
+        colour = strategy_color(str(r.get("strategy") or label))
+        priv = r.get("novel privacy") if pd.notna(r.get("novel privacy")) else r.get("privacy")
+        for col, value in ((1, priv), (2, r.get("membership AUC")), (3, r.get("PII inference top-1"))):
+            if value is not None and pd.notna(value):
+                fig.add_trace(go.Bar(x=[label], y=[value], marker_color=colour, showlegend=False,
+                                     hovertemplate=f"{label}: %{{y:.3f}}<extra></extra>"), row=1, col=col)
+        for value, tick in ((r.get("PII chance"), "#333"), (r.get("PII reference top-1"), "#9e9e9e")):
+            if value is not None and pd.notna(value):
+                fig.add_trace(go.Scatter(x=[label], y=[value], mode="markers", showlegend=False,
+                                         marker=dict(symbol="line-ew-open", size=30, color=tick, line_width=2),
+                                         hovertemplate=("chance" if tick == "#333" else "base model")
+                                         + " %{y:.3f}<extra></extra>"), row=1, col=3)
+    fig.add_hline(y=0.5, line_dash="dash", line_color="#b0b0b0", row=1, col=2)
+    fig.update_yaxes(range=[0, 1.02])
+    fig.update_layout(template=TEMPLATE, title="What each strategy protects (black tick: chance; grey tick: the base "
+                                               "model's PII inference)", bargap=0.3, height=430)
+    return fig
+
+
 def pii_table(pii: Mapping) -> pd.DataFrame | None:
     """PII inference per category (and overall): occurrences attacked, top-1 accuracy, chance (1/candidates), the
     reference (base) model's top-1, and top-1 ÷ chance; None without a measured occurrence."""
@@ -234,4 +265,4 @@ def memorisation_table(summary: Mapping) -> pd.DataFrame | None:
 
 __all__ = ["ATTACK_COLORS", "ATTACK_GLOSSARY", "ATTACK_NAMES", "attack_color", "attack_name", "attack_roc",
            "attack_roc_grid", "attacks_table", "auc_matrix", "canary_table", "memorisation_table", "pii_table",
-           "strongest_auc_figure"]
+           "protection_figure", "strongest_auc_figure"]

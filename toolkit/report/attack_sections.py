@@ -74,6 +74,17 @@ def _model_blocks(label: str, m: dict) -> list[dict]:
     return blocks
 
 
+def _protection(run: RunData, models: dict) -> pd.DataFrame | None:
+    """:func:`toolkit.pipelines.steps.protection_table` of a run's attacked models (None for fewer than two)."""
+    from toolkit.pipelines.steps import protection_table
+
+    keys = {(m["strategy"], m["epoch"] or 0): m for m in models.values() if m.get("strategy")}
+    if len(keys) < 2:
+        return None
+    audits = {k: {"metrics": (run.audits.get(k) or {}).get("metrics") or {}} for k in keys}
+    return protection_table(audits, keys)
+
+
 def attacks_section(run: RunData) -> list[dict]:
     """The blocks of the "Attacks" section of one run (absent for runs made before the battery)."""
     every = run.attack_models(last_only=False)
@@ -86,6 +97,18 @@ def attacks_section(run: RunData) -> list[dict]:
         blocks.append(block("figure", figure(aplots.strongest_auc_figure(with_att, detectable=_detectable(with_att))),
                             "The strongest attack on each model (named inside the bar). A bar whose whisker reaches "
                             "below the black tick is within what this many people cannot tell from chance."))
+    protection = _protection(run, with_att)
+    if protection is not None:
+        blocks.append(block("h", "What each strategy protects"))
+        blocks.append(block("table", table(protection.drop(columns=["strategy"]), digits=3),
+                            "Per model: the papers' privacy (identifier types never written out) and utility, the "
+                            "strongest membership attack, PII inference (the true identifier ranked first among "
+                            "candidates from its context) against chance and the base model, the largest canary "
+                            "exposure where canaries were inserted, and the verdict. A PP strategy keeps "
+                            "identifiers out of what the model writes; whether they stay inferable from their "
+                            "context, and whether membership shows, are separate questions."))
+        blocks.append(block("figure", figure(aplots.protection_figure(protection)),
+                            "Black tick: chance for PII inference; grey tick: the base model's PII inference."))
     matrix = aplots.auc_matrix({k: m for k, m in every.items() if m.get("attacks")})
     if len(matrix):
         levels = pd.Series({k: (m.get("verdict") or {}).get("level", "—") for k, m in every.items()})
