@@ -99,6 +99,7 @@ def test_audit_cli_on_trained_checkpoints(trained, kind, tmp_path, capsys):
     assert attacks["attacks"][attacks["strongest"]]["auc"] > 0.9
     report = (out / "report.html").read_text(encoding="utf-8")
     assert label in report and html.escape(verdict["figure"]) in report      # the deciding figure of the verdict
+    assert 'id="run1-mia"' in report and "count-based" in report  # the papers' probe and count attack, too
     last = printed.out.strip().splitlines()[-1]
     assert last.startswith(f"{ckpt.resolve()}: {verdict['level']} — {verdict['rule']}")
     # the files hold figures, never identifiers: no direct identifier of the members appears in them

@@ -213,6 +213,8 @@ def collect_run(path: str | Path, label: str | None = None) -> RunData:
             rel = d.relative_to(audit_root).parts
             if rel == ("base",):
                 key = ("base", 0)
+            elif len(rel) == 1:  # an audit directory (`python -m toolkit audit`): audit/<model label>/
+                key = (rel[0], 0)
             elif len(rel) == 2 and rel[1].startswith("epoch-") and rel[1][6:].isdigit():
                 key = (rel[0], int(rel[1][6:]))
             else:
