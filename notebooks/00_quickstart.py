@@ -12,8 +12,8 @@
 # A hospital fine-tunes a language model on its clinical notes and would like to share the model. Before it does,
 # its privacy office asks one question: **can the model give away who was in the notes?**
 #
-# In ten minutes this notebook walks through the whole audit on synthetic notes (every name and number in
-# `data_samples/` is made up):
+# In a few minutes this notebook walks through the whole audit on synthetic notes (every name and number in
+# `data_samples/` is made up); the run itself takes about 80 s on a 2-core laptop CPU:
 #
 # 1. an experiment is a small YAML file (`configs/quickstart.yaml`): which notes, which model, which training
 #    strategies, which audits;
@@ -23,7 +23,8 @@
 # 3. we look at what the models learnt, whether an attacker can tell who was in the training data, write the
 #    report a privacy office reads, and end with its verdict per model (green / amber / red).
 #
-# Everything is cached under `work_dir`: the first run trains (a few minutes on a laptop CPU), later runs only read.
+# Everything is cached under `work_dir`: the first run trains (about 80 s on 2 cores; the tiny base model is copied
+# from `prebuilt/`), later runs only read.
 #
 # **Executed copies contain text of the corpus, including identifiers: treat them like the corpus.** Once run, this
 # notebook (and its HTML export under `outputs/`) shows notes, predictions and tables of the corpus it read: keep
