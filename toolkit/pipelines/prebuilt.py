@@ -40,7 +40,7 @@ def build_prebuilt(config, *, progress: bool = True) -> Path:
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp)
         cache = StepCache(Manifest(run_dir, cfg, settings), echo=progress)
-        base_dir, key = base_step(cfg, {**settings}, data, {"public": corpus_fingerprint(data["public"])}, run_dir,
+        base_dir, key = base_step(cfg, settings, data, {"public": corpus_fingerprint(data["public"])}, run_dir,
                                   cache, cache.manifest, progress=progress)
         target = Path(cfg.model.prebuilt) / key
         if not target.exists():
