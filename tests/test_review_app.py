@@ -101,11 +101,24 @@ def browser(tmp_path):
         driver.quit()
 
 
-def _text(driver, css: str) -> str:
+def _attr(driver, css: str, name: str) -> str:
+    """The attribute of the first match, or "" while there is none or it was just replaced.
+
+    The widgets re-render their HTML on every change (a sort, a decision), so an element found a moment
+    ago can be gone by the time it is read: that is "not yet", and the caller's wait polls again.
+    """
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
 
-    els = driver.find_elements(By.CSS_SELECTOR, css)
-    return els[0].get_attribute("textContent") if els else ""
+    try:
+        els = driver.find_elements(By.CSS_SELECTOR, css)
+        return (els[0].get_attribute(name) or "") if els else ""
+    except StaleElementReferenceException:
+        return ""
+
+
+def _text(driver, css: str) -> str:
+    return _attr(driver, css, "textContent")
 
 
 def _wait_text(driver, css: str, fragment: str, timeout: float = 60) -> str:
@@ -115,10 +128,18 @@ def _wait_text(driver, css: str, fragment: str, timeout: float = 60) -> str:
     return _text(driver, css)
 
 
-def _click(driver, css: str) -> None:
+def _click(driver, css: str, timeout: float = 30) -> None:
+    """Click the first match, finding it again if a re-render replaced it between find and click."""
+    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
 
-    driver.find_element(By.CSS_SELECTOR, css).click()
+    def click(d):
+        d.find_element(By.CSS_SELECTOR, css).click()
+        return True
+
+    WebDriverWait(driver, timeout, poll_frequency=0.2,
+                  ignored_exceptions=(StaleElementReferenceException, NoSuchElementException)).until(click)
 
 
 def test_mark_three_reload_keeps_decisions(app, browser):
@@ -159,7 +180,7 @@ def test_mark_three_reload_keeps_decisions(app, browser):
     _click(browser, ".jupyter-widgets.widget-tab .lm-TabBar-tab:nth-child(2)")  # the table tab
     _click(browser, ".review-table th[data-sort='token']")        # a header click sorts by that column, A→Z
     _wait_text(browser, ".review-table thead", "token ▲")
-    first = browser.find_element("css selector", ".review-table tbody tr").get_attribute("data-token")
+    first = WebDriverWait(browser, 30, poll_frequency=0.2).until(lambda d: _attr(d, ".review-table tbody tr", "data-token"))
     assert first == sorted(TOKENS)[0]
 
 
