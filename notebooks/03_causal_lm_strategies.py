@@ -55,7 +55,8 @@ from IPython.display import Markdown, display
 from toolkit import plots
 from toolkit.config.experiment import load_experiment
 from toolkit.pipelines.lm_experiment import run_experiment
-from toolkit.pipelines.steps import findings, protection_table, results_table, runs_table
+from toolkit.pipelines.steps import (findings, protection_findings, protection_table, results_table,
+                                     runs_table)
 from toolkit.report import collect_run
 from toolkit.report.attack_sections import ABSENT as NO_ATTACKS
 
@@ -134,11 +135,16 @@ else:
 # the model *writes*; the identifier is still in the input, so the model can learn how the rest of a note depends on
 # it. The `*_surrogate` strategies replace each direct identifier in the input by a consistent made-up one of the same
 # category, so there is nothing of the real identifier left to learn from.
+#
+# Utility is shown twice. The papers' utility is measured on the training notes themselves, so it also rewards
+# memorising those notes; **held-out utility** is the same next-word / fill-mask accuracy on notes of people who were
+# not in training (the non-members of the membership attack), i.e. what the fine-tuning taught about notes in general.
+# The sentences under the table are computed from it for this run.
 
 # %%
 protection = protection_table(result.audits, result.attacks)
 if len(protection):
-    display(protection.drop(columns=["strategy"]).round(3))
+    display(protection.drop(columns=["strategy"]).round(3), Markdown(protection_findings(protection)))
     plots.protection_figure(protection).show()
 else:
     display(Markdown(f"_{NO_ATTACKS}_"))

@@ -194,6 +194,13 @@ def test_privacy_probe_uses_the_training_identifiers_and_the_attack_the_auditors
     assert key(preds[preds["protected"]]) <= key(train)
     mia = audit["mia_predictions"]
     assert set(mia["doc_id"]) > members and key(mia[mia["protected"]]) <= key(every)
+    # held-out utility (§4): the non-members' unprotected words of the same probe, recounted by hand
+    from toolkit.metrics import normalize_word
+
+    held = [normalize_word(p) == normalize_word(o) if isinstance(p, str) else False
+            for d, p, o, prot in zip(mia["doc_id"], mia["predicted"], mia["original"], mia["protected"])
+            if d not in members and not prot]
+    assert len(held) > 100 and audit["metrics"]["heldout_utility"] == pytest.approx(sum(held) / len(held))
 
 
 def test_cache_reruns_only_dependent_steps(run_dir, tmp_path):

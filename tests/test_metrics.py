@@ -57,6 +57,17 @@ def test_utility():
         M.utility(["a"], ["a", "b"])
 
 
+def test_heldout_utility_counts_only_the_given_individuals_unprotected_rows(preds):
+    # hand-computed from ROWS: B's one non-protected row likes→likes ✓; C's daily→weekly ✗; A's two rows both ✓
+    assert M.heldout_utility(preds, {"B"}) == 1.0
+    assert M.heldout_utility(preds, ["B", "C"]) == 0.5
+    assert M.heldout_utility(preds, {"A", "B", "C"}) == pytest.approx(M.privacy_report(preds, I_DIRECT, I_INDIRECT)[
+        "utility"])  # everyone held out: §4's utility over the same rows
+    assert math.isnan(M.heldout_utility(preds, {"nobody"}))
+    brute = [M.normalize_word(r[3]) == M.normalize_word(r[2]) for r in ROWS if r[1] in "AC" and not r[4]]
+    assert M.heldout_utility(preds, {"A", "C"}) == pytest.approx(sum(brute) / len(brute))
+
+
 def test_privacy_and_leaked():
     assert M.leaked(["Bob", "golf", "the"], I_DIRECT | I_INDIRECT) == {"bob", "golf"}
     assert M.privacy(["Bob", "golf", "the"], I_DIRECT | I_INDIRECT) == pytest.approx(1 - 2 / 6)

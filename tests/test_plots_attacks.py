@@ -113,3 +113,36 @@ def test_regurgitation_legend_counts():
     assert list(fig.data[0].y) == pytest.approx([0.75, 1.0])
     assert [row[0] for row in fig.data[0].customdata] == pytest.approx([3, 4])  # the counts beside the shares
     assert fig.data[0].line.color == plots.strategy_color("clm")
+
+
+def _protection_rows():
+    cols = ["strategy", "privacy", "novel privacy", "utility", "held-out utility", "membership AUC",
+            "PII inference top-1", "PII chance", "PII reference top-1"]
+    rows = {"base": ["base", 0.97, 1.0, 0.30, 0.31, 0.60, 0.19, 0.1, None],
+            "ppclm (epoch 12)": ["ppclm", 0.99, 1.0, 0.80, 0.50, 1.0, 0.25, 0.1, 0.19],
+            "ppclm_surrogate (epoch 12)": ["ppclm_surrogate", 0.98, 1.0, 0.60, 0.45, 0.97, 0.20, 0.1, 0.19]}
+    return pd.DataFrame.from_dict(rows, orient="index", columns=cols)
+
+
+def test_protection_findings_are_computed_from_the_table():
+    from toolkit.pipelines.steps import protection_findings
+
+    text = protection_findings(_protection_rows())
+    assert "PII inference top-1 0.250 = 2.5× chance (0.100), **above** twice chance" in text
+    assert "PII inference top-1 0.200 = 2.0× chance (0.100), within twice chance" in text  # 2× is within
+    assert ("**ppclm_surrogate (epoch 12)** against **ppclm (epoch 12)**: utility 0.600 vs 0.800 on training notes "
+            "(0.75×); 0.450 vs 0.500 on held-out notes (0.90×)") in text
+    assert "**ppclm (epoch 12)** against" not in text  # PP itself is the reference, not compared with itself
+    assert protection_findings(_protection_rows().drop(index="ppclm (epoch 12)")).count("against") == 0
+    assert protection_findings(pd.DataFrame()) == ""
+
+
+def test_protection_figure_shows_both_utilities():
+    fig = plots.protection_figure(_protection_rows())
+    panels = [a.text for a in fig.layout.annotations]
+    assert len(panels) == 4 and panels[3].startswith("utility")
+    held = [t for t in fig.data if t.hovertemplate.startswith("held-out")]
+    assert [(t.x[0], t.y[0]) for t in held] == [("base", 0.31), ("ppclm (epoch 12)", 0.50),
+                                                ("ppclm_surrogate (epoch 12)", 0.45)]
+    bars = [t for t in fig.data if t.type == "bar" and t.xaxis == "x4"]
+    assert [t.y[0] for t in bars] == [0.30, 0.80, 0.60]

@@ -156,6 +156,9 @@ def test_attacks_section_with_and_without_min_k_plus_plus_and_reference(html):
         assert "PII inference" in text and "top-1 ÷ chance" in text and "times inserted" in text
     run_text, audit_text = _text(run), _text(audit)
     assert "Min-K%++" in run_text and "Reference model" in run_text
+    # what each strategy protects: both utilities, and the sentences computed from the table
+    assert "held-out utility" in run_text and "Read off the table for this run:" in run_text
+    assert re.search(r"ppclm \(epoch 8\): PII inference top-1 \d\.\d{3} = \d+\.\d× chance", run_text)
     sec = audit[audit.index('id="run1-attacks"'):]
     assert "Min-K%++" not in _text(sec[:sec.index('id="reading"')]).replace("Min-K%++ needs", "")
     # 8 non-members cannot resolve 10% FPR: n/r; 30 non-members resolve it

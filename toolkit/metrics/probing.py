@@ -42,7 +42,8 @@ import pandas as pd
 from toolkit.identifiers.words import iter_words, normalize_term
 
 __all__ = ["check_columns", "leaked", "leaked_by_category", "norm_series", "norm_set", "normalize_word",
-           "predicted_types", "prediction_words", "privacy", "privacy_report", "regurgitation_table", "utility"]
+           "heldout_utility", "predicted_types", "prediction_words", "privacy", "privacy_report", "regurgitation_table",
+           "utility"]
 
 # ---------------------------------------------------------------------------------------------------------------------
 # normalisation helpers
@@ -130,6 +131,21 @@ def utility(predicted: Sequence[str], original: Sequence[str]) -> float:
     if len(predicted) != len(original):
         raise ValueError(f"predicted and original differ in length ({len(predicted)} != {len(original)})")
     return _accuracy(norm_series(list(predicted)), norm_series(list(original)))
+
+
+def heldout_utility(predictions: pd.DataFrame, person_ids: Iterable[str]) -> float:
+    """Utility on documents the model never trained on (methods.md §4 *Held-out utility*).
+
+    .. math:: U_{\\text{held-out}} = \\frac{1}{|H|} \\sum_{i \\in H} [\\mathrm{norm}(\\hat w_i) = \\mathrm{norm}(w_i)]
+
+    with ``H`` the non-protected rows of ``predictions`` whose ``person_id`` is in ``person_ids`` (the non-members).
+    §4's utility is measured on the training documents, so it also rewards memorising them — the very thing a
+    privacy-preserving strategy should not do; this one measures what the fine-tuning taught about notes in general.
+    ``nan`` when there are no such rows.
+    """
+    check_columns(predictions, ("person_id", "predicted", "original", "protected"))
+    held = predictions[predictions["person_id"].isin(set(person_ids)) & ~predictions["protected"].astype(bool)]
+    return _accuracy(norm_series(held["predicted"]), norm_series(held["original"]))
 
 
 def leaked(predictions: Iterable[str], identifiers: Iterable[str]) -> set[str]:

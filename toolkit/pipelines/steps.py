@@ -90,13 +90,15 @@ def audit_checkpoint(checkpoint: str | Path, members: Corpus, nonmembers: Corpus
       protected position one it protected; written as ``metrics.json`` and ``predictions.parquet``;
     * the count membership attack (§5): members and non-members probed alike with the auditor's identifiers over
       both (``ids_all``), so both sides are masked and scored by the same rule; ``roc.json`` and
-      ``mia_predictions.parquet``.
+      ``mia_predictions.parquet``. The non-members' rows of that probe give the held-out utility (§4,
+      ``heldout_utility`` in ``metrics.json``).
 
     ``dtype`` / ``device_map`` load a large model (:func:`toolkit.audit.losses.load_audit_model`); ``probe_kw`` go
     to the probe (``batch_size``, ``device``)."""
     from toolkit.audit import probe_causal, probe_masked
     from toolkit.audit.evaluate import evaluate_predictions, membership_report, membership_scores
     from toolkit.audit.losses import load_audit_model
+    from toolkit.metrics.probing import heldout_utility
     from toolkit.models import model_kind
 
     out = Path(out_dir)
@@ -114,6 +116,7 @@ def audit_checkpoint(checkpoint: str | Path, members: Corpus, nonmembers: Corpus
         report["token_accuracy"] = float(preds.attrs["token_accuracy"])
     mia_preds = probe(model, tokenizer, both, positions=ids_all["positions"], max_length=max_length,
                       progress=progress, **probe_kw)
+    report["heldout_utility"] = heldout_utility(mia_preds, nonmember_ids)
     scores = membership_scores(mia_preds, ids_all, both)
     roc = membership_report(scores, member_ids, nonmember_ids, n_bootstrap=n_bootstrap)
     make_private_dir(out)  # predictions hold predicted identifiers: owner-only
@@ -125,12 +128,23 @@ def audit_checkpoint(checkpoint: str | Path, members: Corpus, nonmembers: Corpus
 
 
 def load_audit(out_dir: str | Path) -> dict[str, Any]:
-    """What :func:`audit_checkpoint` wrote into ``out_dir``."""
+    """What :func:`audit_checkpoint` wrote into ``out_dir``.
+
+    An audit written before ``heldout_utility`` existed gets it here from the same files: its non-members are the
+    individuals of ``mia_predictions.parquet`` absent from ``predictions.parquet`` (the §4 probe reads members only).
+    """
+    from toolkit.metrics.probing import heldout_utility
+
     out = Path(out_dir)
-    return {"metrics": json.loads((out / "metrics.json").read_text(encoding="utf-8")),
-            "roc": json.loads((out / "roc.json").read_text(encoding="utf-8")),
-            "predictions": pd.read_parquet(out / "predictions.parquet"),
-            "mia_predictions": pd.read_parquet(out / "mia_predictions.parquet")}
+    audit = {"metrics": json.loads((out / "metrics.json").read_text(encoding="utf-8")),
+             "roc": json.loads((out / "roc.json").read_text(encoding="utf-8")),
+             "predictions": pd.read_parquet(out / "predictions.parquet"),
+             "mia_predictions": pd.read_parquet(out / "mia_predictions.parquet")}
+    if "heldout_utility" not in audit["metrics"]:
+        mia = audit["mia_predictions"]
+        nonmembers = set(mia["person_id"]) - set(audit["predictions"]["person_id"])
+        audit["metrics"]["heldout_utility"] = heldout_utility(mia, nonmembers) if nonmembers else None
+    return audit
 
 
 def load_models(name: str | Path, reference: str | Path | None = None, *, dtype=None, device_map=None):
@@ -225,7 +239,8 @@ def results_table(audits: dict[tuple[str, int], dict[str, Any]]) -> pd.DataFrame
     for (name, epoch), a in audits.items():
         m, r = a["metrics"], a["roc"]
         rows.append({"strategy": name, "epoch": epoch, "utility": m["utility"],
-                     "token_accuracy": m.get("token_accuracy"), "privacy": m["privacy"],
+                     "heldout_utility": m.get("heldout_utility"), "token_accuracy": m.get("token_accuracy"),
+                     "privacy": m["privacy"],
                      "novel_privacy": m.get("novel_privacy"), "direct_privacy": m["direct_privacy"],
                      "indirect_privacy": m["indirect_privacy"], "n_leaked": m["n_leaked"], "mia_auc": r["auc"],
                      "tpr@1%": r["tpr_at_fpr"]["0.01"], "tpr@10%": r["tpr_at_fpr"]["0.1"]})
@@ -235,7 +250,8 @@ def results_table(audits: dict[tuple[str, int], dict[str, Any]]) -> pd.DataFrame
 def protection_table(audits: dict[tuple[str, int], dict[str, Any]],
                      attacks: dict[tuple[str, int], dict[str, Any]]) -> pd.DataFrame:
     """What each strategy protects: one row per attacked model (the base model, each strategy's last checkpoint) with
-    the papers' privacy (methods.md §4), novel privacy, utility, the strongest membership attack and its AUC (§10),
+    the papers' privacy (methods.md §4), novel privacy, utility on the training notes and on held-out ones (§4), the
+    strongest membership attack and its AUC (§10),
     PII inference top-1 with its chance level and the reference (base) model's top-1 (§10), the largest canary
     exposure in bits (when the run inserted canaries) and the verdict (§11). Figures only, no identifier."""
     rows = []
@@ -248,7 +264,7 @@ def protection_table(audits: dict[tuple[str, int], dict[str, Any]],
         exposures = [v.get("max") for v in (can.get("by_repeats") or {}).values() if v.get("max") is not None]
         rows.append({"model": name if name == "base" else f"{name} (epoch {epoch})", "strategy": name,
                      "privacy": m.get("privacy"), "novel privacy": m.get("novel_privacy"),
-                     "utility": m.get("utility"),
+                     "utility": m.get("utility"), "held-out utility": m.get("heldout_utility"),
                      "strongest membership attack": best,
                      "membership AUC": battery["attacks"][best]["auc"] if best else None,
                      "PII inference top-1": pii.get("top1"), "PII chance": pii.get("chance"),
@@ -270,6 +286,44 @@ def findings(results: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+def protection_findings(table: pd.DataFrame) -> str:
+    """Markdown bullets read off :func:`protection_table`, computed for this run: each model's PII inference top-1
+    against chance (within 2× chance or not, methods.md §10), and each strategy that rewrites the input
+    (``*_surrogate``, ``*_category``, ``*_pseudo``) against the PP strategy of its kind (``ppclm`` / ``ppmlm``):
+    PII inference, then utility on the training notes and on held-out notes as a ratio of PP's (§4)."""
+    from toolkit.strategies import STRATEGIES
+
+    if not len(table):
+        return ""
+
+    def num(v) -> float | None:
+        return None if v is None or pd.isna(v) else float(v)
+
+    def pii(r) -> str:
+        top1, chance = num(r.get("PII inference top-1")), num(r.get("PII chance"))
+        if top1 is None or not chance:
+            return "PII inference not measured"
+        ratio = top1 / chance
+        return (f"PII inference top-1 {top1:.3f} = {ratio:.1f}× chance ({chance:.3f}), "
+                + ("within" if ratio <= 2 else "**above**") + " twice chance")
+
+    lines = [f"- **{label}**: {pii(r)}" for label, r in table.iterrows()]
+    last = {r["strategy"]: (label, r) for label, r in table.iterrows()}
+    for name, (label, r) in last.items():
+        strat = STRATEGIES.get(name)
+        pp = "ppclm" if strat is not None and strat.kind == "clm" else "ppmlm"
+        if strat is None or strat.text == "original" or pp not in last:
+            continue
+        ratios = []
+        for col, where in (("utility", "training notes"), ("held-out utility", "held-out notes")):
+            mine, theirs = num(r.get(col)), num(last[pp][1].get(col))
+            if mine is not None and theirs:
+                ratios.append(f"{mine:.3f} vs {theirs:.3f} on {where} ({mine / theirs:.2f}×)")
+        if ratios:
+            lines.append(f"- **{label}** against **{last[pp][0]}**: utility " + "; ".join(ratios))
+    return "\n".join(lines)
+
+
 def runs_table(runs: dict[str, list[tuple[int, Path]]], run_root: str | Path) -> pd.DataFrame:
     """Checkpoints, training seconds, tokens/s and (DP) spent ε of each run, from its ``run.json``."""
     rows = {}
@@ -282,4 +336,4 @@ def runs_table(runs: dict[str, list[tuple[int, Path]]], run_root: str | Path) ->
 
 
 __all__ = ["attack_model", "audit_checkpoint", "base_model", "findings", "identifiers", "load_attacks", "load_audit",
-           "load_models", "results_table", "runs_table"]
+           "load_models", "protection_findings", "protection_table", "results_table", "runs_table"]

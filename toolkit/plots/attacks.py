@@ -192,20 +192,23 @@ def strongest_auc_figure(models: Mapping[str, Mapping], *, detectable: Mapping[s
 
 
 def protection_figure(table: pd.DataFrame) -> go.Figure:
-    """What each strategy protects (:func:`toolkit.pipelines.steps.protection_table`), three panels sharing the
+    """What each strategy protects (:func:`toolkit.pipelines.steps.protection_table`), four panels sharing the
     models: the papers' privacy (novel identifiers where measured), the strongest membership attack's AUC (chance
-    0.5 dashed), and PII inference top-1 (the chance level as a black tick, the base model's top-1 as a grey one).
+    0.5 dashed), PII inference top-1 (the chance level as a black tick, the base model's top-1 as a grey one), and
+    what it costs: utility on the training notes (bar) and on held-out notes (diamond), methods.md §4.
     A strategy that hides identifiers keeps privacy high and PII inference near chance; membership is a separate
     question that only DP-SGD addresses."""
     from plotly.subplots import make_subplots
 
     panels = ["identifiers never written out (privacy)", "members told apart (strongest attack AUC)",
-              "identifier guessed from context (PII inference top-1)"]
-    fig = make_subplots(rows=1, cols=3, subplot_titles=panels, horizontal_spacing=0.07)
+              "identifier guessed from context (PII inference top-1)",
+              "utility (bar: training notes; diamond: held-out)"]
+    fig = make_subplots(rows=1, cols=4, subplot_titles=panels, horizontal_spacing=0.05)
     for label, r in table.iterrows():
         colour = strategy_color(str(r.get("strategy") or label))
         priv = r.get("novel privacy") if pd.notna(r.get("novel privacy")) else r.get("privacy")
-        for col, value in ((1, priv), (2, r.get("membership AUC")), (3, r.get("PII inference top-1"))):
+        for col, value in ((1, priv), (2, r.get("membership AUC")), (3, r.get("PII inference top-1")),
+                           (4, r.get("utility"))):
             if value is not None and pd.notna(value):
                 fig.add_trace(go.Bar(x=[label], y=[value], marker_color=colour, showlegend=False,
                                      hovertemplate=f"{label}: %{{y:.3f}}<extra></extra>"), row=1, col=col)
@@ -215,6 +218,11 @@ def protection_figure(table: pd.DataFrame) -> go.Figure:
                                          marker=dict(symbol="line-ew-open", size=30, color=tick, line_width=2),
                                          hovertemplate=("chance" if tick == "#333" else "base model")
                                          + " %{y:.3f}<extra></extra>"), row=1, col=3)
+        held = r.get("held-out utility")
+        if held is not None and pd.notna(held):
+            fig.add_trace(go.Scatter(x=[label], y=[held], mode="markers", showlegend=False,
+                                     marker=dict(symbol="diamond", size=11, color="#333"),
+                                     hovertemplate="held-out notes %{y:.3f}<extra></extra>"), row=1, col=4)
     fig.add_hline(y=0.5, line_dash="dash", line_color="#b0b0b0", row=1, col=2)
     fig.update_yaxes(range=[0, 1.02])
     fig.update_layout(template=TEMPLATE, title="What each strategy protects (black tick: chance; grey tick: the base "

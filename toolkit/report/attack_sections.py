@@ -99,16 +99,25 @@ def attacks_section(run: RunData) -> list[dict]:
                             "below the black tick is within what this many people cannot tell from chance."))
     protection = _protection(run, with_att)
     if protection is not None:
+        from toolkit.pipelines.steps import protection_findings
+
         blocks.append(block("h", "What each strategy protects"))
         blocks.append(block("table", table(protection.drop(columns=["strategy"]), digits=3),
-                            "Per model: the papers' privacy (identifier types never written out) and utility, the "
+                            "Per model: the papers' privacy (identifier types never written out), utility on the "
+                            "training notes (the papers' figure, which also rewards memorising them) and on held-out "
+                            "notes of people not in training (what fine-tuning taught in general), the "
                             "strongest membership attack, PII inference (the true identifier ranked first among "
                             "candidates from its context) against chance and the base model, the largest canary "
                             "exposure where canaries were inserted, and the verdict. A PP strategy keeps "
                             "identifiers out of what the model writes; whether they stay inferable from their "
                             "context, and whether membership shows, are separate questions."))
         blocks.append(block("figure", figure(aplots.protection_figure(protection)),
-                            "Black tick: chance for PII inference; grey tick: the base model's PII inference."))
+                            "Black tick: chance for PII inference; grey tick: the base model's PII inference; "
+                            "diamond: utility on held-out notes."))
+        read = [ln[2:].replace("**", "") for ln in protection_findings(protection).splitlines()]
+        if read:
+            blocks.append(block("p", "Read off the table for this run:"))
+            blocks.append(block("list", read))
     matrix = aplots.auc_matrix({k: m for k, m in every.items() if m.get("attacks")})
     if len(matrix):
         levels = pd.Series({k: (m.get("verdict") or {}).get("level", "—") for k, m in every.items()})
