@@ -1,6 +1,7 @@
 """`make lab` serves a root from which the notebooks' output links resolve: notebook 00's report link
 (``report_path``, relative to the notebook) is fetched from a Jupyter server started with the Makefile's own ``lab``
-options, and answers 200 (issue: the link was dead when Lab served ``notebooks/`` only)."""
+options, and answers 200 (issue: the link was dead when Lab served ``notebooks/`` only); and in a headless Chromium,
+the link JupyterLab renders in the notebook's output is followed to the report."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from _browser import attr, browser, free_port, needs_chromium, wait_text  # noqa: F401 (browser: a fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -63,3 +65,55 @@ def test_notebook_00_report_link_resolves_under_make_lab(tmp_path):
         proc.wait(timeout=10)
         if created:
             report.unlink()
+
+
+@needs_chromium
+def test_report_link_followed_in_jupyterlab(tmp_path, browser):
+    """In a browser: notebook 00 opened in JupyterLab (the Makefile's ``lab`` options, on a copy of the layout),
+    with the output its report cell writes; the rendered link is followed and the report page comes back (200)."""
+    import json
+
+    import nbformat
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    root = tmp_path / "root"
+    (root / "notebooks").mkdir(parents=True)
+    nb_py = ROOT / "notebooks" / "00_quickstart.py"
+    report = root / "notebooks" / _parameter(nb_py, "report_path")
+    report.parent.mkdir(parents=True, exist_ok=True)
+    report.write_text("<html><body><p id='r'>the privacy office's report</p></body></html>", encoding="utf-8")
+    nb = nbformat.read(ROOT / "notebooks" / "00_quickstart.ipynb", as_version=4)
+    cell = next(c for c in nb.cells if c.cell_type == "code" and "build_report(" in c.source)
+    out = _parameter(nb_py, "report_path")  # build_report returns the path it was given: the cell links to it
+    cell.outputs = [nbformat.v4.new_output("display_data", data={
+        "text/html": f"Report: <a href='{out}' target='_blank'>{out}</a> (0.1 MB, opens offline)",
+        "text/plain": "<IPython.core.display.HTML object>"})]
+    nbformat.write(nb, root / "notebooks" / "00_quickstart.ipynb")
+    port = free_port()
+    options = [o for o in _lab_options() if not o.startswith("--ServerApp.root_dir=")]
+    proc = subprocess.Popen([sys.executable, "-m", "jupyter", "lab", *options, f"--ServerApp.root_dir={root}",
+                             f"--port={port}", "--no-browser", "--IdentityProvider.token=t", "--allow-root"],
+                            stdout=subprocess.DEVNULL, stderr=open(tmp_path / "lab.log", "wb"), cwd=tmp_path)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        while True:  # the server is up
+            try:
+                urllib.request.urlopen(f"{base}/api/status?token=t", timeout=5).close()
+                break
+            except (ConnectionError, urllib.error.URLError):
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise RuntimeError((tmp_path / "lab.log").read_text()[-2000:]) from None
+                time.sleep(0.3)
+        browser.get(f"{base}/lab/tree/notebooks/00_quickstart.ipynb?token=t")
+        link = "a[href*='00_quickstart_report.html']"
+        href = WebDriverWait(browser, 120, poll_frequency=0.5).until(
+            lambda d: attr(d, f".jp-OutputArea {link}", "href"))
+        with urllib.request.urlopen(href + ("&" if "?" in href else "?") + "token=t", timeout=30) as r:
+            assert r.status == 200 and b"the privacy office's report" in r.read()
+        browser.get(href)  # and in the browser session itself
+        assert wait_text(browser, "#r", "report", timeout=30)
+        assert json.loads(urllib.request.urlopen(f"{base}/api/status?token=t", timeout=5).read())
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -19,24 +18,11 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from _browser import attr, browser, click, free_port, needs_chromium, text, wait_text  # noqa: F401 (a fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
-CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--disable-dev-shm-usage", "--window-size=1280,1600"]
 TOKENS = ["okafor", "Bowers", "nurse", "lindqvist", "Mrs", "patient"]
-
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(not (CHROMIUM.exists() and CHROMEDRIVER.exists()),
-                                 reason="needs Debian's chromium and chromium-driver (apt-get install chromium "
-                                        "chromium-driver; .ci/run installs them)")]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+pytestmark = [pytest.mark.slow, needs_chromium]
 
 
 def _candidates(path: Path) -> None:
@@ -56,7 +42,7 @@ def app(tmp_path):
 
     cand = tmp_path / "candidates.parquet"
     _candidates(cand)
-    port = _free_port()
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if k not in ("REVIEW_FILE", "REVIEWER", "JUPYTER_TOKEN")}
     out, log = tmp_path / "review.out", open(tmp_path / "voila.log", "wb")
     with open(out, "wb") as stdout:
@@ -82,73 +68,13 @@ def app(tmp_path):
         log.close()
 
 
-@pytest.fixture
-def browser(tmp_path):
-    from selenium import webdriver
-    from selenium.webdriver.chrome.options import Options
-    from selenium.webdriver.chrome.service import Service
-
-    opts = Options()
-    opts.binary_location = str(CHROMIUM)
-    for flag in FLAGS:
-        opts.add_argument(flag)
-    opts.add_argument(f"--user-data-dir={tmp_path / 'chrome-profile'}")
-    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=opts)
-    driver.set_page_load_timeout(60)
-    try:
-        yield driver
-    finally:
-        driver.quit()
-
-
-def _attr(driver, css: str, name: str) -> str:
-    """The attribute of the first match, or "" while there is none or it was just replaced.
-
-    The widgets re-render their HTML on every change (a sort, a decision), so an element found a moment
-    ago can be gone by the time it is read: that is "not yet", and the caller's wait polls again.
-    """
-    from selenium.common.exceptions import StaleElementReferenceException
-    from selenium.webdriver.common.by import By
-
-    try:
-        els = driver.find_elements(By.CSS_SELECTOR, css)
-        return (els[0].get_attribute(name) or "") if els else ""
-    except StaleElementReferenceException:
-        return ""
-
-
-def _text(driver, css: str) -> str:
-    return _attr(driver, css, "textContent")
-
-
-def _wait_text(driver, css: str, fragment: str, timeout: float = 60) -> str:
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    WebDriverWait(driver, timeout, poll_frequency=0.2).until(lambda d: fragment in _text(d, css))
-    return _text(driver, css)
-
-
-def _click(driver, css: str, timeout: float = 30) -> None:
-    """Click the first match, finding it again if a re-render replaced it between find and click."""
-    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    def click(d):
-        d.find_element(By.CSS_SELECTOR, css).click()
-        return True
-
-    WebDriverWait(driver, timeout, poll_frequency=0.2,
-                  ignored_exceptions=(StaleElementReferenceException, NoSuchElementException)).until(click)
-
-
 def test_mark_three_reload_keeps_decisions(app, browser):
     from selenium.webdriver.common.action_chains import ActionChains
 
     url, review = app
     browser.get(url)
-    _wait_text(browser, ".review-progress", f"0 / {len(TOKENS)} decided", timeout=90)
-    assert TOKENS[0] in _text(browser, ".review-token")
+    wait_text(browser, ".review-progress", f"0 / {len(TOKENS)} decided", timeout=90)
+    assert TOKENS[0] in text(browser, ".review-token")
 
     from selenium.webdriver.support.ui import WebDriverWait
 
@@ -156,13 +82,13 @@ def test_mark_three_reload_keeps_decisions(app, browser):
         "data-review-shortcuts"))
     assert browser.find_element("css selector", "body").get_attribute("data-review-shortcuts") == "page"  # Voilà
     ActionChains(browser).send_keys("n").perform()                 # okafor -> name, a shortcut before any click
-    _wait_text(browser, ".review-progress", f"1 / {len(TOKENS)} decided")
-    assert TOKENS[1] in _wait_text(browser, ".review-token", TOKENS[1])
-    _click(browser, "button.review-not-name")                      # Bowers -> not a name
-    _wait_text(browser, ".review-progress", f"2 / {len(TOKENS)} decided")
-    _wait_text(browser, ".review-token", TOKENS[2])
+    wait_text(browser, ".review-progress", f"1 / {len(TOKENS)} decided")
+    assert TOKENS[1] in wait_text(browser, ".review-token", TOKENS[1])
+    click(browser, "button.review-not-name")                      # Bowers -> not a name
+    wait_text(browser, ".review-progress", f"2 / {len(TOKENS)} decided")
+    wait_text(browser, ".review-token", TOKENS[2])
     ActionChains(browser).send_keys("u").perform()                 # nurse -> unsure, by keyboard shortcut
-    _wait_text(browser, ".review-progress", f"3 / {len(TOKENS)} decided")
+    wait_text(browser, ".review-progress", f"3 / {len(TOKENS)} decided")
 
     records = [json.loads(line) for line in review.read_text(encoding="utf-8").splitlines()]
     assert [(r["token"], r["decision"], r["reviewer"]) for r in records] == [
@@ -170,17 +96,18 @@ def test_mark_three_reload_keeps_decisions(app, browser):
     assert all(r["format_version"] == 1 and r["context"] == "seen by nurse <mask>." for r in records)
 
     browser.refresh()                                              # a new kernel replays the review file
-    _wait_text(browser, ".review-progress", f"3 / {len(TOKENS)} decided", timeout=90)
-    assert TOKENS[3] in _text(browser, ".review-token")            # resumes at the first pending candidate
-    shown = {tok: _text(browser, f".review-table tr[data-token='{tok}'] .review-row-decision") for tok in TOKENS}
+    wait_text(browser, ".review-progress", f"3 / {len(TOKENS)} decided", timeout=90)
+    assert TOKENS[3] in text(browser, ".review-token")            # resumes at the first pending candidate
+    shown = {tok: text(browser, f".review-table tr[data-token='{tok}'] .review-row-decision") for tok in TOKENS}
     assert shown == {"okafor": "name", "Bowers": "not a name", "nurse": "unsure", "lindqvist": "pending",
                      "Mrs": "pending", "patient": "pending"}
     assert len(review.read_text(encoding="utf-8").splitlines()) == 3  # reloading wrote nothing
 
-    _click(browser, ".jupyter-widgets.widget-tab .lm-TabBar-tab:nth-child(2)")  # the table tab
-    _click(browser, ".review-table th[data-sort='token']")        # a header click sorts by that column, A→Z
-    _wait_text(browser, ".review-table thead", "token ▲")
-    first = WebDriverWait(browser, 30, poll_frequency=0.2).until(lambda d: _attr(d, ".review-table tbody tr", "data-token"))
+    click(browser, ".jupyter-widgets.widget-tab .lm-TabBar-tab:nth-child(2)")  # the table tab
+    click(browser, ".review-table th[data-sort='token']")        # a header click sorts by that column, A→Z
+    wait_text(browser, ".review-table thead", "token ▲")
+    first = WebDriverWait(browser, 30, poll_frequency=0.2).until(
+        lambda d: attr(d, ".review-table tbody tr", "data-token"))
     assert first == sorted(TOKENS)[0]
 
 
@@ -206,6 +133,6 @@ def test_requests_without_the_token_are_refused(app, browser):
     assert opener.open(url, timeout=60).status == 200  # the same request with the token is served
 
     browser.get(base + "/?reviewer=tester")        # in a browser: the login page, never the review panel
-    _wait_text(browser, "body", "assword", timeout=60)
-    assert "/login" in browser.current_url and not _text(browser, ".review-progress")
+    wait_text(browser, "body", "assword", timeout=60)
+    assert "/login" in browser.current_url and not text(browser, ".review-progress")
     assert not review.exists()
