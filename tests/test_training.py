@@ -295,21 +295,6 @@ def test_resume_with_other_identifiers_or_another_base_is_refused(data, tmp_path
                                 progress=False)] == [1, 2]
 
 
-def test_resume_under_other_surrogate_rules_is_refused(data, tmp_path):
-    from toolkit.io import atomic_write_json
-    from toolkit.strategies.surrogates import SCHEME
-
-    ids, run = _ids(data), tmp_path / "run"
-    kw = dict(positions=ids["positions"], spans=ids["spans"], progress=False)
-    train(data["train"], data["base"], run, "ppmlm_surrogate", TrainConfig(epochs=[1], **CFG), **kw)
-    meta = json.loads((run / "run.json").read_text())
-    assert meta["surrogate_scheme"] == SCHEME
-    atomic_write_json({**meta, "surrogate_scheme": SCHEME - 1}, run / "run.json")  # trained by the older rules
-    with pytest.raises(ToolkitError, match="surrogates drawn by other rules"):
-        train(data["train"], data["base"], run, "ppmlm_surrogate", TrainConfig(epochs=[1, 2], **CFG), **kw)
-    assert [e for e, _ in checkpoint_dirs(run)] == [1]
-
-
 def test_dp_empty_draws_are_noise_steps_the_accountant_counts(data, tmp_path):
     """With 2 individuals and q = 1/2 a quarter of the steps draw nobody: each is still a (noise-only) step of the
     mechanism, so the spent ε is the accountant's for every step of the run."""
