@@ -248,10 +248,6 @@ def run_experiment(cfg: ExperimentConfig, out_dir: str | Path, *, progress: bool
                 inputs = {"strategy": name, "train": asdict(tcfg), "base": base_key, "members": fp["members"]}
                 if strat.protect or strat.text != "original":
                     inputs["identifiers"] = ids["members"]  # only these strategies read positions / spans
-                if strat.text == "surrogate":
-                    from toolkit.strategies.surrogates import SCHEME
-
-                    inputs["surrogate_scheme"] = SCHEME  # new surrogate rules: a new training
                 d = run_dir / "runs" / name
 
                 def train_one(d=d, strat=strat, tcfg=tcfg):

@@ -10,14 +10,7 @@ Rules (:class:`SurrogateMaker`)
 -------------------------------
 * **Consistent per individual.** The same original (NFKC, lower-cased) of the same category gets the same surrogate
   in every document of an individual; two different originals of an individual never share one. Names are mapped
-  word by word (``Brenda Daniels`` and ``Mrs. Daniels`` keep one surname), in the original's letter case; an initial
-  gets a letter that is none of its name's words.
-* **Shared originals stay shared.** An original that identifiers of several individuals hold — a name word, an
-  organisation, a location, an ID …, not a date or an age, which move by the individual's own shift — gets one
-  surrogate for all of them, drawn once for the corpus: the doctor or hospital of many patients stays one doctor or
-  hospital. Why: drawn per individual, the 62% of name words and all organisations that the quick start's members
-  share became a different made-up name in every patient's notes, and the model trained on them recalled the
-  training notes less well (see the README's measurements). Such an original identifies no single individual.
+  word by word (``Brenda Daniels`` and ``Mrs. Daniels`` keep one surname), in the original's letter case; an initial gets a letter that is none of its name's words.
 * **Of the same category.** NAME: first / last names (Faker ``en_US``); LOCATION: a city, a street address, or
   same-shape digits for a ZIP code; ORGANIZATION: a made-up hospital name (``… Medical Center``) or a company; DATE:
   shifted by a number of days drawn once per individual (400 to 3000, either way), written in the original's format
@@ -63,9 +56,6 @@ HOSPITAL_SUFFIXES = ("Hospital", "Medical Center", "General Hospital", "Memorial
                      "Clinic", "Health Center", "Infirmary", "Regional Medical Center", "Healthcare")
 KEY_FILE = "surrogate.key"
 MAX_DRAWS = 40
-PER_INDIVIDUAL = ("DATE", "AGE")  # shifted by the individual's own offset, never shared
-SHARED = "\0shared"  # the draw scope of an original held by several individuals
-SCHEME = 2  # the surrogate rules' version, part of a surrogate run's cache key (2: shared originals)
 
 
 def placeholder(category: str) -> str:
@@ -132,7 +122,6 @@ class SurrogateMaker:
         self._own: dict[str, set[str]] = {}
         self._dates: dict[str, list[str]] = {}
         distinctive: set[str] = set()
-        holders: dict[tuple[str, str], set[str]] = {}
         for person, category, text in identifiers:
             words = words_of(text)
             self._own.setdefault(person, set()).update(words)
@@ -140,11 +129,6 @@ class SurrogateMaker:
                 self._dates.setdefault(person, []).append(text)
             else:
                 distinctive.update(w for w in words if any(c.isalpha() for c in w))
-            if category not in PER_INDIVIDUAL:  # names are mapped word by word, the rest whole
-                for unit in ([w for w in words if len(w) > 1] if category == "NAME" else [normalize_term(text)]):
-                    holders.setdefault((category, unit), set()).add(person)
-        # originals held by several individuals: one surrogate for all of them
-        self._shared = {k: tuple(sorted(v)) for k, v in holders.items() if len(v) > 1}
         self._forbidden = (distinctive - set(generic)) | {w for w in avoid if any(c.isalpha() for c in w)}
         self._memo: dict[tuple[str, str, str], str] = {}
         self._used: dict[tuple[str, str], set[str]] = {}
@@ -164,37 +148,33 @@ class SurrogateMaker:
 
     # -- the rules ---------------------------------------------------------------------------------------------------
 
-    def _acceptable(self, people: tuple[str, ...], category: str, original: str, candidate: str) -> bool:
+    def _acceptable(self, person: str, category: str, original: str, candidate: str) -> bool:
         new = words_of(candidate)
         if not new or normalize_term(candidate.strip()) == normalize_term(original.strip()):
             return False
         if set(new) & set(words_of(original)):
             return False
-        if category not in PER_INDIVIDUAL:
-            own = set().union(*(self._own.get(p, set()) for p in people))
+        if category not in ("DATE", "AGE"):
+            own = self._own.get(person, set())
             if any(len(w) > 1 and (w in own or w in self._forbidden) for w in new):
                 return False
-        return not any(normalize_term(candidate) in self._used.get((p, category), ()) for p in people)
+        return normalize_term(candidate) not in self._used.get((person, category), set())
 
     def _choose(self, person: str, category: str, original: str, draw) -> str:
-        norm = normalize_term(original)
-        people = self._shared.get((category, norm)) or (person,)
-        scope = SHARED if len(people) > 1 else person
-        key = (scope, category, norm)
+        key = (person, category, normalize_term(original))
         found = self._memo.get(key)
         if found is not None:
             return found
         for attempt in range(MAX_DRAWS + 1000):
-            rng = self._rng(scope, category, norm, attempt)
+            rng = self._rng(person, category, key[2], attempt)
             candidate = draw(rng, attempt) if attempt < MAX_DRAWS else scramble(original, rng)
-            if candidate is not None and self._acceptable(people, category, original, candidate):
+            if candidate is not None and self._acceptable(person, category, original, candidate):
                 break
         else:
             raise ToolkitError(f"no surrogate found for a {category} identifier of individual {person!r} "
                                f"after {MAX_DRAWS + 1000} draws")
         self._memo[key] = candidate
-        for p in people:
-            self._used.setdefault((p, category), set()).add(normalize_term(candidate))
+        self._used.setdefault((person, category), set()).add(normalize_term(candidate))
         return candidate
 
     def surrogate(self, person: str, category: str, original: str) -> str:
@@ -406,5 +386,5 @@ def run_surrogate_key(run_dir: str | Path, *, resuming: bool) -> bytes:
     return key
 
 
-__all__ = ["HOSPITAL_SUFFIXES", "KEY_FILE", "MONTHS", "SCHEME", "SurrogateMaker", "match_case", "parse_date", "placeholder",
+__all__ = ["HOSPITAL_SUFFIXES", "KEY_FILE", "MONTHS", "SurrogateMaker", "match_case", "parse_date", "placeholder",
            "run_surrogate_key", "scramble", "shift_date", "words_of"]

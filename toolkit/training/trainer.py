@@ -145,10 +145,6 @@ def train(corpus: Corpus, base: str | Path, run_dir: str | Path, strategy: str |
     inputs = {"base_fingerprint": base_fingerprint(base, model, tokenizer),
               "identifiers_fingerprint": identifiers_fingerprint(positions if strat.protect else None,
                                                                  spans if strat.reads_spans else None)}
-    if strat.text == "surrogate":
-        from toolkit.strategies.surrogates import SCHEME
-
-        inputs["surrogate_scheme"] = SCHEME
     meta_path = run / "run.json"
     if meta_path.is_file():
         try:
@@ -161,9 +157,6 @@ def train(corpus: Corpus, base: str | Path, run_dir: str | Path, strategy: str |
         if checkpoint_dirs(run) or last_state(run / "trainer") is not None:  # something trained that could mix
             check_same_inputs(old, base=inputs["base_fingerprint"], identifiers=inputs["identifiers_fingerprint"],
                               run=run)
-            if old.get("surrogate_scheme", 1) != inputs.get("surrogate_scheme", old.get("surrogate_scheme", 1)):
-                raise ToolkitError(f"{run} was trained with surrogates drawn by other rules (version "
-                                   f"{old.get('surrogate_scheme', 1)}); use a new run directory")
         done = {e for e, _ in checkpoint_dirs(run)}
         if old.get("status") == "done" and _same_config(old.get("config") or {}, cfg, uses_dp=strat.dp) \
                 and set(cfg.epochs) <= done:
