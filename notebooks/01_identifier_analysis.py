@@ -161,9 +161,12 @@ plots.indirect_by_parameter(counts[counts["k"] == k], "n").show()
 counts.groupby(["k", "n"])["n_indirect"].describe()[["mean", "50%", "max"]].round(1)
 
 # %% [markdown]
-# Explore interactively (in JupyterLab): move the sliders to see the share of protected word occurrences.
+# Explore interactively (in JupyterLab): move the sliders to see the share of protected word occurrences. A static
+# copy of this notebook (the HTML under `outputs/`) cannot run the sliders; the grid above them holds the same
+# read-out for every k and n of this notebook (hover for the median per individual).
 
 # %%
+plots.indirect_share_grid(wide.graph.indirect_shares(range(2, max(ks) + 1), range(1, max(ns) + 1))).show()
 display(indirect_share_explorer(wide.graph, k=k, n=n, max_k=max(ks), max_n=max(ns)))
 
 # %% [markdown]

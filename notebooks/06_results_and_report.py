@@ -115,8 +115,8 @@ else:
 
 # %% [markdown]
 # ## 5. Membership inference — pick a run, strategies and a checkpoint
-# The widgets redraw the ROC (log-log axes, dashed chance line) and the TPR at fixed FPR. Headless (papermill,
-# `make demo`) the first run's last checkpoints are drawn below the widgets.
+# The widgets redraw the ROC (log-log axes, dashed chance line) and the TPR at fixed FPR. Below them, for a static
+# copy of this notebook (widgets need a kernel), every run's last checkpoints are drawn as well.
 
 # %%
 audited = [r for r in runs if r.has_audits]
@@ -124,10 +124,11 @@ audited = [r for r in runs if r.has_audits]
 
 if audited:
     display(roc_explorer(audited))
-    first = audited[0]
-    reports = roc_reports(first, None, "last")  # a static copy for the exported notebook
-    plots.roc_curves(reports).show()
-    display(plots.tpr_table(reports, with_ci=True))
+    for run in audited:  # what the pickers show, for every run: kept by the exported (static) notebook
+        reports = roc_reports(run, None, "last")
+        if reports:
+            plots.roc_curves(reports, title=f"{run.label}: membership attack ROC, last checkpoints").show()
+            display(plots.tpr_table(reports, with_ci=True))
 else:
     display(Markdown("_No membership-inference results in the runs found._"))
 

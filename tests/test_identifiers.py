@@ -170,6 +170,28 @@ def test_graph_matches_brute_force_on_random_corpus():
     assert got == {t: len(u) for t, u in users.items()}
     expected_counts = {p: sum(1 for u in users.values() if p in u and len(u) < 3) for p in r.person_ids}
     assert dict(zip(r.individuals["person_id"], r.individuals["n_indirect"])) == expected_counts
+    # notebook 01's k/n read-out (and its static grid): share of occurrences covered, median per individual
+    from toolkit import plots
+
+    shares = r.graph.indirect_shares([2, 3, 4], [1, 2, 3])
+    assert len(shares) == 9
+    for k, n, share, median in shares.itertuples(index=False):
+        covered, total, per_person = 0, 0, {p: 0 for p in r.person_ids}
+        for t, u in users.items():
+            if len(t.split()) <= n and len(u) < k:
+                for p in u:
+                    per_person[p] += 1
+        for d in corpus:
+            toks = d.text.split()
+            hit = [False] * len(toks)
+            for m in range(1, n + 1):
+                for j in range(len(toks) - m + 1):
+                    if len(users[" ".join(toks[j:j + m])]) < k:
+                        hit[j:j + m] = [True] * m
+            covered, total = covered + sum(hit), total + len(toks)
+        assert share == pytest.approx(covered / total) and median == np.median(list(per_person.values()))
+    fig = plots.indirect_share_grid(shares)
+    assert fig.data[0].text[1][0] == f"{shares.query('k == 2 and n == 2')['share'].item():.1%}"
 
 
 def test_pattern_detector():

@@ -125,3 +125,13 @@ class TermGraph:
             for j in range(m):
                 mask[starts + j] = True
         return mask
+
+    def indirect_shares(self, ks, ns) -> pd.DataFrame:
+        """For every ``(k, n)``: ``share`` of word occurrences that are (covered by) indirect identifiers and the
+        ``median`` number of distinct indirect terms per individual — the read-out of notebook 01's k/n sliders, as
+        a table that a static copy of the notebook keeps."""
+        rows = [{"k": int(k), "n": int(n), "share": float(self.indirect_positions(int(k), int(n)).mean())
+                 if len(self.words) else 0.0,
+                 "median": float(np.median(self.indirect_per_individual(int(k), int(n))))}
+                for n in ns for k in ks]
+        return pd.DataFrame(rows, columns=["k", "n", "share", "median"])

@@ -79,6 +79,23 @@ def indirect_by_parameter(counts: pd.DataFrame, parameter: str) -> go.Figure:
     return fig
 
 
+def indirect_share_grid(shares: pd.DataFrame) -> go.Figure:
+    """Heat map of the share of word occurrences that are indirect identifiers for every ``(k, n)``
+    (:meth:`toolkit.identifiers.graph.TermGraph.indirect_shares`), the median per individual on hover: notebook 01's
+    k/n sliders for a static copy, where widgets do not run (plotly's hover does)."""
+    wide = shares.pivot(index="n", columns="k", values="share").sort_index()
+    median = shares.pivot(index="n", columns="k", values="median").reindex_like(wide)
+    fig = go.Figure(go.Heatmap(
+        z=wide.to_numpy(), x=[f"k = {k}" for k in wide.columns], y=[f"n = {n}" for n in wide.index],
+        text=[[f"{v:.1%}" for v in row] for row in wide.to_numpy()], texttemplate="%{text}", colorscale="Blues",
+        customdata=median.to_numpy(), colorbar_title="share",
+        hovertemplate="%{x}, %{y}: %{text} of word occurrences; median %{customdata:.0f} per individual"
+                      "<extra></extra>"))
+    fig.update_layout(template=TEMPLATE, title="Share of word occurrences that are indirect identifiers, by k and n",
+                      height=160 + 60 * len(wide.index))
+    return fig
+
+
 def detector_recall(scores: dict[str, pd.DataFrame]) -> go.Figure:
     """Grouped bars: recall per gold PII category for each detector (``scores``: name → detector_scores frame)."""
     fig = go.Figure()

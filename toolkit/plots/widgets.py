@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import pandas as pd
-
 if TYPE_CHECKING:
     from toolkit.identifiers.graph import TermGraph
     from toolkit.report.collect import RunData
@@ -25,10 +23,9 @@ def indirect_share_explorer(graph: TermGraph, *, k: int, n: int, max_k: int, max
     readout = widgets.HTML()
 
     def update(_=None) -> None:
-        share = graph.indirect_positions(k_slider.value, n_slider.value).mean()
-        per_person = graph.indirect_per_individual(k_slider.value, n_slider.value)
-        readout.value = (f"<b>k={k_slider.value}, n={n_slider.value}</b>: {share:.1%} of word occurrences are "
-                         f"indirect identifiers; median {int(pd.Series(per_person).median())} per individual")
+        row = graph.indirect_shares([k_slider.value], [n_slider.value]).iloc[0]
+        readout.value = (f"<b>k={k_slider.value}, n={n_slider.value}</b>: {row['share']:.1%} of word occurrences "
+                         f"are indirect identifiers; median {int(row['median'])} per individual")
 
     k_slider.observe(update, "value")
     n_slider.observe(update, "value")
