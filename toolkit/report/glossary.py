@@ -20,6 +20,12 @@ TERMS = [
                                 "apart from chance; a green verdict says nothing about leakage smaller than that"),
     ("privacy / utility", "privacy: share of the identifier types of the training notes the model never predicts "
                           "when every word is probed; utility: how often it predicts ordinary words right"),
+    ("held-out utility", "utility measured on notes of people outside training (the non-members): what fine-tuning "
+                         "taught about notes in general, where utility on the training notes also counts what the "
+                         "model memorised of them"),
+    ("surrogates (…_surrogate)", "each direct identifier replaced before training by a made-up one of the same kind, "
+                                 "the same for one person throughout: the model never reads the real identifier, "
+                                 "so the rest of a note cannot point back to it"),
     ("novel-identifier privacy", "privacy counted only on identifiers the base model could not have seen before "
                                  "fine-tuning"),
     ("regurgitation", "the model writing out identifiers of its training notes (predicted in place, or when it "
