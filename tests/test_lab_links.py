@@ -5,7 +5,9 @@ the link JupyterLab renders in the notebook's output is followed to the report."
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -93,7 +95,8 @@ def test_report_link_followed_in_jupyterlab(tmp_path, browser):
     options = [o for o in _lab_options() if not o.startswith("--ServerApp.root_dir=")]
     proc = subprocess.Popen([sys.executable, "-m", "jupyter", "lab", *options, f"--ServerApp.root_dir={root}",
                              f"--port={port}", "--no-browser", "--IdentityProvider.token=t", "--allow-root"],
-                            stdout=subprocess.DEVNULL, stderr=open(tmp_path / "lab.log", "wb"), cwd=tmp_path)
+                            stdout=subprocess.DEVNULL, stderr=open(tmp_path / "lab.log", "wb"), cwd=tmp_path,
+                            start_new_session=True)  # its own process group: Lab and the kernel it starts
     try:
         base = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 60
@@ -115,5 +118,9 @@ def test_report_link_followed_in_jupyterlab(tmp_path, browser):
         assert wait_text(browser, "#r", "report", timeout=30)
         assert json.loads(urllib.request.urlopen(f"{base}/api/status?token=t", timeout=5).read())
     finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+        proc.terminate()  # Lab shuts its kernel down first: slow on a loaded machine
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
