@@ -53,7 +53,9 @@ def run_findings(run: RunData, results: pd.DataFrame | None) -> list[str]:
             text = (f"{strat} after {e} epochs: privacy {m['privacy']:.3f} ({m['n_leaked']} of "
                     f"{m['n_identifiers']} identifier types predicted"
                     + (f"; novel identifiers {m['novel_privacy']:.3f}" if m.get("novel_privacy") is not None else "")
-                    + f"), utility {m['utility']:.3f}; the papers' count-based membership attack AUC {r['auc']:.2f}")
+                    + f"), utility {m['utility']:.3f}"
+                    + (f" (held-out notes {m['heldout_utility']:.3f})" if m.get("heldout_utility") is not None else "")
+                    + f"; the papers' count-based membership attack AUC {r['auc']:.2f}")
             ci = r.get("auc_ci")
             if ci:
                 text += f" [{ci[0]:.2f}, {ci[1]:.2f}]"
