@@ -184,6 +184,47 @@ def test_load_audit_model_dtype(gpt2, tmp_path):
     np.testing.assert_allclose(a, b, rtol=0.02)
 
 
+def test_losses_of_a_saved_model_are_computed_once_per_process(bert, gpt2, tmp_path):
+    """The reference model of every checkpoint is the same base scoring the same windows: its losses are reused,
+    the very arrays, and recomputed when the model's files change or for a model without files."""
+    for name, (model, tok) in (("mlm", bert), ("clm", gpt2)):
+        d = tmp_path / name
+        model.save_pretrained(d)
+        tok.save_pretrained(d)
+        m, t = load_audit_model(d)
+        first = token_losses(m, t, TEXTS[:4], progress=False)
+        calls = []
+        m.get_input_embeddings().register_forward_pre_hook(lambda *a: calls.append(1))  # any forward pass
+        again = token_losses(m, t, [w for w in first.window_texts], progress=False)  # the same token ids
+        assert not calls and all(a is b for a, b in zip(first.losses, again.losses))
+        if name == "clm":  # losses with Min-K%++ moments serve a request without them, not the other way round
+            assert token_losses(m, t, TEXTS[:4], moments=False, progress=False).mu is None and not calls
+        with pytest.raises(ValueError):
+            again.losses[0][0] = 0.0  # shared arrays are read-only
+        other = token_losses(m, t, TEXTS[:3], progress=False)  # other texts: computed
+        assert calls
+        calls.clear()
+        m2, t2 = load_audit_model(d)  # loaded again from the same files: reused
+        assert token_losses(m2, t2, TEXTS[:3], progress=False).losses[0] is other.losses[0]
+        model.save_pretrained(d)  # the files are written again: computed afresh
+        m3, t3 = load_audit_model(d)
+        assert token_losses(m3, t3, TEXTS[:3], progress=False).losses[0] is not other.losses[0]
+        np.testing.assert_allclose(token_losses(model, tok, TEXTS[:3], progress=False).losses[0], other.losses[0],
+                                   rtol=1e-5)  # the in-memory model (no files): computed, the same losses
+        # identifier spans scored in their slot (the memorisation attack's reference): masked, the span's tokens are
+        # masked together, a computation of its own, kept per spans; causal, read off the token losses kept above
+        spans = [(3, 9)] * 3
+        m3.get_input_embeddings().register_forward_pre_hook(lambda *a: calls.append(1))
+        calls.clear()
+        ll = span_log_likelihoods(m3, t3, TEXTS[:3], spans, progress=False)
+        assert bool(calls) == (name == "mlm")
+        calls.clear()
+        assert np.array_equal(span_log_likelihoods(m3, t3, TEXTS[:3], spans, progress=False), ll, equal_nan=True)
+        assert not calls
+        span_log_likelihoods(m3, t3, TEXTS[:3], [(0, 2)] * 3, progress=False)  # other spans
+        assert bool(calls) == (name == "mlm")
+
+
 # ---- attack scores --------------------------------------------------------------------------------------------------
 
 

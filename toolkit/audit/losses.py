@@ -21,23 +21,36 @@ are stacked into batches of ``batch_size`` rows (no attention mask when a batch 
 is a base model plus one LM head (BERT, RoBERTa) the head is applied only at the masked positions. On a CUDA
 out-of-memory error the batch size is halved and the batch retried. ``benchmarks/attacks.py`` compares this with one
 forward per masked position.
+
+Reuse: the losses depend only on the model's weights and the token ids, so a process computes them once per (model
+files, token ids, kind, moments). A model loaded by :func:`load_audit_model` from a local folder carries a signature
+of its files (paths, sizes, modification times); the reference model of every audited checkpoint of a run is the
+same base model scoring the same windows, so its losses are computed for the first checkpoint and reused for the
+others (and the base model's own audit serves them when the windows are tokenised alike). Models from elsewhere (a
+hub id, a model built in memory) are never reused.
 """
 
 from __future__ import annotations
 
+import hashlib
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
 from toolkit.corpus import ToolkitError
 from toolkit.models import load_model, model_kind
 
-__all__ = ["TokenLosses", "load_audit_model", "model_max_tokens", "model_name", "sequence_log_likelihoods",
-           "span_log_likelihoods", "token_losses"]
+__all__ = ["TokenLosses", "files_signature", "load_audit_model", "model_max_tokens", "model_name",
+           "sequence_log_likelihoods", "span_log_likelihoods", "token_losses"]
 
 #: default causal batch: documents per forward pass so that a batch holds about this many tokens
 _CAUSAL_TOKENS = 2048
+#: the last computed losses of this process, by (model files, kind, moments, token ids); see "Reuse" above
+_REUSE: OrderedDict[tuple, tuple] = OrderedDict()
+_REUSE_SIZE = 16
 #: models whose position ids start after the padding index (``max_position_embeddings - padding_idx - 1`` usable)
 _OFFSET_POSITION_MODELS = ("roberta", "xlm-roberta", "camembert", "longformer", "bart", "mpnet")
 
@@ -113,6 +126,7 @@ def load_audit_model(name_or_path, kind: str | None = None, *, dtype=None, devic
 
     if dtype is None and device_map is None:
         model, tok = load_model(name_or_path, kind)
+        model.toolkit_files = files_signature(name_or_path)
         return model.eval(), tok
     names = {"bf16": torch.bfloat16, "bfloat16": torch.bfloat16, "fp16": torch.float16, "float16": torch.float16,
              "fp32": torch.float32, "float32": torch.float32}
@@ -132,7 +146,22 @@ def load_audit_model(name_or_path, kind: str | None = None, *, dtype=None, devic
         raise ToolkitError(f"{src}: cannot load the model ({type(exc).__name__}: {exc})") from exc
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
+    model.toolkit_files = files_signature(src, dt)
     return model.eval(), tok
+
+
+def files_signature(path, *extra) -> str | None:
+    """SHA-256 of a local model folder's files (relative path, size, modification time) and ``extra`` (e.g. the
+    dtype it was loaded in); None for anything else (a hub id). Saving a model again changes it."""
+    root = Path(str(path))
+    if not root.is_dir():
+        return None
+    h = hashlib.sha256(str(root.resolve()).encode("utf-8", "surrogatepass"))
+    for f in sorted(p for p in root.rglob("*") if p.is_file()):
+        st = f.stat()
+        h.update(f"\0{f.relative_to(root).as_posix()}\0{st.st_size}\0{st.st_mtime_ns}".encode("utf-8", "surrogatepass"))
+    h.update(repr(extra).encode())
+    return h.hexdigest()
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -329,20 +358,54 @@ def token_losses(model, tokenizer, texts: Sequence[str], *, kind: str | None = N
     kind = _resolve_kind(model, kind)
     model.eval()
     encoded = _encode(tokenizer, texts, _max_tokens(model, window))
-    keep = [np.flatnonzero(~e[1]) for e in encoded]
-    mus = sigmas = None
-    if kind == "clm":
-        longest = max((len(e[0]) for e in encoded), default=1)
-        bs = batch_size or int(np.clip(_CAUSAL_TOKENS // max(longest, 1), 8, 512))
-        losses, keep, mus, sigmas = _causal(model, encoded, bs, moments, progress)
+    key = _reuse_key(model, kind, encoded)
+    found = None if key is None else (_reused(key + (moments,)) or (None if moments else _reused(key + (True,))))
+    if found is not None:
+        losses, keep, mus, sigmas = found
+        mus, sigmas = (mus, sigmas) if moments else (None, None)
     else:
-        groups = [[np.array([p]) for p in k] for k in keep]
-        losses = [-a for a in _masked_jobs(model, tokenizer, encoded, groups, batch_size or 64, progress)]
+        keep = [np.flatnonzero(~e[1]) for e in encoded]
+        mus = sigmas = None
+        if kind == "clm":
+            longest = max((len(e[0]) for e in encoded), default=1)
+            bs = batch_size or int(np.clip(_CAUSAL_TOKENS // max(longest, 1), 8, 512))
+            losses, keep, mus, sigmas = _causal(model, encoded, bs, moments, progress)
+        else:
+            groups = [[np.array([p]) for p in k] for k in keep]
+            losses = [-a for a in _masked_jobs(model, tokenizer, encoded, groups, batch_size or 64, progress)]
+        if key is not None:  # kept read-only: every caller gets the same arrays
+            for arrays in (losses, keep, mus or [], sigmas or []):
+                for a in arrays:
+                    a.setflags(write=False)
+            _REUSE[key + (moments,)] = (losses, keep, mus, sigmas)
+            while len(_REUSE) > _REUSE_SIZE:
+                _REUSE.popitem(last=False)
     return TokenLosses(
         kind=kind, losses=[np.asarray(a, dtype=np.float64) for a in losses],
         token_ids=[e[0][k] for e, k in zip(encoded, keep)], offsets=[e[2][k] for e, k in zip(encoded, keep)],
         window_texts=[e[3] for e in encoded], model_name=model_name(model), window=window,
         n_truncated=sum(e[4] for e in encoded), mu=mus, sigma=sigmas)
+
+
+def _reused(key: tuple):
+    """The kept result of ``key`` (now the most recently used), or None."""
+    found = _REUSE.get(key)
+    if found is not None:
+        _REUSE.move_to_end(key)
+    return found
+
+
+def _reuse_key(model, kind: str, encoded) -> tuple | None:
+    """(model files, kind, digest of every document's token ids), or None for a model without a files signature."""
+    files = getattr(model, "toolkit_files", None)
+    if files is None:
+        return None
+    h = hashlib.sha256()
+    for e in encoded:
+        ids = e[0]
+        h.update(len(ids).to_bytes(8, "little"))
+        h.update(np.ascontiguousarray(ids, dtype=np.int64).tobytes())
+    return (files, kind, h.hexdigest())
 
 
 def sequence_log_likelihoods(model, tokenizer, texts: Sequence[str], *, kind: str | None = None,
@@ -382,5 +445,16 @@ def span_log_likelihoods(model, tokenizer, texts: Sequence[str], spans: Sequence
     for (s, e), (_, special, offs, _, _) in zip(spans, encoded):
         sel = np.flatnonzero(~special & (offs[:, 0] < e) & (offs[:, 1] > s))
         groups.append([sel] if sel.size else [])
+    key = _reuse_key(model, "mlm-spans", encoded)
+    if key is not None:  # the masked groups are part of what is computed
+        key += (hashlib.sha256(b"".join(g[0].astype(np.int64).tobytes() + b"|" if g else b"-|"
+                                        for g in groups)).hexdigest(),)
+        if _reused(key) is not None:
+            return _REUSE[key].copy()
     got = _masked_jobs(model, tokenizer, encoded, groups, batch_size or 64, progress)
-    return np.array([g.sum() if g.size else np.nan for g in got], dtype=float)
+    out = np.array([g.sum() if g.size else np.nan for g in got], dtype=float)
+    if key is not None:
+        _REUSE[key] = out.copy()
+        while len(_REUSE) > _REUSE_SIZE:
+            _REUSE.popitem(last=False)
+    return out
