@@ -18,7 +18,10 @@ loop's many small forwards suffer most from the contention). On a CPU exact PLL 
 copy runs the whole encoder over the window, so batching saves only the per-position vocabulary projection and the
 per-call overhead; the 20x target was not reached there. Batching is meant to pay off on an accelerator (not measured).
 
-Usage: ``python benchmarks/attacks.py [--documents 40] [--window 256] [--threads 2] [--device cpu]``
+It then times a run's reference scoring: the same base model scoring the same windows for ``--checkpoints``
+audited checkpoints, computed for each against computed once and reused (same losses checked).
+
+Usage: ``python benchmarks/attacks.py [--documents 40] [--window 256] [--threads 2] [--device cpu] [--checkpoints 7]``
 """
 
 from __future__ import annotations
@@ -63,6 +66,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--checkpoints", type=int, default=7,
+                    help="checkpoints audited against one reference model (0: skip that comparison)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)
@@ -99,6 +104,33 @@ def main() -> None:
           f"max |diff| = {diff:.2e}")
     if not ok:
         raise SystemExit("the battery's PLL differs from the naive loop")
+    if args.checkpoints:
+        reference_reuse(model, tokenizer, texts, args)
+
+
+def reference_reuse(model, tokenizer, texts, args) -> None:
+    """A run audits several checkpoints against one reference (the base model): its losses on the same windows are
+    computed for the first checkpoint and reused for the others (:mod:`toolkit.audit.losses`, "Reuse") — against
+    computing them for every checkpoint, in the same run."""
+    import tempfile
+
+    from toolkit.audit.losses import load_audit_model
+
+    with tempfile.TemporaryDirectory() as d:
+        model.save_pretrained(d)
+        tokenizer.save_pretrained(d)
+        times = {}
+        for label, load in (("every checkpoint", lambda: (model, tokenizer)),  # in memory: never reused
+                            ("reused", lambda: load_audit_model(d))):
+            t0, first = time.perf_counter(), None
+            for _ in range(args.checkpoints):
+                ref, tok = load()
+                tl = token_losses(ref, tok, texts, window=args.window, batch_size=args.batch_size, progress=False)
+                first = first or tl
+                assert all(np.allclose(a, b, atol=1e-5) for a, b in zip(tl.losses, first.losses))
+            times[label] = time.perf_counter() - t0
+    print(f"reference PLL for {args.checkpoints} checkpoints: computed each time {times['every checkpoint']:.2f} s, "
+          f"reused {times['reused']:.2f} s ({times['every checkpoint'] / times['reused']:.1f}x)")
 
 
 if __name__ == "__main__":
