@@ -33,24 +33,20 @@ hub id, a model built in memory) are never reused.
 from __future__ import annotations
 
 import hashlib
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
 from toolkit.corpus import ToolkitError
+from toolkit.audit.reuse import files_signature, remember, reuse_key, reused
 from toolkit.models import load_model, model_kind
 
-__all__ = ["TokenLosses", "files_signature", "load_audit_model", "model_max_tokens", "model_name",
-           "sequence_log_likelihoods", "span_log_likelihoods", "token_losses"]
+__all__ = ["TokenLosses", "load_audit_model", "model_max_tokens", "model_name", "sequence_log_likelihoods",
+           "span_log_likelihoods", "token_losses"]
 
 #: default causal batch: documents per forward pass so that a batch holds about this many tokens
 _CAUSAL_TOKENS = 2048
-#: the last computed losses of this process, by (model files, kind, moments, token ids); see "Reuse" above
-_REUSE: OrderedDict[tuple, tuple] = OrderedDict()
-_REUSE_SIZE = 16
 #: models whose position ids start after the padding index (``max_position_embeddings - padding_idx - 1`` usable)
 _OFFSET_POSITION_MODELS = ("roberta", "xlm-roberta", "camembert", "longformer", "bart", "mpnet")
 
@@ -148,20 +144,6 @@ def load_audit_model(name_or_path, kind: str | None = None, *, dtype=None, devic
         tok.pad_token = tok.eos_token
     model.toolkit_files = files_signature(src, dt)
     return model.eval(), tok
-
-
-def files_signature(path, *extra) -> str | None:
-    """SHA-256 of a local model folder's files (relative path, size, modification time) and ``extra`` (e.g. the
-    dtype it was loaded in); None for anything else (a hub id). Saving a model again changes it."""
-    root = Path(str(path))
-    if not root.is_dir():
-        return None
-    h = hashlib.sha256(str(root.resolve()).encode("utf-8", "surrogatepass"))
-    for f in sorted(p for p in root.rglob("*") if p.is_file()):
-        st = f.stat()
-        h.update(f"\0{f.relative_to(root).as_posix()}\0{st.st_size}\0{st.st_mtime_ns}".encode("utf-8", "surrogatepass"))
-    h.update(repr(extra).encode())
-    return h.hexdigest()
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -358,8 +340,8 @@ def token_losses(model, tokenizer, texts: Sequence[str], *, kind: str | None = N
     kind = _resolve_kind(model, kind)
     model.eval()
     encoded = _encode(tokenizer, texts, _max_tokens(model, window))
-    key = _reuse_key(model, kind, encoded)
-    found = None if key is None else (_reused(key + (moments,)) or (None if moments else _reused(key + (True,))))
+    key = reuse_key(model, kind, encoded)
+    found = None if key is None else (reused(key + (moments,)) or (None if moments else reused(key + (True,))))
     if found is not None:
         losses, keep, mus, sigmas = found
         mus, sigmas = (mus, sigmas) if moments else (None, None)
@@ -377,35 +359,12 @@ def token_losses(model, tokenizer, texts: Sequence[str], *, kind: str | None = N
             for arrays in (losses, keep, mus or [], sigmas or []):
                 for a in arrays:
                     a.setflags(write=False)
-            _REUSE[key + (moments,)] = (losses, keep, mus, sigmas)
-            while len(_REUSE) > _REUSE_SIZE:
-                _REUSE.popitem(last=False)
+            remember(key + (moments,), (losses, keep, mus, sigmas))
     return TokenLosses(
         kind=kind, losses=[np.asarray(a, dtype=np.float64) for a in losses],
         token_ids=[e[0][k] for e, k in zip(encoded, keep)], offsets=[e[2][k] for e, k in zip(encoded, keep)],
         window_texts=[e[3] for e in encoded], model_name=model_name(model), window=window,
         n_truncated=sum(e[4] for e in encoded), mu=mus, sigma=sigmas)
-
-
-def _reused(key: tuple):
-    """The kept result of ``key`` (now the most recently used), or None."""
-    found = _REUSE.get(key)
-    if found is not None:
-        _REUSE.move_to_end(key)
-    return found
-
-
-def _reuse_key(model, kind: str, encoded) -> tuple | None:
-    """(model files, kind, digest of every document's token ids), or None for a model without a files signature."""
-    files = getattr(model, "toolkit_files", None)
-    if files is None:
-        return None
-    h = hashlib.sha256()
-    for e in encoded:
-        ids = e[0]
-        h.update(len(ids).to_bytes(8, "little"))
-        h.update(np.ascontiguousarray(ids, dtype=np.int64).tobytes())
-    return (files, kind, h.hexdigest())
 
 
 def sequence_log_likelihoods(model, tokenizer, texts: Sequence[str], *, kind: str | None = None,
@@ -445,16 +404,15 @@ def span_log_likelihoods(model, tokenizer, texts: Sequence[str], spans: Sequence
     for (s, e), (_, special, offs, _, _) in zip(spans, encoded):
         sel = np.flatnonzero(~special & (offs[:, 0] < e) & (offs[:, 1] > s))
         groups.append([sel] if sel.size else [])
-    key = _reuse_key(model, "mlm-spans", encoded)
+    key = reuse_key(model, "mlm-spans", encoded)
     if key is not None:  # the masked groups are part of what is computed
         key += (hashlib.sha256(b"".join(g[0].astype(np.int64).tobytes() + b"|" if g else b"-|"
                                         for g in groups)).hexdigest(),)
-        if _reused(key) is not None:
-            return _REUSE[key].copy()
+        found = reused(key)
+        if found is not None:
+            return found.copy()
     got = _masked_jobs(model, tokenizer, encoded, groups, batch_size or 64, progress)
     out = np.array([g.sum() if g.size else np.nan for g in got], dtype=float)
     if key is not None:
-        _REUSE[key] = out.copy()
-        while len(_REUSE) > _REUSE_SIZE:
-            _REUSE.popitem(last=False)
+        remember(key, out.copy())
     return out
