@@ -186,7 +186,8 @@ pd.DataFrame(aux_rows).T.round(3)
 # %%
 protection = protection_table(result.audits, result.attacks)
 if len(protection):
-    display(protection.drop(columns=["strategy"]).round(3), Markdown(protection_findings(protection)))
+    display(protection.drop(columns=["strategy"]).round(3),
+            Markdown("\n".join(f"- {line}" for line in protection_findings(protection))))
     plots.protection_figure(protection).show()
 else:
     display(Markdown(f"_{NO_ATTACKS}_"))

@@ -127,14 +127,15 @@ def _protection_rows():
 def test_protection_findings_are_computed_from_the_table():
     from toolkit.pipelines.steps import protection_findings
 
-    text = protection_findings(_protection_rows())
-    assert "PII inference top-1 0.250 = 2.5× chance (0.100), **above** twice chance" in text
-    assert "PII inference top-1 0.200 = 2.0× chance (0.100), within twice chance" in text  # 2× is within
-    assert ("**ppclm_surrogate (epoch 12)** against **ppclm (epoch 12)**: utility 0.600 vs 0.800 on training notes "
-            "(0.75×); 0.450 vs 0.500 on held-out notes (0.90×)") in text
-    assert "**ppclm (epoch 12)** against" not in text  # PP itself is the reference, not compared with itself
-    assert protection_findings(_protection_rows().drop(index="ppclm (epoch 12)")).count("against") == 0
-    assert protection_findings(pd.DataFrame()) == ""
+    lines = protection_findings(_protection_rows())
+    assert "ppclm (epoch 12): PII inference top-1 0.250 = 2.5× chance (0.100), above twice chance" in lines
+    assert ("ppclm_surrogate (epoch 12): PII inference top-1 0.200 = 2.0× chance (0.100), within twice chance"
+            in lines)  # 2× is within
+    assert ("ppclm_surrogate (epoch 12) against ppclm (epoch 12): utility 0.600 vs 0.800 on training notes "
+            "(0.75×); 0.450 vs 0.500 on held-out notes (0.90×)") in lines
+    assert not any(ln.startswith("ppclm (epoch 12) against") for ln in lines)  # PP is the reference, not compared
+    assert not any("against" in ln for ln in protection_findings(_protection_rows().drop(index="ppclm (epoch 12)")))
+    assert protection_findings(pd.DataFrame()) == []
 
 
 def test_protection_figure_shows_both_utilities():

@@ -286,15 +286,16 @@ def findings(results: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-def protection_findings(table: pd.DataFrame) -> str:
-    """Markdown bullets read off :func:`protection_table`, computed for this run: each model's PII inference top-1
-    against chance (within 2× chance or not, methods.md §10), and each strategy that rewrites the input
-    (``*_surrogate``, ``*_category``, ``*_pseudo``) against the PP strategy of its kind (``ppclm`` / ``ppmlm``):
-    PII inference, then utility on the training notes and on held-out notes as a ratio of PP's (§4)."""
+def protection_findings(table: pd.DataFrame) -> list[str]:
+    """Sentences read off :func:`protection_table`, computed for this run (plain text: the report lists them, a
+    notebook joins them into bullets): each model's PII inference top-1 against chance (within 2× chance or not,
+    methods.md §10), and each strategy that rewrites the input (``*_surrogate``, ``*_category``, ``*_pseudo``)
+    against the PP strategy of its kind (``ppclm`` / ``ppmlm``): utility on the training notes and on held-out notes
+    as a ratio of PP's (§4)."""
     from toolkit.strategies import STRATEGIES
 
     if not len(table):
-        return ""
+        return []
 
     def num(v) -> float | None:
         return None if v is None or pd.isna(v) else float(v)
@@ -305,9 +306,9 @@ def protection_findings(table: pd.DataFrame) -> str:
             return "PII inference not measured"
         ratio = top1 / chance
         return (f"PII inference top-1 {top1:.3f} = {ratio:.1f}× chance ({chance:.3f}), "
-                + ("within" if ratio <= 2 else "**above**") + " twice chance")
+                + ("within" if ratio <= 2 else "above") + " twice chance")
 
-    lines = [f"- **{label}**: {pii(r)}" for label, r in table.iterrows()]
+    lines = [f"{label}: {pii(r)}" for label, r in table.iterrows()]
     last = {r["strategy"]: (label, r) for label, r in table.iterrows()}
     for name, (label, r) in last.items():
         strat = STRATEGIES.get(name)
@@ -320,8 +321,8 @@ def protection_findings(table: pd.DataFrame) -> str:
             if mine is not None and theirs:
                 ratios.append(f"{mine:.3f} vs {theirs:.3f} on {where} ({mine / theirs:.2f}×)")
         if ratios:
-            lines.append(f"- **{label}** against **{last[pp][0]}**: utility " + "; ".join(ratios))
-    return "\n".join(lines)
+            lines.append(f"{label} against {last[pp][0]}: utility " + "; ".join(ratios))
+    return lines
 
 
 def runs_table(runs: dict[str, list[tuple[int, Path]]], run_root: str | Path) -> pd.DataFrame:

@@ -114,7 +114,7 @@ def attacks_section(run: RunData) -> list[dict]:
         blocks.append(block("figure", figure(aplots.protection_figure(protection)),
                             "Black tick: chance for PII inference; grey tick: the base model's PII inference; "
                             "diamond: utility on held-out notes."))
-        read = [ln[2:].replace("**", "") for ln in protection_findings(protection).splitlines()]
+        read = protection_findings(protection)
         if read:
             blocks.append(block("p", "Read off the table for this run:"))
             blocks.append(block("list", read))
