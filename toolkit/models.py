@@ -52,11 +52,11 @@ def train_tokenizer(texts: Iterable[str], kind: str, vocab_size: int = 4000):
 
     if kind == "mlm":
         specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-        tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-        tok.normalizer = normalizers.BertNormalizer(lowercase=False, strip_accents=False, clean_text=True)
-        tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-        tok.train_from_iterator(texts, trainer=trainers.WordPieceTrainer(vocab_size=vocab_size,
-                                                                         special_tokens=specials))
+        normalizer = normalizers.BertNormalizer(lowercase=False, strip_accents=False, clean_text=True)
+        pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+        tok = Tokenizer(models.WordPiece(_wordpiece_vocab(texts, normalizer, pre_tokenizer, vocab_size, specials),
+                                         unk_token="[UNK]", continuing_subword_prefix="##"))
+        tok.normalizer, tok.pre_tokenizer = normalizer, pre_tokenizer
         cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
         tok.post_processor = processors.TemplateProcessing(
             single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
@@ -75,6 +75,54 @@ def train_tokenizer(texts: Iterable[str], kind: str, vocab_size: int = 4000):
         return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=eos, eos_token=eos, unk_token=eos,
                                        pad_token=eos)
     raise ToolkitError(f"model kind must be one of {MODEL_KINDS}, got {kind!r}")
+
+
+#: Private-use planes 15 and 16: the code points :func:`_wordpiece_vocab` spells the characters of a word with.
+_PRIVATE_USE = [*range(0xF0000, 0xFFFFE), *range(0x100000, 0x10FFFE)]
+
+
+def _wordpiece_vocab(texts: Iterable[str], normalizer, pre_tokenizer, vocab_size: int,
+                     specials: list[str]) -> dict[str, int]:
+    """The vocabulary ``tokenizers``' ``WordPieceTrainer`` learns, learnt reproducibly.
+
+    Why not ``WordPieceTrainer`` itself: it gives a different vocabulary in each process (huggingface/tokenizers
+    #1794). It trains BPE with the ``##`` continuation prefix, and creates the ``##x`` symbols while walking a hash map
+    of the words, so their ids — which break ties between equally frequent merges — follow the process's hash seed;
+    every fresh masked base, and every figure measured on it, differed. Its BPE without a prefix is reproducible
+    (the alphabet is sorted first), so this spells each word's characters in private-use code points, one for a
+    word-initial and one for a continuing character, in sorted order (the same algorithm: word counts, the whole
+    alphabet, merges by count), trains ``BpeTrainer`` on those words and spells the vocabulary back (``##`` before a
+    continuing piece) — the ids the library's ``WordPiece.from_bpe`` would keep.
+    """
+    from collections import Counter
+
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    counts: Counter[str] = Counter()
+    for text in texts:
+        counts.update(w for w, _ in pre_tokenizer.pre_tokenize_str(normalizer.normalize_str(text)))
+    chars = sorted({c for w in counts for c in w})
+    if 2 * len(chars) > len(_PRIVATE_USE):
+        raise ToolkitError(f"{len(chars)} distinct characters: the masked-LM tokenizer can learn at most "
+                           f"{len(_PRIVATE_USE) // 2}")
+    first = {c: chr(_PRIVATE_USE[i]) for i, c in enumerate(chars)}
+    rest = {c: chr(_PRIVATE_USE[len(chars) + i]) for i, c in enumerate(chars)}
+    back = {v: (c, False) for c, v in first.items()} | {v: (c, True) for c, v in rest.items()}
+    spelt = {first[w[0]] + "".join(rest[c] for c in w[1:]): n for w, n in counts.items()}
+
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    bpe.train_from_iterator((f"{w} " * n for w, n in sorted(spelt.items())), trainer=trainers.BpeTrainer(
+        vocab_size=vocab_size, special_tokens=specials, initial_alphabet=list(first.values()),
+        show_progress=False))
+    vocab = {}
+    for piece, i in bpe.get_vocab().items():
+        if piece in specials:
+            vocab[piece] = i
+            continue
+        text, continuing = "".join(back[c][0] for c in piece), back[piece[0]][1]
+        vocab["##" + text if continuing else text] = i
+    return vocab
 
 
 def init_model(tokenizer, config: TinyModelConfig, seed: int = 0):
