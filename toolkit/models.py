@@ -112,7 +112,8 @@ def _wordpiece_vocab(texts: Iterable[str], normalizer, pre_tokenizer, vocab_size
 
     bpe = Tokenizer(models.BPE())
     bpe.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    bpe.train_from_iterator((f"{w} " * n for w, n in sorted(spelt.items())), trainer=trainers.BpeTrainer(
+    chunks = (f"{w} " * min(n - k, 4096) for w, n in sorted(spelt.items()) for k in range(0, n, 4096))
+    bpe.train_from_iterator(chunks, trainer=trainers.BpeTrainer(
         vocab_size=vocab_size, special_tokens=specials, initial_alphabet=list(first.values()),
         show_progress=False))
     vocab = {}
