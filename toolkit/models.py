@@ -78,7 +78,7 @@ def train_tokenizer(texts: Iterable[str], kind: str, vocab_size: int = 4000):
 
 
 #: Private-use planes 15 and 16: the code points :func:`_wordpiece_vocab` spells the characters of a word with.
-_PRIVATE_USE = [*range(0xF0000, 0xFFFFE), *range(0x100000, 0x10FFFE)]
+_PRIVATE_USE = (range(0xF0000, 0xFFFFE), range(0x100000, 0x10FFFE))
 
 
 def _wordpiece_vocab(texts: Iterable[str], normalizer, pre_tokenizer, vocab_size: int,
@@ -95,6 +95,7 @@ def _wordpiece_vocab(texts: Iterable[str], normalizer, pre_tokenizer, vocab_size
     continuing piece) — the ids the library's ``WordPiece.from_bpe`` would keep.
     """
     from collections import Counter
+    from itertools import chain, islice
 
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
@@ -102,11 +103,12 @@ def _wordpiece_vocab(texts: Iterable[str], normalizer, pre_tokenizer, vocab_size
     for text in texts:
         counts.update(w for w, _ in pre_tokenizer.pre_tokenize_str(normalizer.normalize_str(text)))
     chars = sorted({c for w in counts for c in w})
-    if 2 * len(chars) > len(_PRIVATE_USE):
+    points = list(islice(chain(*_PRIVATE_USE), 2 * len(chars)))
+    if len(points) < 2 * len(chars):
         raise ToolkitError(f"{len(chars)} distinct characters: the masked-LM tokenizer can learn at most "
-                           f"{len(_PRIVATE_USE) // 2}")
-    first = {c: chr(_PRIVATE_USE[i]) for i, c in enumerate(chars)}
-    rest = {c: chr(_PRIVATE_USE[len(chars) + i]) for i, c in enumerate(chars)}
+                           f"{sum(map(len, _PRIVATE_USE)) // 2}")
+    first = {c: chr(points[i]) for i, c in enumerate(chars)}
+    rest = {c: chr(points[len(chars) + i]) for i, c in enumerate(chars)}
     back = {v: (c, False) for c, v in first.items()} | {v: (c, True) for c, v in rest.items()}
     spelt = {first[w[0]] + "".join(rest[c] for c in w[1:]): n for w, n in counts.items()}
 
