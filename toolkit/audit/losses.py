@@ -32,7 +32,6 @@ hub id, a model built in memory) are never reused.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -404,13 +403,11 @@ def span_log_likelihoods(model, tokenizer, texts: Sequence[str], spans: Sequence
     for (s, e), (_, special, offs, _, _) in zip(spans, encoded):
         sel = np.flatnonzero(~special & (offs[:, 0] < e) & (offs[:, 1] > s))
         groups.append([sel] if sel.size else [])
-    key = reuse_key(model, "mlm-spans", encoded)
-    if key is not None:  # the masked groups are part of what is computed
-        key += (hashlib.sha256(b"".join(g[0].astype(np.int64).tobytes() + b"|" if g else b"-|"
-                                        for g in groups)).hexdigest(),)
-        found = reused(key)
-        if found is not None:
-            return found.copy()
+    # the positions masked together are part of what is computed (a document without a span: none)
+    key = reuse_key(model, "mlm-spans", encoded, [g[0] if g else () for g in groups])
+    found = None if key is None else reused(key)
+    if found is not None:
+        return found.copy()
     got = _masked_jobs(model, tokenizer, encoded, groups, batch_size or 64, progress)
     out = np.array([g.sum() if g.size else np.nan for g in got], dtype=float)
     if key is not None:

@@ -36,16 +36,20 @@ def files_signature(path, *extra) -> str | None:
     return h.hexdigest()
 
 
-def reuse_key(model, what: str, encoded) -> tuple | None:
-    """(the model's files, ``what``, digest of every document's token ids), or None for a model without files."""
+def reuse_key(model, what: str, encoded, *arrays) -> tuple | None:
+    """(the model's files, ``what``, digest of every document's token ids and of each of ``arrays`` — further
+    per-document integer arrays that change what is computed, e.g. the positions masked together), or None for a
+    model without files."""
     files = getattr(model, "toolkit_files", None)
     if files is None:
         return None
     h = hashlib.sha256()
-    for e in encoded:
-        ids = np.ascontiguousarray(e[0], dtype=np.int64)
-        h.update(len(ids).to_bytes(8, "little"))
-        h.update(ids.tobytes())
+    for per_document in ([e[0] for e in encoded], *arrays):
+        h.update(b"|")
+        for a in per_document:
+            ids = np.ascontiguousarray(a, dtype=np.int64)
+            h.update(len(ids).to_bytes(8, "little"))
+            h.update(ids.tobytes())
     return (files, what, h.hexdigest())
 
 
