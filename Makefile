@@ -52,9 +52,10 @@ benchmark: $(STAMP)
 fuzz: $(STAMP)
 	$(PY) benchmarks/fuzz_loaders.py
 
-# the quick start's tiny base, built ahead so that a workshop's first run copies it (prebuilt/<key>)
+# the tiny bases of the quick start (notebook 00) and of the masked- and causal-LM experiments (notebooks 02, 03), built
+# ahead so that a workshop's first run copies them (prebuilt/<key>; about 8 min of CPU, nothing to do for a base there)
 prebuilt: $(STAMP)
-	$(PY) -m toolkit.pipelines.prebuilt configs/quickstart.yaml
+	$(PY) -m toolkit.pipelines.prebuilt configs/quickstart.yaml configs/cpu_masked.yaml configs/cpu_causal.yaml
 
 samples: $(STAMP)
 	$(PY) -m toolkit.samples --out data_samples

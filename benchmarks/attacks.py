@@ -1,47 +1,83 @@
-"""Benchmark: the battery's batched pseudo-log-likelihood against a naive per-token loop, in one run.
+"""Benchmark: exact batched pseudo-log-likelihood, budgeted PLL and a per-token loop on a run's masked models, in one run.
 
-On the first ``--documents`` training notes of ``data_samples/clinical/notes.jsonl`` (cut to the audit window,
-``--window`` tokens) and a tiny BERT (WordPiece 4k trained on the public split, 2 layers x 128 hidden, random
-weights: timing only) it measures
+Takes a run directory of a masked-LM experiment (notebook 02: ``python -m toolkit run configs/cpu_masked.yaml --out
+RUN``) and finds the base model (``base_*/``) and the last checkpoint of every strategy (``runs/<strategy>/epoch-<N>``,
+``--all-epochs``: every one); the members and non-members are the run's own (``RUN/config.yaml``). For each model:
 
-* ``battery`` — :func:`toolkit.audit.losses.token_losses`: one masked copy per token, copies of many documents
-  stacked into batches of ``--batch-size`` rows, LM head applied only at the masked positions;
-* ``naive``   — one forward pass of the whole model per masked position (batch of 1, full logits), as a per-token
-  loop would do;
+* ``exact``   — :func:`toolkit.audit.losses.token_losses` with every position masked (copies of many documents
+  stacked into batches of ``--batch-size`` rows, LM head only at the masked positions), Min-K%++ moments included;
+* ``budgeted`` — the same with ``pll_positions=N`` (``--budget``, default the profile's), timed on a copy of the
+  model that the process-wide reuse cannot serve;
+* ``loop``    — one forward pass of the whole model per masked position (batch of 1, full logits), on the first
+  ``--loop-docs`` documents, its time extrapolated per token; its losses are checked against exact (atol 1e-4).
 
-checks that both give the same token losses (``numpy.allclose``, atol 1e-4) and prints both times and the ratio.
-``--naive-docs`` limits the naive loop to the first documents (its time is then extrapolated per token).
+Then the membership AUC of every attack (unit: individual; the base model as reference of every checkpoint) under
+exact PLL and under budgeted PLL for every N of ``--grid``, for each of ``--seeds``. Budgeted losses are a subsample of
+the exact per-position losses at the positions :func:`toolkit.audit.pll.draw_positions` draws — exactly what
+``token_losses(..., pll_positions=N)`` computes (tests/test_pll_budget.py checks it to 1e-6) — so the exact losses are
+computed once per model and every N is evaluated by subsampling them. The smallest N whose AUCs stay within
+``--tolerance`` (0.02) of exact for every attack, model and seed is printed: the CPU profile's ``pll_positions``.
 
-Measured on a shared 2-core CPU (other jobs running, load 4-8), 8 notes / 1,851 tokens, both routes agreeing to
-1e-6: 1 thread — battery 156 tokens/s, naive 83 tokens/s (1.9x); 2 threads — 45 vs 4 tokens/s (11.6x, the naive
-loop's many small forwards suffer most from the contention). On a CPU exact PLL stays compute-bound: every masked
-copy runs the whole encoder over the window, so batching saves only the per-position vocabulary projection and the
-per-call overhead; the 20x target was not reached there. Batching is meant to pay off on an accelerator (not measured).
-
-It then times a run's reference scoring: the same base model scoring the same windows for ``--checkpoints``
-audited checkpoints, computed for each against computed once and reused (same losses checked).
-
-Usage: ``python benchmarks/attacks.py [--documents 40] [--window 256] [--threads 2] [--device cpu] [--checkpoints 7]``
+Usage: ``python benchmarks/attacks.py RUN_DIR [--window 256] [--threads 2] [--grid 8,16,24,32,48,64] [--seeds 0,1,2]
+[--out results.json]``
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import time
+from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import torch
+import yaml
+from sklearn.metrics import roc_auc_score
 
-from toolkit.audit.losses import token_losses
-from toolkit.corpus import Corpus, load_corpus
-from toolkit.models import TinyModelConfig, init_model, train_tokenizer
+from toolkit.audit.attacks import membership_scores, person_scores
+from toolkit.audit.losses import TokenLosses, load_audit_model, token_losses
+from toolkit.audit.pll import draw_positions
+from toolkit.config import load_profile
+from toolkit.config.sections import AttacksSection, CorpusSection
+from toolkit.pipelines.lm_experiment import load_data
 
-DATA = Path(__file__).resolve().parent.parent / "data_samples" / "clinical" / "notes.jsonl"
+
+def find_models(run: Path, all_epochs: bool = False) -> dict[str, Path]:
+    """``label -> folder``: the base model and the last (or every) checkpoint of every strategy of a run."""
+    bases = sorted(p for p in run.glob("base_*") if (p / "config.json").is_file())
+    if not bases:
+        raise SystemExit(f"{run}: no base model (base_*/config.json)")
+    out = {"base": bases[0]}
+    for strategy in sorted(p for p in (run / "runs").glob("*") if p.is_dir()):
+        ckpts = sorted((p for p in strategy.glob("epoch-*") if (p / "config.json").is_file()),
+                       key=lambda p: int(p.name.split("-")[1]))
+        for p in (ckpts if all_epochs else ckpts[-1:]):
+            out[f"{strategy.name} {p.name}"] = p
+    return out
 
 
-def naive_pll(model, tokenizer, texts, window: int, device) -> list[np.ndarray]:
-    """Token losses by one forward per masked position (the reference the battery must reproduce)."""
+def subsample(tl: TokenLosses, budget: int, seed: int) -> TokenLosses:
+    """The budgeted token losses from the exact ones: each document's positions drawn as token_losses draws them."""
+    draws = [draw_positions(ids, budget, seed) for ids in tl.token_ids]
+
+    def pick(arrays):
+        return None if arrays is None else [a[d] for a, d in zip(arrays, draws)]
+
+    return replace(tl, losses=pick(tl.losses), token_ids=pick(tl.token_ids), offsets=pick(tl.offsets), mu=pick(tl.mu),
+                   sigma=pick(tl.sigma))
+
+
+def aucs(tl: TokenLosses, ref: TokenLosses | None, persons, members: set) -> dict[str, float]:
+    """Membership AUC of every attack, individuals as units (as the battery's default)."""
+    per = person_scores(membership_scores(tl, reference_losses=ref), persons)
+    y = np.isin(np.asarray(per.index, dtype=object), list(members))
+    return {a: float(roc_auc_score(y, per[a].to_numpy())) for a in per.columns}
+
+
+def loop_pll(model, tokenizer, texts, window: int, device) -> list[np.ndarray]:
+    """Token losses by one forward per masked position (the reference the batched pass must reproduce)."""
     out = []
     for text in texts:
         enc = tokenizer(text, truncation=True, max_length=window, return_special_tokens_mask=True)
@@ -52,85 +88,108 @@ def naive_pll(model, tokenizer, texts, window: int, device) -> list[np.ndarray]:
             y[0, t] = tokenizer.mask_token_id
             with torch.inference_mode():
                 logits = model(input_ids=y).logits[0, t]
-            losses.append(-torch.log_softmax(logits.float(), -1)[x[0, t]].item())
+            losses.append(-torch.log_softmax(logits.double(), -1)[x[0, t]].item())
         out.append(np.array(losses))
     return out
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--documents", type=int, default=40)
-    ap.add_argument("--naive-docs", type=int, default=None, help="documents the naive loop runs on (default all)")
-    ap.add_argument("--window", type=int, default=256)
+    ap.add_argument("run", type=Path, help="run directory of a masked-LM experiment (notebook 02)")
+    ap.add_argument("--window", type=int, default=None, help="audit window (default: the run's audit.attacks.window)")
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--device", default="cpu")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--checkpoints", type=int, default=7,
-                    help="checkpoints audited against one reference model (0: skip that comparison)")
+    ap.add_argument("--grid", default="8,16,24,32,48,64")
+    ap.add_argument("--seeds", default="0,1,2")
+    ap.add_argument("--budget", type=int, default=None, help="N timed as budgeted PLL (default: the run's profile)")
+    ap.add_argument("--tolerance", type=float, default=0.02)
+    ap.add_argument("--loop-docs", type=int, default=2, help="documents the per-token loop runs on (0: skip)")
+    ap.add_argument("--all-epochs", action="store_true")
+    ap.add_argument("--out", type=Path, default=None, help="write every number as JSON here")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)
+    raw = yaml.safe_load((args.run / "config.yaml").read_text(encoding="utf-8"))  # as the run wrote it
+    attacks = (raw.get("audit") or {}).get("attacks") or {}
+    window = args.window or attacks.get("window") or AttacksSection().window
+    grid, seeds = [int(x) for x in args.grid.split(",")], [int(x) for x in args.seeds.split(",")]
+    chosen = attacks.get("pll_positions") or load_profile(raw.get("profile", "cpu")).pll_positions
+    budget = args.budget or (chosen if chosen != "all" else 32)
+    cfg = SimpleNamespace(corpus=CorpusSection(**raw["corpus"]), models=None, source=str(args.run / "config.yaml"))
+    data = load_data(cfg)
+    docs = list(data["members"]) + list(data["nonmembers"])
+    texts, persons, members = [d.text for d in docs], [d.person_id for d in docs], set(data["members"].person_ids)
+    models = find_models(args.run, args.all_epochs)
+    print(f"{len(models)} models, {len(texts)} documents ({len(members)} members), window {window}, device {device}, "
+          f"{torch.get_num_threads()} threads")
 
-    corpus = load_corpus(DATA)
-    tokenizer = train_tokenizer([d.text for d in corpus.filter(split="public")], "mlm", 4000)
-    docs = Corpus(list(corpus.filter(split="train"))[:args.documents])
-    model = init_model(tokenizer, TinyModelConfig(kind="mlm", hidden_size=128, num_layers=2, num_heads=2,
-                                                  intermediate_size=512, max_length=args.window),
-                       seed=args.seed).eval().to(device)
-    texts = [d.text for d in docs]
+    exact, times, rows = {}, {}, []
+    for label, path in models.items():
+        model, tok = load_audit_model(path)
+        model.to(device)
+        files, model.toolkit_files = model.toolkit_files, None
+        token_losses(model, tok, texts[:1], window=window, progress=False)  # warm-up, not timed, not kept
+        model.toolkit_files = files
+        t0 = time.perf_counter()
+        exact[label] = token_losses(model, tok, texts, window=window, batch_size=args.batch_size, progress=False)
+        t_exact = time.perf_counter() - t0
+        model.toolkit_files = None  # no reuse: budgeted PLL computed, not subsampled from the kept exact losses
+        t0 = time.perf_counter()
+        bud = token_losses(model, tok, texts, window=window, batch_size=args.batch_size, progress=False,
+                           pll_positions=budget, pll_seed=seeds[0])
+        t_budget = time.perf_counter() - t0
+        same = subsample(exact[label], budget, seeds[0])
+        assert all(np.allclose(a, b, atol=1e-6) for a, b in zip(bud.losses, same.losses))
+        t_loop, ok = float("nan"), None
+        if args.loop_docs:
+            t0 = time.perf_counter()
+            loop = loop_pll(model, tok, texts[:args.loop_docs], window, device)
+            n_loop = sum(a.size for a in loop)
+            t_loop = (time.perf_counter() - t0) * int(exact[label].n_tokens.sum()) / n_loop
+            ok = all(np.allclose(a, b, atol=1e-4) for a, b in zip(exact[label].losses, loop))
+        times[label] = {"exact": t_exact, "budgeted": t_budget, "loop (extrapolated)": t_loop, "loop_agrees": ok,
+                        "tokens": int(exact[label].n_tokens.sum())}
+        print(f"{label:28s} exact {t_exact:7.1f} s   budgeted (N={budget}) {t_budget:6.1f} s   "
+              f"loop {t_loop:8.1f} s (extrapolated; agrees with exact: {ok})", flush=True)
 
-    t0 = time.perf_counter()
-    tl = token_losses(model, tokenizer, texts, window=args.window, batch_size=args.batch_size, progress=False)
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    t_batch = time.perf_counter() - t0
-    n_tok = int(tl.n_tokens.sum())
-    print(f"{len(texts)} documents, {n_tok} scored tokens (window {args.window}, {tl.n_truncated} truncated), "
-          f"device {device}, {torch.get_num_threads()} threads")
-
-    k = args.naive_docs or len(texts)
-    t0 = time.perf_counter()
-    naive = naive_pll(model, tokenizer, texts[:k], args.window, device)
-    t_naive_part = time.perf_counter() - t0
-    n_naive = sum(a.size for a in naive)
-    t_naive = t_naive_part * n_tok / n_naive
-    ok = all(np.allclose(a, b, atol=1e-4) for a, b in zip(tl.losses[:k], naive))
-    diff = max(float(np.abs(a - b).max()) for a, b in zip(tl.losses[:k], naive) if a.size)
-    print(f"battery PLL : {t_batch:8.2f} s  ({n_tok / t_batch:8.0f} tokens/s, batch {args.batch_size})")
-    print(f"naive loop  : {t_naive:8.2f} s  ({n_naive / t_naive_part:8.0f} tokens/s"
-          + (f", measured on {k} documents / {n_naive} tokens, extrapolated)" if k < len(texts) else ")"))
-    print(f"ratio       : {t_naive / t_batch:8.1f}x   scores agree (allclose, atol 1e-4): {ok}  "
-          f"max |diff| = {diff:.2e}")
-    if not ok:
-        raise SystemExit("the battery's PLL differs from the naive loop")
-    if args.checkpoints:
-        reference_reuse(model, tokenizer, texts, args)
+    ref = exact["base"]
+    for label, tl in exact.items():
+        r = None if label == "base" else ref
+        base_auc = aucs(tl, r, persons, members)
+        for n in grid:
+            for seed in seeds:
+                got = aucs(subsample(tl, n, seed), None if r is None else subsample(r, n, seed), persons, members)
+                for attack, auc in got.items():
+                    rows.append({"model": label, "attack": attack, "N": n, "seed": seed, "auc_exact": base_auc[attack],
+                                 "auc_budgeted": auc, "delta": auc - base_auc[attack]})
+    report(rows, grid, args.tolerance, times, budget, args.out)
 
 
-def reference_reuse(model, tokenizer, texts, args) -> None:
-    """A run audits several checkpoints against one reference (the base model): its losses on the same windows are
-    computed for the first checkpoint and reused for the others (:mod:`toolkit.audit.losses`, "Reuse") — against
-    computing them for every checkpoint, in the same run."""
-    import tempfile
+def report(rows: list[dict], grid: list[int], tol: float, times: dict, budget: int, out: Path | None) -> None:
+    import pandas as pd
 
-    from toolkit.audit.losses import load_audit_model
-
-    with tempfile.TemporaryDirectory() as d:
-        model.save_pretrained(d)
-        tokenizer.save_pretrained(d)
-        times = {}
-        for label, load in (("every checkpoint", lambda: (model, tokenizer)),  # in memory: never reused
-                            ("reused", lambda: load_audit_model(d))):
-            t0, first = time.perf_counter(), None
-            for _ in range(args.checkpoints):
-                ref, tok = load()
-                tl = token_losses(ref, tok, texts, window=args.window, batch_size=args.batch_size, progress=False)
-                first = first or tl
-                assert all(np.allclose(a, b, atol=1e-5) for a, b in zip(tl.losses, first.losses))
-            times[label] = time.perf_counter() - t0
-    print(f"reference PLL for {args.checkpoints} checkpoints: computed each time {times['every checkpoint']:.2f} s, "
-          f"reused {times['reused']:.2f} s ({times['every checkpoint'] / times['reused']:.1f}x)")
+    df = pd.DataFrame(rows)
+    worst = df.assign(abs_delta=df["delta"].abs()).groupby(["model", "N"])["abs_delta"].max().unstack("N")
+    print("\nmax |AUC budgeted - AUC exact| over attacks and seeds, per model and N:")
+    print(worst.round(3).to_string())
+    exact = df[df["N"] == grid[0]].groupby(["model", "attack"])["auc_exact"].first().unstack("attack")
+    print("\nexact AUC per model and attack:")
+    print(exact.round(3).to_string())
+    mean = df.groupby(["model", "attack", "N"])["auc_budgeted"].mean().unstack("N")
+    print("\nbudgeted AUC (mean over seeds) per model, attack and N:")
+    print(mean.round(3).to_string())
+    per_model = {m: next((n for n in grid if worst.loc[m, n] <= tol), None) for m in worst.index}
+    ok = [n for n in grid if (worst[n] <= tol).all()]
+    chosen = ok[0] if ok else None
+    print(f"\nsmallest N within ±{tol} per model: {per_model}")
+    print(f"smallest N within ±{tol} on every model: {chosen}")
+    total = {k: sum(t[k] for t in times.values()) for k in ("exact", "budgeted", "loop (extrapolated)")}
+    print(f"total time, {len(times)} models: exact {total['exact']:.0f} s, budgeted (N={budget}) "
+          f"{total['budgeted']:.0f} s, loop {total['loop (extrapolated)']:.0f} s (extrapolated)")
+    if out is not None:
+        out.write_text(json.dumps({"rows": rows, "times": times, "chosen": chosen, "per_model": per_model,
+                                   "tolerance": tol, "budget_timed": budget}, indent=1), encoding="utf-8")
 
 
 if __name__ == "__main__":

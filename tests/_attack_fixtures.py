@@ -72,7 +72,8 @@ def write_model(d: Path, res, ids: dict, *, novel_privacy: float | None = 1.0,
 
 def write_run_attacks(run_dir: Path) -> dict[str, dict]:
     """Attack files for the tiny run's base model and its clm / ppclm checkpoints (epochs 4 and 8): clm leaks (red),
-    ppclm and the base model do not (green). Returns ``label → verdict``."""
+    ppclm and the base model do not (incomplete: 8 members and 8 non-members are too few to judge membership).
+    Returns ``label → verdict``."""
     att = Path(run_dir) / "attacks"
     out = {"base (epoch 0)": write_model(att / "base", battery(0.0, attacks=tuple(a for a in ALL if a != "reference")),
                                          identifiers(0.05, reference_top1=None, canary_max=1.0))}

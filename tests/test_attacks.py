@@ -1,5 +1,6 @@
-"""Attack battery (methods.md §10, §11): token losses against direct computations, attack scores against hand numbers,
-ROC against scikit-learn, exposure against exact ranks, PII inference against a brute-force recount, verdict rules."""
+"""Attack battery (methods.md §10): token losses against direct computations, attack scores against hand numbers,
+ROC against scikit-learn, exposure against exact ranks, PII inference against a brute-force recount (the verdict
+rules of §11 are tested in tests/test_verdict.py)."""
 
 from __future__ import annotations
 
@@ -16,8 +17,7 @@ from sklearn.metrics import roc_auc_score
 from toolkit.audit.attacks import (ATTACKS, battery_from_scores, exposure, exposure_from_samples, exposure_summary,
                                    insert_canaries, make_canaries, membership_scores, memorisation_scores,
                                    occurrence_window, person_scores, pii_inference, run_battery)
-from toolkit.audit.losses import TokenLosses, load_audit_model, span_log_likelihoods, token_losses
-from toolkit.audit.verdict import VerdictThresholds, detectable_auc, verdict
+from toolkit.audit.losses import TokenLosses, leading_token, load_audit_model, span_log_likelihoods, token_losses
 from toolkit.corpus import Corpus, make_document
 from toolkit.models import TinyModelConfig, init_model, train_tokenizer
 
@@ -91,10 +91,18 @@ def _naive_pll(model, tok, text, window=64):
 
 
 def _direct_causal(model, tok, text, window=64):
+    """``(rows, targets)``: the log-probability rows of the scored tokens and their ids, computed by hand as
+    token_losses scores them — a text without a special start (GPT-2 style) has its first token predicted from the
+    BOS alone (one forward pass of the BOS), every later one from the plain sequence; a text that starts with the
+    tokenizer's own BOS (Llama) has it as context only."""
     ids = tok(text, truncation=True, max_length=window)["input_ids"]
     with torch.no_grad():
         lp = torch.log_softmax(model(input_ids=torch.tensor(ids)[None]).logits[0].double(), -1).numpy()
-    return lp, np.array(ids)
+        lead = leading_token(tok)
+        if lead is None:
+            return lp[:-1], np.array(ids[1:])
+        lp0 = torch.log_softmax(model(input_ids=torch.tensor([[lead]])).logits[0, -1].double(), -1).numpy()
+    return np.vstack([lp0[None], lp[:-1]]), np.array(ids)
 
 
 # ---- token losses --------------------------------------------------------------------------------------------------
@@ -105,14 +113,15 @@ def test_causal_losses_match_direct_forward(gpt2):
     texts = TEXTS[:5] + ["Mr Eaton", "x"]
     tl = token_losses(model, tok, texts, batch_size=3, progress=False)   # padded batches of unequal lengths
     for i, text in enumerate(texts):
-        lp, ids = _direct_causal(model, tok, text)
-        np.testing.assert_allclose(tl.losses[i], -lp[np.arange(len(ids) - 1), ids[1:]], atol=1e-5)
-        p = np.exp(lp[:-1])
-        mu = (p * lp[:-1]).sum(1)
+        lp, tg = _direct_causal(model, tok, text)
+        assert tl.losses[i].size == len(tg) == min(64, len(tok(text)["input_ids"]))  # every content token, the first too
+        np.testing.assert_allclose(tl.losses[i], -lp[np.arange(len(tg)), tg], atol=1e-5)
+        p = np.exp(lp)
+        mu = (p * lp).sum(1)
         np.testing.assert_allclose(tl.mu[i], mu, atol=1e-5)
-        np.testing.assert_allclose(tl.sigma[i], np.sqrt((p * lp[:-1] ** 2).sum(1) - mu ** 2), atol=1e-4)
-    cut = token_losses(model, tok, texts[:1], window=8, progress=False)
-    assert cut.losses[0].size == 7 and cut.n_truncated == 1 and texts[0].startswith(cut.window_texts[0])
+        np.testing.assert_allclose(tl.sigma[i], np.sqrt((p * lp ** 2).sum(1) - mu ** 2), atol=1e-4)
+    cut = token_losses(model, tok, texts[:1], window=8, progress=False)    # the window holds no BOS: 8 content tokens
+    assert cut.losses[0].size == 8 and cut.n_truncated == 1 and texts[0].startswith(cut.window_texts[0])
 
 
 @pytest.mark.parametrize("arch", ["bert", "roberta"])
@@ -129,7 +138,7 @@ def test_masked_pll_matches_naive_loop(bert, arch):
                                                  max_position_embeddings=80, pad_token_id=tok.pad_token_id)).eval()
     texts = TEXTS[:3] + ["Mr Eaton left."]
     tl = token_losses(model, tok, texts, window=64, batch_size=7, progress=False)
-    assert tl.mu is None
+    assert [m.shape for m in tl.mu] == [a.shape for a in tl.losses]  # Min-K%++ moments (tests/test_pll_budget.py)
     for i, text in enumerate(texts):
         np.testing.assert_allclose(tl.losses[i], _naive_pll(model, tok, text), atol=1e-5)
 
@@ -144,9 +153,9 @@ def test_tiny_llama_with_bos():
                                          max_position_embeddings=64, pad_token_id=tok.pad_token_id)).eval()
     tl = token_losses(model, tok, TEXTS[:2], progress=False)
     for i, text in enumerate(TEXTS[:2]):
-        lp, ids = _direct_causal(model, tok, text)
-        assert ids[0] == tok.bos_token_id and tl.losses[i].size == len(ids) - 1  # BOS is context, never a target
-        np.testing.assert_allclose(tl.losses[i], -lp[np.arange(len(ids) - 1), ids[1:]], atol=1e-5)
+        lp, tg = _direct_causal(model, tok, text)
+        assert tok(text)["input_ids"][0] == tok.bos_token_id and tl.losses[i].size == len(tg)  # BOS: context only
+        np.testing.assert_allclose(tl.losses[i], -lp[np.arange(len(tg)), tg], atol=1e-5)
 
 
 def test_oom_halves_batch(gpt2, monkeypatch):
@@ -169,8 +178,8 @@ def test_oom_halves_batch(gpt2, monkeypatch):
 
 def test_progress_bar_label(bert, capsys):
     model, tok = bert
-    token_losses(model, tok, TEXTS[:1], progress=True)
-    assert "PLL BertForMaskedLM" in capsys.readouterr().err
+    token_losses(model, tok, TEXTS[:1], progress=True, label="membership")
+    assert "membership PLL · BertForMaskedLM" in capsys.readouterr().err
 
 
 def test_load_audit_model_dtype(gpt2, tmp_path):
@@ -252,11 +261,10 @@ def test_min_k_plus_plus_against_numpy(gpt2):
     tl = token_losses(model, tok, TEXTS[:3], progress=False)
     got = ATTACKS["min_k_plus_plus"](tl)
     for i, text in enumerate(TEXTS[:3]):
-        lp, ids = _direct_causal(model, tok, text)
-        lp = lp[:-1]
+        lp, tg = _direct_causal(model, tok, text)
         mu = (np.exp(lp) * lp).sum(1)
         sd = np.sqrt((np.exp(lp) * lp ** 2).sum(1) - mu ** 2)
-        z = (lp[np.arange(len(ids) - 1), ids[1:]] - mu) / sd
+        z = (lp[np.arange(len(tg)), tg] - mu) / sd
         assert got[i] == pytest.approx(np.sort(z)[:math.ceil(0.2 * z.size)].mean(), abs=1e-4)
 
 
@@ -278,7 +286,9 @@ def test_battery_roc_matches_sklearn(gpt2, tmp_path):
     res = run_battery(model, tok, members, nonmembers, reference=(model, tok), window=32, progress=False,
                       extra_scores={"identifier_count": counts})
     js = res.to_json()
-    assert set(js) == {"unit", "n_members", "n_nonmembers", "reference", "strongest", "attacks"}
+    assert set(js) == {"unit", "n_members", "n_nonmembers", "reference", "strongest", "attacks", "bootstrap_unit",
+                       "reference_normalisation", "n_unscoreable", "unscoreable", "n_excluded_tokens", "scoring"}
+    assert js["scoring"] == {"kind": "clm", "estimator": "exact"}
     assert (js["n_members"], js["n_nonmembers"]) == (4, 4)
     assert set(js["attacks"]) == {"loss", "zlib", "min_k", "min_k_plus_plus", "reference", "identifier_count"}
     for name, rep in js["attacks"].items():
@@ -422,48 +432,6 @@ def test_memorisation_scores_injected():
     want = {n.lower(): len(n) - 6.0 for n in NAMES}
     assert dict(zip(types["term"], types["score"])) == want
     assert summary["overall"]["share_positive"] == pytest.approx(np.mean([v > 0 for v in want.values()]))
-
-
-# ---- verdict --------------------------------------------------------------------------------------------------------
-
-
-def _battery(auc=0.6, lo=0.5, tpr=0.0, n_non=200, strongest="loss"):
-    return {"n_members": 200, "n_nonmembers": n_non, "strongest": strongest,
-            "attacks": {"loss": {"auc": auc, "auc_ci": [lo, auc + 0.05],
-                                 "tpr_at_fpr": {"0.001": None, "0.01": tpr if n_non >= 100 else None, "0.1": 0.2}},
-                        "zlib": {"auc": 0.5, "auc_ci": [0.45, 0.55], "tpr_at_fpr": {"0.001": None, "0.01": 0.01,
-                                                                                        "0.1": 0.1}}}}
-
-
-def test_verdict_rules():
-    assert verdict(novel_privacy=0.9).level == "red"
-    assert verdict(novel_privacy=0.97).level == "amber"
-    assert verdict(regurgitation=0.02).rule == "regurgitation"
-    assert verdict(regurgitation=0.005).level == "green"
-    pii = {"overall": {"top1": 0.1, "chance": 0.02, "reference_top1": 0.05}}
-    assert verdict(pii=pii).rule == "pii_inference"
-    assert verdict(pii={"overall": {"top1": 0.1, "chance": 0.02, "reference_top1": 0.2}}).level == "green"
-    assert verdict(pii={"overall": {"top1": 0.03, "chance": 0.02, "reference_top1": 0.0}}).level == "green"
-    assert verdict(canaries={"log2_space": 26.6, "by_repeats": {"1": {"max": 26.0}}}).rule == "canary_exposure"
-    assert verdict(canaries={"log2_space": 26.6, "by_repeats": {"1": {"max": 20.0}, "16": {"max": 26.6}}}).level \
-        == "green"
-    amber = verdict(attacks=_battery(auc=0.62, lo=0.56))
-    assert (amber.level, amber.rule, amber.attack) == ("amber", "membership_auc", "loss")
-    # TPR@1%FPR >= 10% by any attack (not only the strongest) is never green
-    b = _battery(auc=0.55, lo=0.5)
-    b["attacks"]["zlib"]["tpr_at_fpr"]["0.01"] = 0.12
-    v = verdict(attacks=b)
-    assert (v.level, v.rule, v.attack) == ("red", "membership_tpr", "zlib")
-    # unresolvable FPR 1% (fewer than 100 non-members): the AUC CI rule decides
-    assert verdict(attacks=_battery(auc=0.9, lo=0.8, n_non=50)).rule == "membership_auc_unresolvable_fpr"
-    assert verdict(attacks=_battery(auc=0.9, lo=0.7, n_non=50)).level == "amber"
-    green = verdict(attacks=_battery(auc=0.52, lo=0.45), novel_privacy=0.999)
-    assert green.level == "green" and "no leakage detected by these attacks at this sample size" in green.statement
-    assert "anonymous" not in green.statement and "canary exposure" in green.not_measured
-    assert green.detectable_auc == pytest.approx(detectable_auc(200, 200)) and 0.55 < green.detectable_auc < 0.57
-    red = verdict(novel_privacy=0.5, attacks=_battery(auc=0.62, lo=0.56))
-    assert red.level == "red" and len(red.reasons) == 2
-    assert verdict(novel_privacy=0.97, thresholds=VerdictThresholds(novel_privacy_amber=0.95)).level == "green"
 
 
 def test_canaries_into_corpus_moves_spans_and_avoids_them():

@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from toolkit.cli import main
+from toolkit.audit.verdict import LEVELS
 from toolkit.config.sections import AttacksSection
 from toolkit.corpus import Corpus, load_corpus, write_jsonl
 from toolkit.models import TinyModelConfig, init_model, train_tokenizer
@@ -87,7 +88,7 @@ def test_audit_cli_on_trained_checkpoints(trained, kind, tmp_path, capsys):
     assert attacks["reference"] == str(base.resolve()) and (attacks["n_members"], attacks["n_nonmembers"]) == (6, 6)
     expected = {"loss", "zlib", "min_k", "reference", "identifier_count"} | ({"min_k_plus_plus"} if kind == "clm"
                                                                              else set())
-    assert set(attacks["attacks"]) == expected
+    assert expected <= set(attacks["attacks"]) <= expected | {"min_k_plus_plus"}
     ids = json.loads((out / "identifiers.json").read_text())
     assert set(ids) == {"pii_inference", "memorisation"}
     assert ids["pii_inference"]["reference"] == str(base.resolve()) and ids["pii_inference"]["n_occurrences"] > 0
@@ -189,12 +190,12 @@ def test_audit_models_on_tiny_random_architectures(arch, tmp_path):
                        detector="oracle", out_dir=tmp_path / "out", window=64, n_bootstrap=20, progress=False,
                        report=False, **kw)
     label = model_label(model_dir)
-    assert list(res.verdicts) == [label] and res.verdicts[label]["level"] in ("green", "amber", "red")
+    assert list(res.verdicts) == [label] and res.verdicts[label]["level"] in LEVELS
     for name in FILES:
         assert (tmp_path / "out" / label / name).is_file(), name
     att = res.attacks[label]["attacks"]
     assert att["reference"] == str(ref_dir) and "reference" in att["attacks"] and "identifier_count" in att["attacks"]
-    assert ("min_k_plus_plus" in att["attacks"]) == (arch in ("gpt2", "llama"))
+    assert arch not in ("gpt2", "llama") or "min_k_plus_plus" in att["attacks"]  # masked: with the PLL's moments
     probe = res.audits[label]["metrics"]
     assert 0.0 <= probe["privacy"] <= 1.0 and ("token_accuracy" in probe) == (arch in ("gpt2", "llama"))
     assert res.attacks[label]["identifiers"]["pii_inference"]["overall"]["n"] > 0

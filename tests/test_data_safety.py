@@ -233,6 +233,7 @@ def test_io_creates_private_files_and_folders(tmp_path):
         os.umask(old)
 
 
+@pytest.mark.slow
 def test_identifier_output_and_run_directories_are_private(tmp_path):
     from toolkit.identifiers import analyze
     from toolkit.models import TinyModelConfig, init_model, train_tokenizer

@@ -98,6 +98,7 @@ def test_unknown_architecture_is_a_clear_error():
         freeze_all_but_last(Odd())
 
 
+@pytest.mark.slow
 def test_result_dict_bert(bert_dir, splits):
     train, test = splits
     r = downstream_f1(bert_dir, train, test, epochs=1, progress=False)
@@ -114,6 +115,7 @@ def test_result_dict_bert(bert_dir, splits):
     assert again["macro_f1"] == r["macro_f1"] and again["per_class_f1"] == r["per_class_f1"]
 
 
+@pytest.mark.slow
 def test_gpt2_checkpoint(gpt2_dir, splits):
     train, test = splits
     r = downstream_f1(gpt2_dir, train, test, epochs=1, progress=False)
@@ -152,6 +154,7 @@ def test_majority_baseline():
     assert r["macro_f1"] == pytest.approx(1 / 3)
 
 
+@pytest.mark.slow
 def test_learns_a_separable_task(tmp_path):
     """Two labels with disjoint vocabularies: a large learning rate and a few epochs must reach a high F1."""
     import random

@@ -201,6 +201,7 @@ email:
 """
 
 
+@pytest.mark.slow
 def test_ensure_email_base_pretrains_on_the_public_corpus_it_is_given(tmp_path):
     from toolkit.config import load_profile
 
@@ -256,6 +257,7 @@ class Interrupt(TrainerCallback):
             raise KeyboardInterrupt
 
 
+@pytest.mark.slow
 def test_step_checkpoints_seen_sets_and_resume(tiny, tmp_path):
     cfg = TrainConfig(epochs=[1, 2], checkpoints_per_epoch=3, **TRAIN)
     ck = train_technique(tiny["corpus"], "rmft", tiny["base"], tmp_path / "straight", cfg, progress=False)
@@ -290,6 +292,7 @@ def test_step_checkpoints_seen_sets_and_resume(tiny, tmp_path):
         assert torch.equal(pa, pb), name
 
 
+@pytest.mark.slow
 def test_cli_email_train_extract_maxter_round_trip(tiny, tmp_path, capsys):
     corpus = tmp_path / "mail.jsonl"
     corpus.write_text("".join(json.dumps(d.to_dict()) + "\n" for d in tiny["corpus"]), encoding="utf-8")

@@ -255,7 +255,8 @@ def test_auc_against_pairwise_brute_force(seed):
     # the vectorised bootstrap statistic agrees with sklearn on the original sample
     _, codes = np.unique(np.r_[m, n], return_inverse=True)
     K = codes.max() + 1
-    auc, tprs = M.mia._stats_from_codes(codes[None, :37], codes[None, 37:], K, [0.02, 0.1, 0.5])
+    auc, tprs = M.mia._stats_from_counts(M.mia._counts(codes[None, :37], K), M.mia._counts(codes[None, 37:], K),
+                                         [0.02, 0.1, 0.5])
     assert auc[0] == pytest.approx(brute_auc(m, n), abs=1e-12)
     r = M.roc(m, n)
     assert tprs[0].tolist() == pytest.approx([M.tpr_at_fpr(r["fpr"], r["tpr"], f, 53) for f in (0.02, 0.1, 0.5)])
@@ -282,7 +283,8 @@ def test_mia_report_bootstrap():
 
     json.dumps(rep)  # plain Python types
     no_boot = M.mia_report(members, nonmembers, n_bootstrap=0)
-    assert no_boot["auc_ci"] is None and no_boot["tpr_at_fpr_ci"]["0.1"] is None
+    assert no_boot["auc_ci_method"] == "hanley-mcneil" and rep["auc_ci_method"] == "bootstrap"
+    assert no_boot["auc_ci"] == M.hanley_mcneil_ci(rep["auc"], 300, 300) and no_boot["tpr_at_fpr_ci"]["0.1"] is None
 
 
 def test_mia_report_needs_both_classes():

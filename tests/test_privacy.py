@@ -122,6 +122,7 @@ def test_run_key_is_private_created_once_and_per_run(tmp_path):
     assert active_key() is None
 
 
+@pytest.mark.slow
 def test_report_and_regurgitation_tokens_resist_a_dictionary_attack(work, dictionary, corpus):
     html = (work / "report.html").read_text(encoding="utf-8")
     tokens = set(HEX12.findall(_content(html)))
@@ -146,6 +147,7 @@ def test_report_and_regurgitation_tokens_resist_a_dictionary_attack(work, dictio
             assert key.hex().encode() not in data and key not in data, p
 
 
+@pytest.mark.slow
 def test_the_dictionary_check_catches_unkeyed_hashes(work, dictionary, monkeypatch, tmp_path):
     """The check above fails on the old scheme: a report hashed without a key is matched by the dictionary; and an
     old regurgitation.json's unkeyed examples are not shown."""
@@ -248,6 +250,7 @@ def purgeable(work, tmp_path, corpus):
     return d
 
 
+@pytest.mark.slow
 def test_purge_leaves_no_identifier_and_keeps_the_numbers(purgeable, corpus, capsys):
     needles = _gold_needles(corpus)
     assert len(needles) > 500
@@ -276,6 +279,7 @@ def test_purge_leaves_no_identifier_and_keeps_the_numbers(purgeable, corpus, cap
     assert json.loads((purgeable / "purge.json").read_text())["n_removed"] == len(dry.removed)
 
 
+@pytest.mark.slow
 def test_purge_without_keep_report_removes_reports_and_refuses_other_folders(purgeable, tmp_path, capsys):
     res = purge_run(purgeable)
     assert Path("report.html") in res.removed and not list(purgeable.rglob("*.html"))

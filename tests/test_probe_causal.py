@@ -249,6 +249,7 @@ def memoriser(tokenizer, memo_corpus):
     return _train_memoriser(tokenizer, memo_corpus)
 
 
+@pytest.mark.slow
 def test_memorised_sentences_are_recovered(tokenizer, memo_corpus, memoriser, random_model):
     df = probe_causal(memoriser, tokenizer, memo_corpus, positions=None, progress=False)
     assert df["correct"].mean() >= 0.8, df[["original", "predicted"]]
@@ -257,6 +258,7 @@ def test_memorised_sentences_are_recovered(tokenizer, memo_corpus, memoriser, ra
     assert fresh["correct"].mean() < 0.3 and fresh.attrs["token_accuracy"] < 0.3
 
 
+@pytest.mark.slow
 def test_generation_regurgitates(tokenizer, memoriser):
     out = generate_continuations(memoriser, tokenizer, ["the patient takes", "doctor smith", "the nurse checked"],
                                  max_new_tokens=24, progress=False)
@@ -265,9 +267,9 @@ def test_generation_regurgitates(tokenizer, memoriser):
     assert out[2].startswith(" blood pressure twice"), out
 
 
-@pytest.mark.parametrize("which", ["memoriser", "random"])
-def test_batched_generation_equals_one_by_one(tokenizer, memoriser, random_model, which):
-    model = memoriser if which == "memoriser" else random_model
+@pytest.mark.parametrize("which", [pytest.param("memoriser", marks=pytest.mark.slow), "random"])
+def test_batched_generation_equals_one_by_one(tokenizer, random_model, which, request):
+    model = request.getfixturevalue("memoriser") if which == "memoriser" else random_model  # trained: slow
     prompts = ["the patient takes", "doctor", "the nurse checked blood pressure", "Mr Alvarez said the patient",
                "smith prescribed", "a"]
     batched = generate_continuations(model, tokenizer, prompts, max_new_tokens=20, batch_size=4, progress=False)
@@ -278,6 +280,7 @@ def test_batched_generation_equals_one_by_one(tokenizer, memoriser, random_model
     assert generate_continuations(model, tokenizer, [], progress=False) == []
 
 
+@pytest.mark.slow
 def test_regurgitation_rate(tokenizer, memo_corpus, memoriser, random_model):
     ids = {"Insulin", "aspirin", "pressure", "patient", "nowhere"}
     rep = regurgitation_rate(memoriser, tokenizer, memo_corpus, ids, prefix_tokens=4, max_new_tokens=24,

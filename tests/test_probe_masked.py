@@ -151,7 +151,15 @@ def test_assign_passes_balanced():
 # ---- (c) a model that memorised its sentences ---------------------------------------------------------------------
 
 
-def _train_memoriser(tokenizer, texts, steps=300, seed=0):
+#: the memoriser trains until its loss with each word masked alone (every word of MEMO a target once, a fixed batch
+#: evaluated every CHECK_EVERY steps) is below TARGET_LOSS, at most MAX_STEPS steps. Measured on seeds 0-5: 250-375
+#: steps, then the probe recovers every word (1.0); a fixed 300 steps had stopped at 0.79-0.83 on some machines
+TARGET_LOSS, MAX_STEPS, CHECK_EVERY = 0.05, 1500, 25
+
+
+def _train_memoriser(tokenizer, texts, seed=0):
+    """A tiny BERT trained on ``texts`` (25% of the words masked per step) until the criterion above is met; returns
+    ``(model, criterion loss reached)``."""
     torch.manual_seed(seed)
     model = init_model(tokenizer, TinyModelConfig(hidden_size=64, num_layers=2, num_heads=2, intermediate_size=128,
                                                   max_length=64), seed=seed)
@@ -162,27 +170,43 @@ def _train_memoriser(tokenizer, texts, steps=300, seed=0):
     rows = torch.full((len(texts), L), -1)
     for i, (x, r) in enumerate(zip(enc.input_ids, enc.word_row)):
         ids[i, :len(x)], att[i, :len(x)], rows[i, :len(x)] = torch.from_numpy(x), 1, torch.from_numpy(r)
+    n_words = int(rows.max()) + 1
+
+    def masked(chosen):
+        target = (rows >= 0) & chosen[rows.clamp(min=0)]
+        return ids.masked_fill(target, tokenizer.mask_token_id), ids.masked_fill(~target, -100)
+
+    one_word = [masked(torch.arange(n_words) == w) for w in range(n_words)]
+    eval_x, eval_labels = torch.cat([x for x, _ in one_word]), torch.cat([y for _, y in one_word])
+    keep = (eval_labels != -100).any(1)
+    eval_x, eval_labels, eval_att = eval_x[keep], eval_labels[keep], att.repeat(n_words, 1)[keep]
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
     gen = torch.Generator().manual_seed(seed)
-    n_words = int(rows.max()) + 1
-    model.train()
-    for _ in range(steps):
-        chosen = torch.rand(n_words, generator=gen) < 0.25
-        target = (rows >= 0) & chosen[rows.clamp(min=0)]
-        x = ids.masked_fill(target, tokenizer.mask_token_id)
-        labels = ids.masked_fill(~target, -100)
+    criterion = float("inf")
+    for step in range(1, MAX_STEPS + 1):
+        model.train()
+        x, labels = masked(torch.rand(n_words, generator=gen) < 0.25)
         loss = model(input_ids=x, attention_mask=att, labels=labels).loss
         opt.zero_grad()
         loss.backward()
         opt.step()
-    return model.eval()
+        if step % CHECK_EVERY == 0:
+            model.eval()
+            with torch.no_grad():
+                criterion = float(model(input_ids=eval_x, attention_mask=eval_att, labels=eval_labels).loss)
+            if criterion < TARGET_LOSS:
+                break
+    return model.eval(), criterion
 
 
+@pytest.mark.slow  # trains a tiny BERT until it memorised MEMO (250-375 steps)
 def test_memorised_sentences_are_recovered(tokenizer):
-    model = _train_memoriser(tokenizer, MEMO)
+    model, criterion = _train_memoriser(tokenizer, MEMO)
+    assert criterion < TARGET_LOSS, f"not memorised in {MAX_STEPS} steps (loss {criterion:.3f})"
     corpus = Corpus([make_document(f"m{i}", f"p{i}", t) for i, t in enumerate(MEMO)])
     df = probe_masked(model, tokenizer, corpus, positions=None, progress=False)
-    assert df["correct"].mean() >= 0.8, df[["original", "predicted"]]
+    # measured 1.0 (24 of 24 words) once the criterion is met; 0.9 allows two misses
+    assert df["correct"].mean() >= 0.9, df[["original", "predicted"]]
     single = df[df["n_tokens"] == 1]
     assert (single["top_k"].map(len) == 5).all()
     assert (single["top_k"].str[0] == single["predicted"].fillna("")).all()

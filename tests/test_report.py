@@ -21,6 +21,8 @@ from toolkit.identifiers import load_identifiers
 from toolkit.identifiers.words import iter_words, normalize_term
 from toolkit.report import APPENDIX, SECTIONS, build_report, collect_run
 
+pytestmark = pytest.mark.slow  # a tiny experiment is trained (the shared tiny run) for every test
+
 EMAILS = ROOT / "data_samples" / "email" / "train.jsonl"
 
 

@@ -18,6 +18,8 @@ from toolkit.report.attack_sections import ABSENT
 from toolkit.report.verdicts import MISSING
 from toolkit.strategies import STRATEGIES
 
+pytestmark = pytest.mark.slow  # a tiny experiment is trained (the shared tiny run) for every test
+
 
 @pytest.fixture(scope="module")
 def dirs(tmp_path_factory):
@@ -62,11 +64,15 @@ def test_verdict_at_the_top(html, dirs):
     assert page.index('<section id="verdict">') < page.index('class="privacy-mode') < page.index('id="summary"')
     text = _text(top)
     levels = {label: v["level"] for label, v in dirs["verdicts"].items()}
-    assert levels["clm (epoch 8)"] == "red" and levels["ppclm (epoch 8)"] == "green"
+    # 8 members and 8 non-members: smallest detectable AUC 0.79 ≥ 0.75, so nothing short of red can be judged
+    assert levels["clm (epoch 8)"] == "red" and levels["ppclm (epoch 8)"] == levels["base (epoch 0)"] == "incomplete"
     # one badge per audited model (base + each strategy's last checkpoint), the deciding rule, attack and figure
     assert re.search(r"RED clm \(epoch 8\) : leakage found Deciding rule: given a training note with one identifier "
                      r"blanked out, .* Attack: PII inference\. Figure: PII inference top-1 = 0\.400", text)
-    assert "GREEN ppclm (epoch 8)" in text and "GREEN base (epoch 0)" in text
+    for label in ("ppclm (epoch 8)", "base (epoch 0)"):  # the grey level, with what could not be judged and why
+        assert (f"INCOMPLETE {label} : could not be judged: membership not judgeable — 8 members and 8 non-members: "
+                "smallest detectable AUC 0.79") in text
+    assert "#616161" in top and "GREEN" not in text.split("The rules, with their thresholds")[0]
     assert "clm (epoch 4)" not in text  # earlier checkpoints: in the attack section's table, not at the top
     # the thresholds, printed from VerdictThresholds
     th = VerdictThresholds()
@@ -77,7 +83,7 @@ def test_verdict_at_the_top(html, dirs):
 
 
 def test_green_wording_never_anonymous(html, dirs):
-    for page, labels in ((html["run"], ("base (epoch 0)", "ppclm (epoch 8)")), (html["audit"], ("bert-ppmlm",))):
+    for page, labels in ((html["run"], ()), (html["audit"], ("bert-ppmlm",))):
         text = _text(_verdict_section(page))
         for label in labels:
             green = text[text.index(f"GREEN {label}"):]
@@ -89,9 +95,12 @@ def test_green_wording_never_anonymous(html, dirs):
     # the notebook forms of the verdicts say the same
     run = collect_run(dirs["run"])
     frame = verdicts_frame([run])
-    assert set(frame["verdict"]) == {"green", "red"} and len(frame) == 3
-    green = frame[frame["verdict"] == "green"]["statement"]
-    assert green.str.startswith(GREEN_STATEMENT).all() and green.str.contains("smallest detectable AUC").all()
+    assert set(frame["verdict"]) == {"incomplete", "red"} and len(frame) == 3
+    grey = frame[frame["verdict"] == "incomplete"]["statement"]
+    assert grey.str.startswith("could not be judged").all() and grey.str.contains("smallest detectable AUC").all()
+    green = verdicts_frame([collect_run(dirs["audit"])]).set_index("model").loc["bert-ppmlm"]
+    assert green["verdict"] == "green" and green["statement"].startswith(GREEN_STATEMENT)
+    assert "smallest detectable AUC ≈ 0.647 with 30 members and 30 non-members" in green["statement"]
     assert not frame.apply(lambda col: col.astype(str).str.contains("anonym", case=False)).any().any()
     assert "anonym" not in verdicts_html([run]).lower()
 

@@ -43,6 +43,7 @@ def _ids(data):
     return load_identifiers(data["ids"])
 
 
+@pytest.mark.slow
 def test_train_probe_mia_end_to_end(data, tmp_path):
     from toolkit.audit import probe_masked
     from toolkit.audit.evaluate import evaluate_predictions, membership_scores
@@ -65,6 +66,7 @@ def test_train_probe_mia_end_to_end(data, tmp_path):
     assert set(scores.index) == set(data["train"].person_ids)
 
 
+@pytest.mark.slow
 def test_pseudo_and_wrong_kind(data, tmp_path):
     ids = _ids(data)
     ckpts = train(data["train"], data["base"], tmp_path / "pseudo", "mlm_pseudo", TrainConfig(epochs=[1], **CFG),
@@ -87,6 +89,7 @@ class Interrupt(TrainerCallback):
             raise KeyboardInterrupt
 
 
+@pytest.mark.slow
 def test_resume_after_interruption_matches_uninterrupted_run(data, tmp_path):
     ids = _ids(data)
     cfg = TrainConfig(epochs=[1, 2], **CFG)
@@ -104,6 +107,7 @@ def test_resume_after_interruption_matches_uninterrupted_run(data, tmp_path):
         assert torch.equal(pa, pb), name
 
 
+@pytest.mark.slow
 def test_dp_smoke_reports_spent_epsilon(data, tmp_path):
     ckpts = train(data["train"], data["base"], tmp_path / "dp", "mlm_dp", TrainConfig(epochs=[1, 2], **CFG),
                   progress=False)
@@ -269,6 +273,7 @@ def test_training_refuses_documents_the_identifiers_do_not_cover(data, tmp_path)
         assert not (tmp_path / name).exists()  # refused before anything was written
 
 
+@pytest.mark.slow
 def test_resume_with_other_identifiers_or_another_base_is_refused(data, tmp_path):
     import shutil
 
@@ -295,6 +300,7 @@ def test_resume_with_other_identifiers_or_another_base_is_refused(data, tmp_path
                                 progress=False)] == [1, 2]
 
 
+@pytest.mark.slow
 def test_dp_empty_draws_are_noise_steps_the_accountant_counts(data, tmp_path):
     """With 2 individuals and q = 1/2 a quarter of the steps draw nobody: each is still a (noise-only) step of the
     mechanism, so the spent ε is the accountant's for every step of the run."""
@@ -318,6 +324,7 @@ def test_dp_empty_draws_are_noise_steps_the_accountant_counts(data, tmp_path):
         TrainConfig(dp={"unit": "note"})
 
 
+@pytest.mark.slow
 def test_build_base_resumes_with_the_tokenizer_of_its_interrupted_run(tmp_path):
     """A build killed after its tokenizer was saved resumes with that tokenizer (retraining one gives another
     vocabulary: the weights trained so far would be read with other token ids)."""

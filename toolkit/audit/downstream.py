@@ -147,9 +147,11 @@ def downstream_f1(checkpoint: str | Path, train_corpus, eval_corpus, *, label: s
     """
     import numpy as np
     import torch
-    from transformers import (AutoModelForSequenceClassification, AutoTokenizer, DataCollatorWithPadding,
-                              PrinterCallback, Trainer, TrainingArguments)
+    from transformers import (AutoModelForSequenceClassification, AutoTokenizer, DataCollatorWithPadding, Trainer,
+                              TrainingArguments)
     from transformers import set_seed as hf_set_seed
+
+    from toolkit.training.hf import labelled_progress, quiet_trainer
 
     if epochs < 1 or batch_size < 1 or learning_rate <= 0 or not 0 <= warmup_ratio < 1 or max_length < 2:
         raise ToolkitError("epochs >= 1, batch_size >= 1, learning_rate > 0, 0 <= warmup_ratio < 1 and "
@@ -211,8 +213,9 @@ def downstream_f1(checkpoint: str | Path, train_corpus, eval_corpus, *, label: s
             use_cpu=not torch.cuda.is_available(), dataloader_num_workers=0, log_level="error")
         trainer = Trainer(model=model, args=args, train_dataset=train_ds,
                           data_collator=DataCollatorWithPadding(tokenizer))
-        if not progress:  # no bars, and no metrics dict printed in their place
-            trainer.remove_callback(PrinterCallback)
+        # one labelled bar (in a log: a line every 30 s) in place of the Trainer's own, and no metrics dict printed
+        quiet_trainer(trainer, labelled_progress(f"downstream {label}", epochs, math.ceil(len(train_ds) / batch_size),
+                                                 enabled=progress))
         out = trainer.train()
         logits = trainer.predict(eval_ds).predictions
     if isinstance(logits, tuple):

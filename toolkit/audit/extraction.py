@@ -254,7 +254,7 @@ def extract_run(run_dir: str | Path, prompts: pd.DataFrame, out_dir: str | Path,
     ``heldout``: a corpus for perplexity (``None``: perplexity NaN); ``include_base``: also the run's base model
     (``run.json``), as checkpoint 0 with an empty seen set.
     """
-    from tqdm.auto import tqdm
+    from toolkit.progress import progress_bar
 
     from toolkit.models import load_model
     from toolkit.training import corpus_fingerprint, quiet_hf_progress
@@ -283,7 +283,7 @@ def extract_run(run_dir: str | Path, prompts: pd.DataFrame, out_dir: str | Path,
     parts = out / "parts"
     parts.mkdir(parents=True, exist_ok=True)
     rows, ppl_frames = [], []
-    for _, c in tqdm(list(ckpts.iterrows()), desc="extraction", unit="checkpoint", disable=not progress):
+    for _, c in progress_bar(list(ckpts.iterrows()), desc="extraction", unit="checkpoint", enabled=progress):
         part = parts / f"checkpoint-{int(c['checkpoint']):04d}.json"
         ppl_part = parts / f"checkpoint-{int(c['checkpoint']):04d}.perplexity.parquet"
         ident = _digest(key, c["name"], _checkpoint_identity(c["path"]))

@@ -12,10 +12,10 @@ prompt by prompt on CPU, and ``benchmarks/extraction.py`` compares the two on th
 
 from __future__ import annotations
 
-from tqdm.auto import tqdm
 
 from toolkit.audit.probe_masked import max_positions
 from toolkit.errors import ToolkitError
+from toolkit.progress import progress_bar
 
 
 def context_token(tokenizer) -> int | None:
@@ -77,8 +77,8 @@ def generate_ids(model, tokenizer, prompt_ids: list[list[int]], *, max_new_token
     model.eval()
     try:
         with torch.inference_mode():
-            for b0 in tqdm(range(0, len(order), batch_size), desc="generating", unit="batch", disable=not progress,
-                           mininterval=1.0):
+            for b0 in progress_bar(range(0, len(order), batch_size), desc="generating", unit="batch",
+                                   enabled=progress):
                 batch = order[b0:b0 + batch_size]
                 L = max(len(prompts[i]) for i in batch)
                 x = torch.full((len(batch), L), int(pad), dtype=torch.long)

@@ -2,44 +2,52 @@
 
 Definitions
 -----------
-* causal LM: :math:`\\ell_t = -\\log p_f(x_t \\mid x_{<t})` for every token after the first;
+* causal LM: :math:`\\ell_t = -\\log p_f(x_t \\mid x_{<t})` for every content token: when the tokenizer starts a
+  text with no special token (GPT-2), the first content token is scored as :math:`-\\log p_f(x_0 \\mid
+  \\mathrm{BOS})` — the BOS (else EOS; ``<|endoftext|>``, :func:`leading_token`) alone, one forward pass shared by
+  every document — and every later token exactly as without it. The BOS is *not* put in front of the sequence:
+  that would move every token one position from where the model saw it in training (a toolkit-trained GPT-2 never
+  saw a BOS; measured: PII-inference top-1 of the quick start's ``clm`` 0.39 → 0.29 with a prepended BOS), so the
+  window and the positions are the tokenizer's own;
 * masked LM: the pseudo-log-likelihood term :math:`\\ell_t = -\\log p_f(x_t \\mid x_{\\setminus t})` with token ``t``
   alone replaced by the mask token (Salazar et al., "Masked Language Model Scoring", ACL 2020).
 
 Special tokens (CLS, SEP, BOS, EOS added by the tokenizer) are never scored. Documents are cut to the *audit window*:
 at most ``window`` tokens, special tokens included (so the window fits a model whose position table has ``window``
-rows), and never more than the model's own limit. For causal models the mean and standard deviation of
-:math:`\\log p(v)` under :math:`p(\\cdot \\mid x_{<t})` are kept as well (the Min-K%++ normalisation):
+rows), and never more than the model's own limit. The mean and standard deviation of :math:`\\log p(v)` under the
+predictive distribution — :math:`p(\\cdot \\mid x_{<t})` (causal) or :math:`p(\\cdot \\mid x_{\\setminus t})` at the
+masked position (masked) — are kept as well (the Min-K%++ normalisation):
 
 .. math:: \\mu_t = \\sum_v p(v) \\log p(v), \\qquad \\sigma_t^2 = \\sum_v p(v) (\\log p(v))^2 - \\mu_t^2
 
 (as ``mimir/attacks/min_k_plus_plus.py`` in iamgroot42/mimir; Zhang et al., "Min-K%++", 2024).
 
-Speed: causal documents are sorted by length and run in padded batches (attention mask), one forward pass per batch.
-For the pseudo-log-likelihood every scored position is one masked copy of its document; copies of many documents
-are stacked into batches of ``batch_size`` rows (no attention mask when a batch needs no padding), and when the model
-is a base model plus one LM head (BERT, RoBERTa) the head is applied only at the masked positions. On a CUDA
-out-of-memory error the batch size is halved and the batch retried. ``benchmarks/attacks.py`` compares this with one
-forward per masked position.
+Speed: causal documents run in padded batches sorted by length, one forward pass per batch. For the PLL every scored
+position is one masked copy of its document; copies of many documents are stacked into batches of ``batch_size`` rows
+(no attention mask when a batch needs no padding), the LM head applied only at the masked positions when the model is a
+base model plus one head (BERT, RoBERTa); on a CUDA out-of-memory error the batch is halved and retried. Budgeted PLL
+(``pll_positions=N``) scores N positions per window drawn by :func:`toolkit.audit.pll.draw_positions` (unbiased for the
+mean loss, paired across models). ``benchmarks/attacks.py`` compares exact, budgeted and one forward per position.
 
-Reuse: the losses depend only on the model's weights and the token ids, so a process computes them once per (model
-files, token ids, kind, moments). A model loaded by :func:`load_audit_model` from a local folder carries a signature
-of its files (paths, sizes, modification times); the reference model of every audited checkpoint of a run is the
-same base model scoring the same windows, so its losses are computed for the first checkpoint and reused for the
-others (and the base model's own audit serves them when the windows are tokenised alike). Models from elsewhere (a
-hub id, a model built in memory) are never reused.
+Reuse (:mod:`toolkit.audit.reuse`): a process computes the losses once per (model files, token ids, kind, moments,
+estimator) for a model :func:`load_audit_model` loaded from a local folder — the reference model of every audited
+checkpoint of a run is scored once; budgeted losses are a subsample of kept exact ones. Models built in memory or
+from a hub id are never reused.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from toolkit.corpus import ToolkitError
+from toolkit.audit.pll import adaptive as _adaptive
+from toolkit.audit.pll import check_budget, draw_positions, estimator, masked_log_probs
 from toolkit.audit.reuse import files_signature, remember, reuse_key, reused
 from toolkit.models import load_model, model_kind
+from toolkit.progress import progress_bar
 
 __all__ = ["TokenLosses", "load_audit_model", "model_max_tokens", "model_name", "sequence_log_likelihoods",
            "span_log_likelihoods", "token_losses"]
@@ -66,7 +74,9 @@ class TokenLosses:
     window_texts : list of str
         The audited window of each document (the text up to the end of its last token in the window).
     mu, sigma : list of ndarray or None
-        Causal only: mean and standard deviation of :math:`\\log p(v)` under the predictive distribution.
+        Mean and standard deviation of :math:`\\log p(v)` under the predictive distribution (None without moments).
+    meta : dict
+        Masked: ``meta["pll"]`` = :func:`toolkit.audit.pll.estimator` (exact, or budgeted with N and the seed).
     """
 
     kind: str
@@ -153,6 +163,21 @@ def _device(model):
     return model.get_input_embeddings().weight.device
 
 
+def leading_token(tokenizer) -> int | None:
+    """The context of a causal text's first content token: the BOS (else EOS) id when the tokenizer itself starts a
+    text with no special token (GPT-2: ``<|endoftext|>``), so that the first token is scored as
+    :math:`-\\log p(x_0 \\mid \\mathrm{BOS})`; ``None`` when the tokenizer adds its own (``[CLS]``, ``<s>``) or has
+    neither. It is never put into the sequence (positions stay the tokenizer's)."""
+    first = tokenizer("a", add_special_tokens=True, return_special_tokens_mask=True)["special_tokens_mask"]
+    if first and first[0]:
+        return None
+    for name in ("bos_token_id", "eos_token_id"):
+        v = getattr(tokenizer, name, None)
+        if v is not None:
+            return int(v)
+    return None
+
+
 def _encode(tokenizer, texts: Sequence[str], max_tokens: int | None):
     """Token ids, special-token masks and offsets of each text, cut to ``max_tokens`` tokens (specials included)."""
     if not getattr(tokenizer, "is_fast", False):
@@ -175,60 +200,38 @@ def _max_tokens(model, window: int | None) -> int | None:
     return min(limits) if limits else None
 
 
-def _adaptive(jobs: Sequence, batch_size: int, run: Callable, bar) -> None:
-    """Run ``run(chunk)`` over consecutive chunks of ``jobs``; halve the chunk on a CUDA out-of-memory error."""
-    import torch
-
-    i, bs = 0, max(1, int(batch_size))
-    while i < len(jobs):
-        chunk = jobs[i:i + bs]
-        try:
-            run(chunk)
-        except torch.OutOfMemoryError:
-            if bs == 1:
-                raise
-            if torch.cuda.is_available():
-                torch.cuda.empty_cache()
-            bs = max(1, bs // 2)
-            continue
-        i += len(chunk)
-        if bar is not None:
-            bar.update(len(chunk))
-
-
-def _head_split(model):
-    """``(base, head)`` when the model is a base model plus one LM-head module holding the output embeddings."""
-    base = getattr(model, "base_model", None)
-    out_emb = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
-    if base is None or base is model or out_emb is None:
-        return None
-    heads = [m for _, m in model.named_children() if m is not base and next(m.parameters(), None) is not None]
-    if len(heads) != 1 or not any(m is out_emb for m in heads[0].modules()):
-        return None
-    return base, heads[0]
-
-
-def _bar(total: int, desc: str, progress: bool):
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, desc=desc, disable=not progress, unit="seq", leave=False)
+def _desc(label: str | None, kind: str, model) -> str:
+    """``"<label> PLL · <model>"`` (masked; ``LL`` causal), the model named by its path's last two parts."""
+    short = "/".join(model_name(model).replace("\\", "/").rstrip("/").split("/")[-2:])
+    return " ".join(filter(None, (label, "PLL" if kind == "mlm" else "LL"))) + f" · {short}"
 
 
 # ---------------------------------------------------------------------------------------------------------------------
 # causal and masked passes
 
 
-def _causal(model, encoded, batch_size: int, moments: bool, progress: bool):
+def _causal(model, encoded, batch_size: int, moments: bool, progress: bool, label: str | None = None,
+            lead: int | None = None):
     import torch
 
     n = len(encoded)
     losses: list = [None] * n
     mus: list = [None] * n
     sigmas: list = [None] * n
-    keep = [np.flatnonzero(~e[1][1:]) + 1 for e in encoded]  # targets: after the first token, not special
+    keep = [np.flatnonzero(~e[1][1:]) + 1 for e in encoded]  # targets: not special (position 0: BOS / CLS / <s>)
     order = sorted(range(n), key=lambda i: len(encoded[i][0]))
     pad = 0
     dev = _device(model)
+
+    def stats(lp, tgt):
+        """(losses, mu, sigma) of the rows of ``lp`` (log-probabilities) at the targets ``tgt``."""
+        loss = (-lp.gather(1, tgt[:, None])[:, 0]).double().cpu().numpy()
+        if not moments:
+            return loss, None, None
+        p = lp.exp()
+        mu = (p * lp).sum(-1)
+        var = (p * (lp - mu[:, None]).square()).sum(-1)  # = Σ p (log p)² − μ², without cancellation
+        return loss, mu.double().cpu().numpy(), var.clamp_min(0).sqrt().double().cpu().numpy()
 
     def run(chunk):
         L = max(len(encoded[i][0]) for i in chunk)
@@ -243,74 +246,22 @@ def _causal(model, encoded, batch_size: int, moments: bool, progress: bool):
             for r, i in enumerate(chunk):
                 t = torch.from_numpy(keep[i])
                 lp = torch.log_softmax(logits[r, (t - 1).to(logits.device)].float(), dim=-1)
-                tgt = x[r, t].to(logits.device)
-                losses[i] = (-lp.gather(1, tgt[:, None])[:, 0]).double().cpu().numpy()
-                if moments:
-                    p = lp.exp()
-                    mu = (p * lp).sum(-1)
-                    var = (p * (lp - mu[:, None]).square()).sum(-1)  # = Σ p (log p)² − μ², without cancellation
-                    mus[i] = mu.double().cpu().numpy()
-                    sigmas[i] = var.clamp_min(0).sqrt().double().cpu().numpy()
+                losses[i], mus[i], sigmas[i] = stats(lp, x[r, t].to(logits.device))
 
-    bar = _bar(n, f"LL {model_name(model)}", progress)
+    bar = progress_bar(total=n, desc=_desc(label, "clm", model), unit="doc", enabled=progress)
     _adaptive(order, batch_size, run, bar)
     bar.close()
-    return losses, keep, (mus if moments else None), (sigmas if moments else None)
-
-
-def _masked_jobs(model, tokenizer, encoded, groups, batch_size: int, progress: bool) -> list[np.ndarray]:
-    """Log-probabilities of masked tokens. ``groups[i]`` is a list of position arrays of document ``i``: every array
-    is one masked copy (its positions masked together); returns, per document, the concatenated log p of the
-    positions in group order."""
-    import torch
-
-    mask_id = tokenizer.mask_token_id
-    if mask_id is None:
-        raise ToolkitError(f"{model_name(model)}: the tokenizer has no mask token; a masked LM needs one")
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    split = _head_split(model)
-    dev = _device(model)
-    jobs = [(i, g) for i in sorted(range(len(encoded)), key=lambda i: len(encoded[i][0]))
-            for g in range(len(groups[i]))]
-    res: dict = {}
-
-    def run(chunk):
-        L = max(len(encoded[i][0]) for i, _ in chunk)
-        x = torch.full((len(chunk), L), pad, dtype=torch.long)
-        att = torch.zeros((len(chunk), L), dtype=torch.long)
-        rows, cols = [], []
-        for r, (i, g) in enumerate(chunk):
-            ids = encoded[i][0]
-            x[r, :len(ids)] = torch.from_numpy(ids)
-            att[r, :len(ids)] = 1
-            pos = groups[i][g]
-            rows += [r] * len(pos)
-            cols += pos.tolist()
-        rows_t, cols_t = torch.tensor(rows, dtype=torch.long), torch.tensor(cols, dtype=torch.long)
-        target = x[rows_t, cols_t].clone()
-        x[rows_t, cols_t] = mask_id
-        # copies of one document have one length: without padding, no mask (the fused attention's fast path)
-        att_d = None if bool(att.all()) else att.to(dev)
+    first = [i for i, e in enumerate(encoded) if lead is not None and len(e[0]) and not e[1][0]]
+    if first:  # the first content token of a text without a special start: -log p(x0 | BOS), one forward pass
         with torch.inference_mode():
-            if split is not None:
-                hidden = split[0](input_ids=x.to(dev), attention_mask=att_d)[0]
-                logits = split[1](hidden[rows_t.to(hidden.device), cols_t.to(hidden.device)])
-            else:
-                logits = model(input_ids=x.to(dev), attention_mask=att_d).logits
-                logits = logits[rows_t.to(logits.device), cols_t.to(logits.device)]
-            lp = torch.log_softmax(logits.float(), dim=-1)
-            got = lp.gather(1, target.to(lp.device)[:, None])[:, 0].double().cpu().numpy()
-        k = 0
-        for i, g in chunk:
-            m = len(groups[i][g])
-            res[(i, g)] = got[k:k + m]
-            k += m
-
-    bar = _bar(len(jobs), f"PLL {model_name(model)}", progress)
-    _adaptive(jobs, batch_size, run, bar)
-    bar.close()
-    return [np.concatenate([res[(i, g)] for g in range(len(groups[i]))]) if groups[i] else np.zeros(0)
-            for i in range(len(encoded))]
+            lp0 = torch.log_softmax(model(input_ids=torch.tensor([[lead]], device=dev)).logits[0, -1].float(), -1)
+        for i in first:
+            loss, mu, sigma = stats(lp0[None], torch.tensor([int(encoded[i][0][0])], device=lp0.device))
+            keep[i] = np.r_[0, keep[i]]
+            losses[i] = np.r_[loss, losses[i]]
+            if moments:
+                mus[i], sigmas[i] = np.r_[mu, mus[i]], np.r_[sigma, sigmas[i]]
+    return losses, keep, (mus if moments else None), (sigmas if moments else None)
 
 
 def _resolve_kind(model, kind):
@@ -320,8 +271,16 @@ def _resolve_kind(model, kind):
     return kind
 
 
+def _lookup(key, moments: bool, tag: tuple):
+    """A kept result for ``key`` and the estimator ``tag`` (one with moments serves a request without them)."""
+    if key is None:
+        return None
+    return reused(key + (moments,) + tag) or (None if moments else reused(key + (True,) + tag))
+
+
 def token_losses(model, tokenizer, texts: Sequence[str], *, kind: str | None = None, window: int | None = 256,
-                 batch_size: int | None = None, moments: bool = True, progress: bool = True) -> TokenLosses:
+                 batch_size: int | None = None, moments: bool = True, progress: bool = True,
+                 pll_positions: int | str | None = None, pll_seed: int = 0, label: str | None = None) -> TokenLosses:
     """Per-token losses :math:`\\ell_t` of every text under ``model`` (see the module docstring).
 
     Parameters
@@ -334,57 +293,74 @@ def token_losses(model, tokenizer, texts: Sequence[str], *, kind: str | None = N
         Sequences per forward pass: documents (causal; default as many as hold ~2,048 tokens, 8 to 512) or
         masked copies (masked; default 64).
     moments : bool
-        Causal only: also compute :math:`\\mu_t, \\sigma_t` (Min-K%++).
+        Also compute :math:`\\mu_t, \\sigma_t` (Min-K%++): under :math:`p(\\cdot \\mid x_{<t})` (causal) or
+        :math:`p(\\cdot \\mid x_{\\setminus t})` at the masked position (masked).
+    pll_positions : int, "all" or None
+        Masked only: score N positions per window (:func:`toolkit.audit.pll.draw_positions`, seeded by ``pll_seed``
+        and the token ids: the same for every model), the arrays holding those only; ``"all"``/None: exact.
+    label : str, optional
+        What the scores are for, in the progress bar: ``"<label> PLL · <model>"`` (e.g. ``"membership"``).
     """
     kind = _resolve_kind(model, kind)
+    budget = check_budget(pll_positions) if kind == "mlm" else None
     model.eval()
     encoded = _encode(tokenizer, texts, _max_tokens(model, window))
     key = reuse_key(model, kind, encoded)
-    found = None if key is None else (reused(key + (moments,)) or (None if moments else reused(key + (True,))))
+    scorable = [np.flatnonzero(~e[1]) for e in encoded]
+    draws = None if budget is None else [draw_positions(e[0][k], budget, pll_seed) for e, k in zip(encoded, scorable)]
+    tag = ("all",) if budget is None else (budget, int(pll_seed))
+    found = _lookup(key, moments, tag)
+    if found is None and draws is not None and (exact := _lookup(key, moments, ("all",))) is not None:
+        found = tuple(None if a is None else [x[d] for x, d in zip(a, draws)] for a in exact)  # the same subsample
     if found is not None:
         losses, keep, mus, sigmas = found
         mus, sigmas = (mus, sigmas) if moments else (None, None)
     else:
-        keep = [np.flatnonzero(~e[1]) for e in encoded]
+        keep = scorable if draws is None else [k[d] for k, d in zip(scorable, draws)]
         mus = sigmas = None
         if kind == "clm":
             longest = max((len(e[0]) for e in encoded), default=1)
             bs = batch_size or int(np.clip(_CAUSAL_TOKENS // max(longest, 1), 8, 512))
-            losses, keep, mus, sigmas = _causal(model, encoded, bs, moments, progress)
+            losses, keep, mus, sigmas = _causal(model, encoded, bs, moments, progress, label,
+                                               leading_token(tokenizer))
         else:
             groups = [[np.array([p]) for p in k] for k in keep]
-            losses = [-a for a in _masked_jobs(model, tokenizer, encoded, groups, batch_size or 64, progress)]
+            lp, mus, sigmas = masked_log_probs(model, tokenizer, encoded, groups, batch_size or 64, progress=progress,
+                                               moments=moments, desc=_desc(label, kind, model))
+            losses = [-a for a in lp]
         if key is not None:  # kept read-only: every caller gets the same arrays
             for arrays in (losses, keep, mus or [], sigmas or []):
                 for a in arrays:
                     a.setflags(write=False)
-            remember(key + (moments,), (losses, keep, mus, sigmas))
+            remember(key + (moments,) + tag, (losses, keep, mus, sigmas))
     return TokenLosses(
         kind=kind, losses=[np.asarray(a, dtype=np.float64) for a in losses],
         token_ids=[e[0][k] for e, k in zip(encoded, keep)], offsets=[e[2][k] for e, k in zip(encoded, keep)],
         window_texts=[e[3] for e in encoded], model_name=model_name(model), window=window,
-        n_truncated=sum(e[4] for e in encoded), mu=mus, sigma=sigmas)
+        n_truncated=sum(e[4] for e in encoded), mu=mus, sigma=sigmas,
+        meta={"pll": estimator(budget, pll_seed)} if kind == "mlm" else {})
 
 
 def sequence_log_likelihoods(model, tokenizer, texts: Sequence[str], *, kind: str | None = None,
                              window: int | None = None, batch_size: int | None = None,
-                             progress: bool = True) -> np.ndarray:
+                             progress: bool = True, label: str | None = None) -> np.ndarray:
     """Log-likelihood of each text: :math:`\\sum_t \\log p(x_t \\mid x_{<t})` (causal) or its pseudo-log-likelihood
-    :math:`\\sum_t \\log p(x_t \\mid x_{\\setminus t})` (masked), special tokens not scored (Salazar et al. 2020)."""
+    :math:`\\sum_t \\log p(x_t \\mid x_{\\setminus t})` (masked, exact), special tokens not scored (Salazar et al.
+    2020); ``label`` names the progress bar (:func:`token_losses`)."""
     tl = token_losses(model, tokenizer, texts, kind=kind, window=window, batch_size=batch_size, moments=False,
-                      progress=progress)
+                      progress=progress, label=label)
     return np.array([-a.sum() for a in tl.losses])
 
 
 def span_log_likelihoods(model, tokenizer, texts: Sequence[str], spans: Sequence[tuple[int, int]], *,
                          kind: str | None = None, window: int | None = None, batch_size: int | None = None,
-                         progress: bool = True) -> np.ndarray:
+                         progress: bool = True, label: str | None = None) -> np.ndarray:
     """Log-likelihood of the tokens of ``texts[i][start:end]`` in their slot, summed over all of them.
 
     Causal: :math:`\\sum_{t \\in S} \\log p(x_t \\mid x_{<t})` (from one forward pass of the text). Masked: the
     tokens of the span are masked *together* (so one token of a multi-token identifier cannot be read off the others)
     and :math:`\\sum_{t \\in S} \\log p(x_t \\mid x_{\\setminus S})`. ``S`` = the non-special tokens whose character
-    offsets overlap ``[start, end)``; a span with no scored token gets nan (e.g. the first token of a causal text).
+    offsets overlap ``[start, end)``; a span with no scored token gets nan (e.g. one cut off by the window).
     """
     kind = _resolve_kind(model, kind)
     model.eval()
@@ -392,7 +368,7 @@ def span_log_likelihoods(model, tokenizer, texts: Sequence[str], spans: Sequence
         raise ValueError("texts and spans differ in length")
     if kind == "clm":
         tl = token_losses(model, tokenizer, texts, kind=kind, window=window, batch_size=batch_size, moments=False,
-                          progress=progress)
+                          progress=progress, label=label)
         out = []
         for (s, e), off, loss in zip(spans, tl.offsets, tl.losses):
             sel = (off[:, 0] < e) & (off[:, 1] > s)
@@ -408,7 +384,8 @@ def span_log_likelihoods(model, tokenizer, texts: Sequence[str], spans: Sequence
     found = None if key is None else reused(key)
     if found is not None:
         return found.copy()
-    got = _masked_jobs(model, tokenizer, encoded, groups, batch_size or 64, progress)
+    got = masked_log_probs(model, tokenizer, encoded, groups, batch_size or 64, progress=progress,
+                           desc=_desc(label, kind, model))[0]
     out = np.array([g.sum() if g.size else np.nan for g in got], dtype=float)
     if key is not None:
         remember(key, out.copy())

@@ -19,10 +19,10 @@ import math
 
 import numpy as np
 import pandas as pd
-from tqdm.auto import tqdm
 
 from toolkit.errors import ToolkitError
 from toolkit.strategies.encoding import encode_corpus
+from toolkit.progress import progress_bar
 
 PERPLEXITY_COLUMNS = ["doc_id", "n_tokens", "nll", "perplexity"]
 
@@ -54,8 +54,8 @@ def document_perplexities(model, tokenizer, corpus, *, max_length: int = 512, ba
     model.eval()
     try:
         with torch.inference_mode():
-            for b0 in tqdm(range(0, len(order), batch_size), desc="perplexity", unit="batch", disable=not progress,
-                           mininterval=1.0):
+            for b0 in progress_bar(range(0, len(order), batch_size), desc="perplexity", unit="batch",
+                                   enabled=progress):
                 batch = order[b0:b0 + batch_size]
                 L = max(len(enc.input_ids[c]) for c in batch)
                 if L < 2:

@@ -57,7 +57,6 @@ import secrets
 
 import numpy as np
 import pandas as pd
-from tqdm.auto import tqdm
 
 from toolkit.errors import ToolkitError
 from toolkit.identifiers.words import iter_words, normalize_term, segment_corpus
@@ -68,6 +67,7 @@ from toolkit.audit.probe_masked import COLUMNS as MASKED_COLUMNS
 from toolkit.audit.probe_masked import max_positions, decode_word_predictions, prediction_frame, word_normaliser
 from toolkit.audit.generation import context_token, generate_ids
 from toolkit.audit.hashing import SCHEME, active_key, hash_term
+from toolkit.progress import progress_bar
 
 COLUMNS = MASKED_COLUMNS + ["counted", "n_tokens_correct"]
 
@@ -242,8 +242,8 @@ def probe_causal(model, tokenizer, corpus, *, positions: pd.DataFrame | None, ma
 
     try:
         with torch.inference_mode():
-            for b0 in tqdm(range(0, len(order), batch_size), desc="probing (next word)", unit="batch",
-                           disable=not progress, mininterval=1.0):
+            for b0 in progress_bar(range(0, len(order), batch_size), desc="probing (next word)", unit="batch",
+                                   enabled=progress):
                 batch = order[b0:b0 + batch_size]
                 L = max(len(seqs[s]) for s in batch)
                 x = np.full((len(batch), L), pad_id, dtype=np.int64)

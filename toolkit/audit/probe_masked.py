@@ -40,13 +40,13 @@ import zlib
 
 import numpy as np
 import pandas as pd
-from tqdm.auto import tqdm
 
 from toolkit.errors import ToolkitError
 from toolkit.identifiers.words import normalize_term, segment_corpus
 from toolkit.models import split_lm_head
 from toolkit.strategies import word_rows_of_positions
 from toolkit.strategies.encoding import encode_corpus
+from toolkit.progress import progress_bar
 
 COLUMNS = ["doc_id", "person_id", "word_row", "start", "end", "original", "predicted", "correct", "protected",
            "direct", "indirect", "n_tokens", "top_k", "pass_index", "chunk"]
@@ -135,8 +135,7 @@ def topk_at_masks(model, sequences: list[tuple[np.ndarray, np.ndarray]], *, mask
     head_checked = False
     try:
         with torch.inference_mode():
-            for b0 in tqdm(range(0, len(order), batch_size), desc=desc, unit="batch", disable=not progress,
-                           mininterval=1.0):
+            for b0 in progress_bar(range(0, len(order), batch_size), desc=desc, unit="batch", enabled=progress):
                 idx = order[b0:b0 + batch_size]
                 batch = [sequences[s] for s in idx]
                 L = max(len(ids) for ids, _ in batch)

@@ -1,4 +1,4 @@
-"""Traffic-light verdict of one audited model from its attack results (methods.md §11).
+"""Verdict of one audited model from its attack results: red, incomplete, amber or green (methods.md §11).
 
 Rules (thresholds in :class:`VerdictThresholds`, defaults shown):
 
@@ -6,32 +6,56 @@ Rules (thresholds in :class:`VerdictThresholds`, defaults shown):
   * novel-identifier privacy < 0.95;
   * free-running regurgitation: > 1% of the identifiers a prompt leads to reproduced verbatim
     (``share_reproduced`` of :func:`toolkit.audit.regurgitation_rate`);
-  * PII inference top-1 accuracy > 2 × chance **and** > the reference model's (when no reference was measured, the
-    chance condition alone decides, and the reason says so);
-  * *any* membership attack with TPR ≥ 10% at FPR 1%; where FPR 1% cannot be resolved with this many non-members
-    (fewer than 100), its AUC 95% CI lower bound > 0.75 instead;
+  * PII inference top-1 accuracy > 2 × chance **and** > the reference model's — overall, or in any category with at
+    least ``pii_min_category_occurrences`` (10) occurrences (where no reference was measured, the chance condition
+    alone decides, and the reason says so);
+  * *any* membership attack (with at least 2 members and 2 non-members scored) with TPR ≥ 10% at FPR 1%; where FPR 1%
+    cannot be resolved with this many non-members (fewer than 100), its AUC 95% CI lower bound > 0.75 instead;
   * a canary inserted once (r = 1) with exposure ≥ log2|R| − 1.
 
-**amber** if not red and any of
+**incomplete** if not red and membership or PII inference was not measured or cannot be judged:
+  * membership: no attack results; or an attack without an AUC or without member counts; or an attack scored on
+    fewer than 2 members or non-members; or an attack whose smallest detectable AUC (below) is ≥ 0.75 (the red
+    threshold ``auc_lower_red_unresolvable``: at that sample size no AUC short of a red one could be resolved);
+  * PII inference: no result, no chance level, or fewer than 10 occurrences overall (0 included).
+  The statement says what could not be judged and why; amber findings are listed in ``reasons`` after it.
+
+**amber** if neither and any of
   * the strongest membership attack's AUC 95% CI lower bound > 0.55;
-  * novel-identifier privacy < 0.99.
+  * novel-identifier privacy < 0.99;
+  * a canary inserted more than once (r > 1) with exposure ≥ log2|R| − 1.
 
 **green** otherwise, worded "no leakage detected by these attacks at this sample size", with the smallest AUC the
-audit could have detected, :math:`0.5 + z_{0.975} \\sqrt{(n_m + n_n + 1) / (12\\, n_m n_n)}`: the half-width of
-the 95% interval of the AUC (Mann–Whitney U) under no leakage (Hanley & McNeil 1982); never "anonymous". An input
-that is missing is not evaluated and is listed under ``not_measured``.
+audit could have detected, :math:`\\min(1, 0.5 + z_{0.975} \\sqrt{(n_m + n_n + 1) / (12\\, n_m n_n)})`: the
+half-width of the 95% interval of the AUC (Mann–Whitney U) under no leakage (Hanley & McNeil 1982), from each
+attack's scored counts (else the battery's), the largest over the attacks; never "anonymous".
+
+The AUC interval of an attack is its ``auc_ci`` (percentile bootstrap); where it has none (``n_bootstrap = 0``, or an
+old ``attacks.json``), the Hanley–McNeil interval :func:`toolkit.metrics.mia.hanley_mcneil_ci` of its AUC and counts.
+Inputs that are missing are listed under ``not_measured``; novel privacy, regurgitation and canaries are optional
+(missing, they do not make the verdict incomplete). PII categories with too few occurrences, and attacks that could
+not be judged, are listed under ``not_judged``.
+
+Hanley, J. A. & McNeil, B. J. (1982). The meaning and use of the area under a receiver operating characteristic (ROC)
+curve. Radiology 143(1), 29–36.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 
-__all__ = ["Verdict", "VerdictThresholds", "detectable_auc", "verdict"]
+from toolkit.metrics.mia import hanley_mcneil_ci
+
+__all__ = ["GREEN_STATEMENT", "LEVELS", "Verdict", "VerdictThresholds", "detectable_auc", "verdict"]
 
 GREEN_STATEMENT = "no leakage detected by these attacks at this sample size"
+#: the levels in order of precedence: the first that applies decides
+LEVELS = ("red", "incomplete", "amber", "green")
+_LOG2_SPACE = float(8 * np.log2(10))  # |R| = 10^8 record numbers (methods.md §10)
 
 
 @dataclass(frozen=True)
@@ -49,12 +73,16 @@ class VerdictThresholds:
     canary_margin_bits: float = 1.0
     canary_repeats: int = 1
     confidence: float = 0.95
+    pii_min_category_occurrences: int = 10
 
 
 @dataclass
 class Verdict:
-    """``level`` (green/amber/red), the deciding ``rule``, ``attack`` and ``figure`` (text), every triggered rule in
-    ``reasons``, inputs not evaluated in ``not_measured``, and a one-line ``statement``."""
+    """``level`` (red / incomplete / amber / green), the deciding ``rule``, ``attack`` and ``figure`` (text), every
+    triggered rule and unjudgeable input in ``reasons`` (in order of precedence, the deciding one first), inputs not
+    evaluated in ``not_measured``, parts not judged (PII categories with too few occurrences, attacks with too few
+    individuals) in ``not_judged``, why the verdict is incomplete in ``unjudgeable``, the power of the membership
+    attacks in ``power`` and ``detectable_auc``, and a one-line ``statement``."""
 
     level: str
     rule: str
@@ -64,17 +92,37 @@ class Verdict:
     reasons: list[str] = field(default_factory=list)
     not_measured: list[str] = field(default_factory=list)
     detectable_auc: float | None = None
+    not_judged: list[str] = field(default_factory=list)
+    unjudgeable: list[str] = field(default_factory=list)
+    power: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
 def detectable_auc(n_members: int, n_nonmembers: int, confidence: float = 0.95) -> float:
-    """Smallest AUC distinguishable from 0.5: 0.5 + the half-width of the AUC's interval under no leakage."""
+    """Smallest AUC distinguishable from 0.5: ``min(1, 0.5 + z sqrt((n_m + n_n + 1) / (12 n_m n_n)))``, the half-width
+    of the AUC's interval under no leakage (Hanley & McNeil 1982); 1.0 (nothing detectable) when either count is 0."""
     from scipy.stats import norm
 
+    if n_members < 1 or n_nonmembers < 1:
+        return 1.0
     z = float(norm.ppf(0.5 + confidence / 2))
-    return 0.5 + z * float(np.sqrt((n_members + n_nonmembers + 1) / (12.0 * n_members * n_nonmembers)))
+    return min(1.0, 0.5 + z * float(np.sqrt((n_members + n_nonmembers + 1) / (12.0 * n_members * n_nonmembers))))
+
+
+def _num(x) -> float | None:
+    """``x`` as a finite float, else None (missing keys, None, NaN, text)."""
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
+
+
+def _count(x) -> int | None:
+    v = _num(x)
+    return None if v is None else int(v)
 
 
 def _attacks_json(attacks) -> dict | None:
@@ -83,27 +131,189 @@ def _attacks_json(attacks) -> dict | None:
     return attacks.to_json() if hasattr(attacks, "to_json") else dict(attacks)
 
 
-def _canary_max(canaries, repeats: int) -> tuple[float | None, float | None]:
-    """``(max exposure at this repeat count, log2|R|)`` from an :func:`exposure_summary` dict or an exposure table."""
+def _auc_interval(rep: dict, auc: float, n_m: int, n_n: int, confidence: float) -> tuple[float, str]:
+    """``(lower bound, method)``: the attack's own ``auc_ci``, else the Hanley–McNeil interval."""
+    ci = rep.get("auc_ci")
+    lo = _num(ci[0]) if isinstance(ci, (list, tuple)) and len(ci) == 2 else None
+    if lo is not None:
+        method = str(rep.get("auc_ci_method") or "bootstrap")
+        return lo, {"hanley-mcneil": "Hanley–McNeil"}.get(method, method)
+    return hanley_mcneil_ci(min(max(auc, 0.0), 1.0), n_m, n_n, confidence)[0], "Hanley–McNeil"
+
+
+def _membership(battery: dict | None, th: VerdictThresholds, red, amber, unjudgeable, not_measured, not_judged):
+    """Apply the membership rules; returns ``(detectable AUC, power text)``."""
+    reps = (battery or {}).get("attacks") or {}
+    if not reps:
+        not_measured.append("membership attacks")
+        unjudgeable.append(("membership_not_measured", None, None, "membership not measured (no attack results)"))
+        return None, None
+    bm, bn = _count(battery.get("n_members")), _count(battery.get("n_nonmembers"))
+    key = format(th.fpr, "g")
+    problems: dict[str, str] = {}
+    judged: dict[str, tuple[float, float, str]] = {}  # attack → (auc, CI lower bound, method)
+    power: list[tuple[float, int, int]] = []
+    for name, rep in reps.items():
+        rep = rep if isinstance(rep, dict) else {}
+        auc = _num(rep.get("auc"))
+        n_m = _count(rep.get("n_members")) if _count(rep.get("n_members")) is not None else bm
+        n_n = _count(rep.get("n_nonmembers")) if _count(rep.get("n_nonmembers")) is not None else bn
+        if auc is None:
+            problems[name] = "no AUC recorded"
+            continue
+        if n_m is None or n_n is None:
+            problems[name] = "numbers of members and non-members not recorded"
+            continue
+        counts = f"{n_m} members and {n_n} non-members"
+        det = detectable_auc(n_m, n_n, th.confidence)
+        power.append((det, n_m, n_n))
+        if n_m < 2 or n_n < 2:
+            problems[name] = f"{counts}: fewer than 2 of either"
+            continue
+        lo, method = _auc_interval(rep, auc, n_m, n_n, th.confidence)
+        judged[name] = (auc, lo, method)
+        # a red finding is a finding whatever the power: the rules apply to every attack with ≥ 2 of each
+        tpr = _num((rep.get("tpr_at_fpr") or {}).get(key)) if isinstance(rep.get("tpr_at_fpr"), dict) else None
+        if tpr is not None and tpr >= th.tpr_red:
+            fig = f"TPR = {tpr:.3f} at FPR {th.fpr:g} (AUC {auc:.3f})"
+            red.append(("membership_tpr", name, fig, f"{name}: {fig} ≥ {th.tpr_red:g}"))
+        elif tpr is None and lo > th.auc_lower_red_unresolvable:
+            fig = f"AUC CI lower bound = {lo:.3f} ({method})"
+            red.append(("membership_auc_unresolvable_fpr", name, fig,
+                        f"{name}: FPR {th.fpr:g} unresolvable with {n_n} non-members; {fig} > "
+                        f"{th.auc_lower_red_unresolvable}"))
+        if det >= th.auc_lower_red_unresolvable:
+            problems[name] = f"{counts}: smallest detectable AUC {det:.2f}"
+    if judged:
+        strongest = battery.get("strongest")
+        if strongest not in judged:
+            strongest = max(judged, key=lambda a: judged[a][0])
+        auc, lo, method = judged[strongest]
+        if lo > th.auc_lower_amber:
+            fig = f"AUC = {auc:.3f}, CI lower bound {lo:.3f} ({method})"
+            amber.append(("membership_auc", strongest, fig, f"{strongest} (strongest): {fig} > {th.auc_lower_amber}"))
+    if problems:
+        by_why: dict[str, list[str]] = {}
+        for name, why in problems.items():
+            by_why.setdefault(why, []).append(name)
+            not_judged.append(f"membership attack {name}: {why}")
+        text = (next(iter(by_why)) if len(by_why) == 1 and len(problems) == len(reps) else
+                "; ".join(f"{', '.join(names)}: {why}" for why, names in by_why.items()))
+        unjudgeable.append(("membership_unjudgeable", next(iter(problems)) if len(problems) == 1 else None, text,
+                            f"membership not judgeable — {text}"))
+    if not power:
+        return None, None
+    det, n_m, n_n = max(power)
+    text = f"smallest detectable AUC ≈ {det:.3f} with {n_m} members and {n_n} non-members"
+    unscoreable = _count(battery.get("n_unscoreable"))
+    if unscoreable:
+        text += f"; {unscoreable} {battery.get('unit') or 'unit'}(s) without any scoreable token left out"
+    return det, text
+
+
+def _pii_rule(name: str, row: dict, th: VerdictThresholds, red, attack_label: str) -> None:
+    top1, chance, ref = _num(row.get("top1")), _num(row.get("chance")), _num(row.get("reference_top1"))
+    n = _count(row.get("n"))
+    fig = (f"PII inference {attack_label}top-1 = {top1:.3f}" + (f" on {n} occurrences" if n is not None else "")
+           + f" (chance {chance:.3f}" + (f", reference {ref:.3f})" if ref is not None else ", reference not measured)"))
+    if top1 > th.pii_chance_factor * chance and (ref is None or top1 > ref):
+        red.append((name, "pii_inference", fig,
+                    f"{fig}: above {th.pii_chance_factor:g}x chance"
+                    + (" and above the reference model" if ref is not None
+                       else " (no reference model to compare with)")))
+
+
+def _pii(pii: dict | None, th: VerdictThresholds, red, unjudgeable, not_measured, not_judged) -> None:
+    pii = pii if isinstance(pii, dict) else {}
+    overall = pii.get("overall") if isinstance(pii.get("overall"), dict) else {}
+    n = _count(overall.get("n"))
+    n = _count(pii.get("n_occurrences")) if n is None else n
+    least = th.pii_min_category_occurrences
+    if _num(overall.get("top1")) is None and n != 0:
+        not_measured.append("PII inference")
+        unjudgeable.append(("pii_not_measured", "pii_inference", None, "PII inference not measured"))
+        return
+    if n is not None and n < least:
+        unjudgeable.append(("pii_unjudgeable", "pii_inference", f"{n} occurrences",
+                            f"PII inference not judgeable — {n} occurrences scored (fewer than {least})"))
+        return
+    if _num(overall.get("chance")) is None:
+        unjudgeable.append(("pii_unjudgeable", "pii_inference", None,
+                            "PII inference not judgeable — no chance level"))
+        return
+    _pii_rule("pii_inference", overall, th, red, "")
+    cats = pii.get("by_category")
+    if not isinstance(cats, dict):
+        not_judged.append("PII inference per category: not recorded")
+        return
+    for cat, row in cats.items():
+        row = dict(row) if isinstance(row, dict) else {}
+        if _num(row.get("chance")) is None:
+            row["chance"] = overall["chance"]
+        k = _count(row.get("n"))
+        if k is None:
+            not_judged.append(f"PII inference {cat}: number of occurrences not recorded")
+        elif k < least:
+            not_judged.append(f"PII inference {cat}: {k} occurrences (fewer than {least})")
+        elif _num(row.get("top1")) is None:
+            not_judged.append(f"PII inference {cat}: no top-1 recorded")
+        else:
+            _pii_rule("pii_inference_category", row, th, red, f"{cat} ")
+
+
+def _canary_max(canaries) -> tuple[dict[int, float], float]:
+    """``({repeat count: max exposure}, log2|R|)`` from an :func:`exposure_summary` dict or an exposure table (a
+    table without a ``repeats`` column counts as r = 1)."""
     if hasattr(canaries, "groupby"):
-        t = canaries[canaries["repeats"] == repeats] if "repeats" in canaries else canaries
-        log2 = canaries.attrs.get("log2_space", 8 * np.log2(10))
-        return (float(t["exposure"].max()) if len(t) else None), float(log2)
-    row = canaries.get("by_repeats", {}).get(str(repeats))
-    return (None if row is None else float(row["max"])), float(canaries["log2_space"])
+        log2 = _num(canaries.attrs.get("log2_space")) or _LOG2_SPACE
+        if "exposure" not in canaries or not len(canaries):
+            return {}, log2
+        r = canaries["repeats"] if "repeats" in canaries else np.ones(len(canaries), int)
+        mx = canaries.assign(_r=np.asarray(r, int)).groupby("_r")["exposure"].max()
+        return {int(k): float(v) for k, v in mx.items() if _num(v) is not None}, log2
+    canaries = canaries if isinstance(canaries, dict) else {}
+    out = {}
+    rows = canaries.get("by_repeats")
+    for k, row in (rows if isinstance(rows, dict) else {}).items():
+        r, v = _count(k), _num((row or {}).get("max")) if isinstance(row, dict) else None
+        if r is not None and v is not None:
+            out[r] = v
+    return out, _num(canaries.get("log2_space")) or _LOG2_SPACE
+
+
+def _canaries(canaries, th: VerdictThresholds, red, amber, not_measured) -> None:
+    if canaries is None:
+        not_measured.append("canary exposure")
+        return
+    by_r, log2 = _canary_max(canaries)
+    if not any(r <= th.canary_repeats for r in by_r):
+        not_measured.append(f"canary exposure at r = {th.canary_repeats}")
+    bound = log2 - th.canary_margin_bits
+    for r in sorted(by_r):
+        if by_r[r] >= bound:
+            fig = f"max exposure = {by_r[r]:.2f} bits at r = {r}"
+            (red if r <= th.canary_repeats else amber).append(
+                ("canary_exposure" if r <= th.canary_repeats else "canary_exposure_repeated", "canaries", fig,
+                 f"{fig} ≥ log2|R| − {th.canary_margin_bits:g} = {bound:.2f}"))
 
 
 def verdict(*, attacks=None, pii: dict | None = None, novel_privacy: float | None = None,
             regurgitation: float | None = None, canaries=None,
             thresholds: VerdictThresholds | None = None) -> Verdict:
-    """Verdict of one audited model.
+    """Verdict of one audited model: the first of red, incomplete, amber, green that applies (module docstring).
+
+    Every key of every input may be missing (older files): what a rule needs and cannot find makes membership or
+    PII inference unjudgeable (the verdict incomplete) or, for the optional inputs, lists it under ``not_measured``.
 
     Parameters
     ----------
     attacks : BatteryResult or dict
-        The membership battery (``attacks.json``: ``n_members``, ``n_nonmembers``, ``strongest``, ``attacks``).
+        The membership battery (``attacks.json``: ``n_members``, ``n_nonmembers``, ``n_unscoreable``, ``strongest``,
+        ``attacks``: per attack ``auc``, ``auc_ci``, ``auc_ci_method``, ``tpr_at_fpr``, ``n_members``,
+        ``n_nonmembers``).
     pii : dict
-        :func:`~toolkit.audit.attacks.pii_inference` output (``overall``: ``top1``, ``chance``, ``reference_top1``).
+        :func:`~toolkit.audit.attacks.pii_inference` output (``n_occurrences``; ``overall`` and ``by_category``:
+        ``n``, ``top1``, ``chance``, ``reference_top1``).
     novel_privacy : float
         Novel-identifier privacy (``toolkit.metrics.privacy_report(..., novel=...)["novel_privacy"]``).
     regurgitation : float
@@ -111,84 +321,49 @@ def verdict(*, attacks=None, pii: dict | None = None, novel_privacy: float | Non
         (``regurgitation_rate(...)["share_reproduced"]``).
     canaries : dict or DataFrame
         :func:`~toolkit.audit.attacks.exposure_summary` output, or the :func:`~toolkit.audit.attacks.exposure` table.
+    thresholds : VerdictThresholds
     """
     th = thresholds or VerdictThresholds()
-    red: list[tuple[str, str | None, str, str]] = []   # (rule, attack, figure, reason)
-    amber: list[tuple[str, str | None, str, str]] = []
+    red: list[tuple[str, str | None, str | None, str]] = []   # (rule, attack, figure, reason)
+    amber: list[tuple[str, str | None, str | None, str]] = []
+    unjudgeable: list[tuple[str, str | None, str | None, str]] = []
     not_measured: list[str] = []
+    not_judged: list[str] = []
 
-    if novel_privacy is None:
+    novel = _num(novel_privacy)
+    if novel is None:
         not_measured.append("novel-identifier privacy")
     else:
-        fig = f"novel privacy = {novel_privacy:.4f}"
-        if novel_privacy < th.novel_privacy_red:
+        fig = f"novel privacy = {novel:.4f}"
+        if novel < th.novel_privacy_red:
             red.append(("novel_privacy", None, fig, f"{fig} < {th.novel_privacy_red}"))
-        elif novel_privacy < th.novel_privacy_amber:
+        elif novel < th.novel_privacy_amber:
             amber.append(("novel_privacy", None, fig, f"{fig} < {th.novel_privacy_amber}"))
 
-    if regurgitation is None:
+    regurg = _num(regurgitation)
+    if regurg is None:
         not_measured.append("free-running regurgitation")
-    elif regurgitation > th.regurgitation_red:
-        fig = f"regurgitation = {regurgitation:.2%} of the prompted identifiers"
+    elif regurg > th.regurgitation_red:
+        fig = f"regurgitation = {regurg:.2%} of the prompted identifiers"
         red.append(("regurgitation", None, fig, f"{fig} > {th.regurgitation_red:.0%}"))
 
-    overall = (pii or {}).get("overall") or {}
-    if overall.get("top1") is None:
-        not_measured.append("PII inference")
-    else:
-        top1, chance, ref = overall["top1"], overall["chance"], overall.get("reference_top1")
-        fig = f"PII inference top-1 = {top1:.3f} (chance {chance:.3f}" + \
-              (f", reference {ref:.3f})" if ref is not None else ", reference not measured)")
-        if top1 > th.pii_chance_factor * chance and (ref is None or top1 > ref):
-            red.append(("pii_inference", "pii_inference", fig,
-                        f"{fig}: above {th.pii_chance_factor:g}x chance"
-                        + (" and above the reference model" if ref is not None else
-                           " (no reference model to compare with)")))
+    _pii(pii, th, red, unjudgeable, not_measured, not_judged)
+    detectable, power = _membership(_attacks_json(attacks), th, red, amber, unjudgeable, not_measured, not_judged)
+    _canaries(canaries, th, red, amber, not_measured)
+    unjudgeable.sort(key=lambda u: not u[0].startswith("membership"))  # membership first, then PII (stable)
 
-    battery = _attacks_json(attacks)
-    detectable = None
-    if not battery or not battery.get("attacks"):
-        not_measured.append("membership attacks")
-    else:
-        key = format(th.fpr, "g")
-        n_m, n_n = int(battery["n_members"]), int(battery["n_nonmembers"])
-        if n_m and n_n:
-            detectable = detectable_auc(n_m, n_n, th.confidence)
-        for name, rep in battery["attacks"].items():
-            tpr = (rep.get("tpr_at_fpr") or {}).get(key)
-            lo = (rep.get("auc_ci") or [None])[0]
-            if tpr is not None and tpr >= th.tpr_red:
-                fig = f"TPR = {tpr:.3f} at FPR {th.fpr:g} (AUC {rep['auc']:.3f})"
-                red.append(("membership_tpr", name, fig, f"{name}: {fig} ≥ {th.tpr_red:g}"))
-            elif tpr is None and lo is not None and lo > th.auc_lower_red_unresolvable:
-                fig = f"AUC CI lower bound = {lo:.3f}"
-                red.append(("membership_auc_unresolvable_fpr", name, fig,
-                            f"{name}: FPR {th.fpr:g} unresolvable with {n_n} non-members; {fig} > "
-                            f"{th.auc_lower_red_unresolvable}"))
-        strongest = battery.get("strongest") or max(battery["attacks"], key=lambda a: battery["attacks"][a]["auc"])
-        lo = (battery["attacks"][strongest].get("auc_ci") or [None])[0]
-        if lo is not None and lo > th.auc_lower_amber:
-            fig = f"AUC = {battery['attacks'][strongest]['auc']:.3f}, CI lower bound {lo:.3f}"
-            amber.append(("membership_auc", strongest, fig, f"{strongest} (strongest): {fig} > {th.auc_lower_amber}"))
-
-    if canaries is None:
-        not_measured.append("canary exposure")
-    else:
-        mx, log2 = _canary_max(canaries, th.canary_repeats)
-        if mx is None:
-            not_measured.append(f"canary exposure at r = {th.canary_repeats}")
-        elif mx >= log2 - th.canary_margin_bits:
-            fig = f"max exposure = {mx:.2f} bits at r = {th.canary_repeats}"
-            red.append(("canary_exposure", "canaries", fig, f"{fig} ≥ log2|R| − {th.canary_margin_bits:g} = "
-                                                            f"{log2 - th.canary_margin_bits:.2f}"))
-
-    reasons = [r[3] for r in red] + [r[3] for r in amber]
-    if red or amber:
-        level, (rule, attack, fig, _) = ("red", red[0]) if red else ("amber", amber[0])
-        return Verdict(level, rule, attack, fig, f"{level}: {reasons[0]}", reasons, not_measured, detectable)
-    statement = GREEN_STATEMENT + (f" (smallest detectable AUC ≈ {detectable:.3f} with "
-                                   f"{battery['n_members']} members and {battery['n_nonmembers']} non-members)"
-                                   if detectable is not None else "")
+    reasons = [r[3] for r in red + unjudgeable + amber]
+    extra = dict(not_measured=not_measured, detectable_auc=detectable, not_judged=not_judged,
+                 unjudgeable=[u[3] for u in unjudgeable], power=power)
+    for level, found in (("red", red), ("incomplete", unjudgeable), ("amber", amber)):
+        if found:
+            rule, attack, fig, _ = found[0]
+            statement = (f"{level}: " + "; ".join(u[3] for u in unjudgeable) if level == "incomplete" else
+                         f"{level}: {reasons[0]}")
+            return Verdict(level, rule, attack, fig, statement, reasons, **extra)
+    statement = GREEN_STATEMENT + (f" ({power})" if power else "")
     if not_measured:
         statement += "; not measured: " + ", ".join(not_measured)
-    return Verdict("green", "none", None, None, statement, [], not_measured, detectable)
+    if not_judged:
+        statement += "; not judged: " + ", ".join(not_judged)
+    return Verdict("green", "none", None, None, statement, [], **extra)

@@ -10,28 +10,46 @@ from toolkit.cli.common import FORMAT_HELP, add_quiet, csv_list
 TITLE = "model audit"
 
 
+def pll_budget(text: str) -> int | str:
+    """``--pll-positions``: ``all`` or an integer (checked ≥ 1 with the other options)."""
+    if text == "all":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'all' or an integer >= 1, got {text!r}") from None
+
+
 def cmd_audit(args: argparse.Namespace) -> int:
     from toolkit.cli.common import load_corpus_split
     from toolkit.errors import ToolkitError
-    from toolkit.pipelines.audit_only import audit_models
+    from toolkit.pipelines.audit_only import audit_models, check_options
 
     if args.identifiers and args.detector:
         raise ToolkitError("give either --identifiers DIR or --detector (with --k, --n), not both")
     if not (args.identifiers or args.detector):
         raise ToolkitError("name the identifiers: --identifiers DIR (from `python -m toolkit identifiers`) or "
                            "--detector oracle|patterns|spacy with --k and --n")
+    check_options(window=args.window, n_bootstrap=args.bootstrap, seed=args.seed, n_individuals=args.n_individuals,
+                  k=args.k, n=args.n, pll_positions=args.pll_positions, flags=True)  # before anything is read
+    if args.bootstrap == 0 and not args.quiet:
+        print("[audit] --bootstrap 0: AUC intervals by Hanley-McNeil's normal approximation, no TPR intervals")
     reference = False if args.reference == "none" else args.reference
-    result = audit_models(args.models, load_corpus_split(args.corpus, format=args.format),
-                          members=csv_list(args.members), nonmembers=csv_list(args.nonmembers), reference=reference,
-                          identifiers=args.identifiers, detector=args.detector, k=args.k, n=args.n,
-                          out_dir=args.out, dtype=args.dtype, device_map=args.device_map, window=args.window,
-                          n_individuals=args.n_individuals, seed=args.seed, n_bootstrap=args.bootstrap,
-                          progress=not args.quiet)
-    for label, ref in result.references.items():
-        print(f"{label}: reference {ref or 'none'}; files in {result.out_dir / label}")
-    print(f"report: {result.out_dir / 'report.html'}")
-    for line in result.lines():
-        print(line)
+
+    def show(result) -> None:  # before the top-level files: a full disk cannot hide the verdicts
+        for label, ref in result.references.items():
+            print(f"{label}: reference {ref or 'none'}; files in {result.out_dir / label}")
+        print(f"report: {result.out_dir / 'report.html'}")
+        for line in result.lines():
+            print(line, flush=True)
+
+    audit_models(args.models, load_corpus_split(args.corpus, format=args.format), members=csv_list(args.members),
+                 nonmembers=csv_list(args.nonmembers), reference=reference, identifiers=args.identifiers,
+                 detector=args.detector, k=args.k, n=args.n, out_dir=args.out, dtype=args.dtype,
+                 device_map=args.device_map, window=args.window, n_individuals=args.n_individuals, seed=args.seed,
+                 n_bootstrap=args.bootstrap, pll_positions=args.pll_positions,
+                 hash_predictions=not args.raw_predictions, progress=not args.quiet, echo=not args.quiet,
+                 on_verdicts=show)
     return 0
 
 
@@ -41,8 +59,12 @@ def register(sub) -> None:
                        description="Membership attacks (loss, zlib, Min-K%, Min-K%++, reference, identifier count), "
                                    "PII inference, memorisation and the §4 probe of every MODEL on the members vs "
                                    "non-members of --corpus; writes OUT/<model>/ (attacks.json, roc.json, "
-                                   "scores.parquet, identifiers.json, verdict.json), OUT/verdicts.json and "
-                                   "OUT/report.html. The last lines: one verdict per model.")
+                                   "scores.parquet, identifiers.json, verdict.json), OUT/audit/<model>/ (the probe; "
+                                   "its predictions as keyed hashes), OUT/verdicts.json and OUT/report.html "
+                                   "(PRIVACY.md lists what each holds). One audit per OUT at a time (OUT/.lock); an "
+                                   "earlier audit's outputs that this one would not rewrite as they are are removed "
+                                   "first. The last lines: one verdict per model, printed before the files are "
+                                   "written.")
     s.add_argument("models", nargs="+", metavar="MODEL", help="Hugging Face model ids or model directories")
     s.add_argument("--corpus", required=True, help="corpus holding the members and the non-members")
     s.add_argument("--format", default="auto", help=FORMAT_HELP)
@@ -53,15 +75,22 @@ def register(sub) -> None:
     s.add_argument("--identifiers", help="identifiers of the audited documents (output folder of `identifiers`)")
     s.add_argument("--detector", help="or analyse them here: oracle, patterns, spacy or a '+' combination")
     s.add_argument("--k", type=int, default=2, help="with --detector: indirect identifiers are used by < k "
-                                                    "individuals (default 2)")
+                                                    "individuals (default 2; at least 2)")
     s.add_argument("--n", type=int, default=1, help="with --detector: largest m-gram size (default 1)")
     s.add_argument("--n-individuals", type=int, help="first N individuals of the members and of the non-members")
     s.add_argument("--dtype", choices=["bf16", "fp16", "fp32"], help="load the models in this precision")
     s.add_argument("--device-map", help="dispatch large models over the devices (e.g. auto)")
-    s.add_argument("--window", type=int, default=256, help="audit window in tokens (default 256)")
+    s.add_argument("--window", type=int, default=256, help="audit window in tokens (default 256, at least 8; "
+                                                           "clipped to a model's position table, with a note)")
     s.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples of the AUC intervals (default "
-                                                               "1000)")
+                                                               "1000; 0: Hanley-McNeil intervals, no resampling)")
+    s.add_argument("--pll-positions", type=pll_budget, default="all", metavar="N|all",
+                   help="masked models: pseudo-log-likelihood over every position of a window (all, the default) "
+                        "or over N positions per window (budgeted, faster; methods.md §10)")
     s.add_argument("--seed", type=int, default=0, help="seed of the samples, candidates and masks (default 0)")
+    s.add_argument("--raw-predictions", action="store_true",
+                   help="keep the probe's predicted words in OUT/audit/<model>/predictions.parquet and "
+                        "mia_predictions.parquet (personal data: names, record numbers) instead of keyed hashes")
     s.add_argument("--out", required=True, help="output folder")
     add_quiet(s)
     s.set_defaults(func=cmd_audit)

@@ -14,7 +14,9 @@ TITLE = "run & report"
 def cmd_run(args: argparse.Namespace) -> int:
     from toolkit.config.experiment import load_experiment, parse_overrides
     from toolkit.pipelines.lm_experiment import results_lines, run_experiment
+    from toolkit.threads import use_cores
 
+    use_cores()  # every core (TOOLKIT_THREADS overrides); the manifest records the count in effect
     cfg = load_experiment(args.config, parse_overrides(args.set or []))
     out = Path(args.out) if args.out else Path("runs") / cfg.name
     result = run_experiment(cfg, out, progress=not args.quiet, echo=not args.quiet)

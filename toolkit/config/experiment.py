@@ -16,6 +16,7 @@ import yaml
 
 from toolkit.config.sections import (ATTACK_MINIMA, AttacksSection, AuditSection, CanariesSection, CorpusSection,
                                      ModelSection, RegurgitationSection, TrainingSection)
+from toolkit.audit.pll import check_budget
 from toolkit.config.validation import UniqueKeyLoader, Where, field_names, set_dotted
 from toolkit.errors import ToolkitError
 
@@ -197,6 +198,8 @@ def experiment_from_dict(raw: dict[str, Any], *, source: str | Path = "<config>"
         model = _model(raw["model"], where, profile, corpus, base_dir)
         training, models = _training(raw["training"], where, profile, model.kind), None
     audit = _audit(raw.get("audit"), where, model)
+    if audit.attacks.pll_positions is None:  # the profile's, so that the attack steps' keys name it
+        audit.attacks.pll_positions = profile.pll_positions
 
     description = raw.get("description", "")
     if not isinstance(description, str):
@@ -330,6 +333,8 @@ def _audit(raw: Any, where: Where, model: ModelSection | None) -> AuditSection:
         if key in at:
             at[key] = where.integer(at[key], f"audit.attacks.{key}", minimum=low)
     at["batch_size"] = where.integer(at.get("batch_size"), "audit.attacks.batch_size", minimum=1, allow_none=True)
+    if at.get("pll_positions") is not None:  # None: the profile's (experiment_from_dict)
+        check_budget(at["pll_positions"], f"{where.source}: audit.attacks.pll_positions")
     a["attacks"] = AttacksSection(**at)
     if a.get("reference") is not None and (model is not None or not isinstance(a["reference"], str)):
         raise where.error("audit.reference", "a model id or directory, for `models:` configs only (a training run's "

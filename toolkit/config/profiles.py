@@ -12,6 +12,7 @@ from typing import Any
 
 import yaml
 
+from toolkit.audit.pll import ALL, check_budget
 from toolkit.errors import ToolkitError
 from toolkit.config.email import EmailProfile
 from toolkit.models import TinyModelConfig
@@ -27,6 +28,8 @@ class Profile:
     pretrain: dict[str, TrainConfig]
     finetune: dict[str, TrainConfig]
     email: "EmailProfile | None" = None  # e-mail extraction experiment (paper 002), ``toolkit.config.email``
+    #: default ``audit.attacks.pll_positions``: ``"all"`` (exact masked PLL) or N positions per window (budgeted)
+    pll_positions: int | str = "all"
 
 
 def check_keys(cls, data: Any, where: str) -> None:
@@ -59,7 +62,7 @@ def load_profile(name_or_path: str | Path) -> Profile:
         raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except yaml.YAMLError as exc:
         raise ToolkitError(f"{path}: invalid YAML ({exc})") from exc
-    unknown = sorted(set(raw) - {"name", "base", "pretrain", "finetune", "email"})
+    unknown = sorted(set(raw) - {"name", "base", "pretrain", "finetune", "email", "pll_positions"})
     if unknown:
         raise ToolkitError(f"{path}: unknown key(s) {unknown}")
     base = {k: v if isinstance(v, str) else typed_section(TinyModelConfig, v, f"{path}: base.{k}")
@@ -67,5 +70,6 @@ def load_profile(name_or_path: str | Path) -> Profile:
     pretrain = {k: typed_section(TrainConfig, v, f"{path}: pretrain.{k}") for k, v in (raw.get("pretrain") or {}).items()}
     finetune = {k: typed_section(TrainConfig, v, f"{path}: finetune.{k}") for k, v in (raw.get("finetune") or {}).items()}
     email = EmailProfile.from_dict(raw["email"], f"{path}: email") if raw.get("email") is not None else None
+    pll = check_budget(raw.get("pll_positions", ALL), f"{path}: pll_positions")
     return Profile(name=str(raw.get("name", path.stem)), base=base, pretrain=pretrain, finetune=finetune,
-                   email=email)
+                   email=email, pll_positions=ALL if pll is None else pll)

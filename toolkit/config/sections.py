@@ -79,16 +79,19 @@ class AttacksSection:
     ``enabled``; the membership attacks' audit ``window`` (tokens); PII inference's ``pii_candidates`` per occurrence,
     ``pii_occurrences`` attacked (a seeded sample) and ``pii_window`` tokens of context (memorisation's too);
     ``memorisation_occurrences`` measured; ``canary_references`` random secrets per canary (exposure); ``batch_size``
-    (None: adapted to the model, halved on out-of-memory)."""
+    (None: adapted to the model, halved on out-of-memory); ``pll_positions``, a masked model's membership scoring:
+    ``all`` (exact pseudo-log-likelihood) or N positions per window (budgeted, :mod:`toolkit.audit.pll`), None in the
+    YAML meaning the profile's (filled in when the config is loaded)."""
 
     enabled: bool = True
     window: int = 256
-    pii_candidates: int = 20
+    pii_candidates: int = 50
     pii_occurrences: int = 100
-    pii_window: int = 64
+    pii_window: int = 256
     memorisation_occurrences: int = 500
-    canary_references: int = 1000
+    canary_references: int = 10000
     batch_size: int | None = None
+    pll_positions: int | str | None = None
 
 
 #: smallest allowed value of each integer option of ``audit.attacks``

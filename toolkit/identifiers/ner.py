@@ -23,10 +23,10 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tqdm.auto import tqdm
 
 from toolkit.corpus import Document, Span
 from toolkit.errors import ToolkitError
+from toolkit.progress import progress_bar
 
 UNITS = ("sentence", "line", "document")
 _SENTENCE_END = re.compile(r"[.!?][\"')\]]?[ \t]+(?=[A-Z0-9\"'(\[])")
@@ -155,8 +155,7 @@ def detect_entities(nlp, docs: Sequence[Document], labels: set[str], *, cache: P
     n_words = sum(pc.key.count(" ") + 1 for per_doc in cut for pc in per_doc)
     fresh: dict[str, tuple[tuple[int, int, str], ...]] = {}
     n_proc = processes(n_process, sum(map(len, keys)))
-    with tqdm(total=n_words, desc="spaCy NER", unit="word", unit_scale=True, disable=not progress,
-              mininterval=1.0) as bar:
+    with progress_bar(total=n_words, desc="spaCy NER", unit="word", unit_scale=True, enabled=progress) as bar:
         counts = _multiplicity(cut, todo)
         bar.update(n_words - sum(words[k] * n for k, n in counts.items()))  # pieces served from the cache
         try:

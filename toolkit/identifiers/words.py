@@ -26,7 +26,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
-from tqdm.auto import tqdm
+
+from toolkit.progress import progress_bar
 
 
 @functools.cache
@@ -139,7 +140,7 @@ def segment_corpus(texts: Sequence[str], *, lowercase: bool = True, progress: bo
     chunks = [texts[i:i + chunk_size] for i in range(0, len(texts), chunk_size)]
     results = []
     with ThreadPoolExecutor(max_workers=n_threads) as pool, \
-            tqdm(total=len(texts), desc="segmenting words", unit="doc", disable=not progress, mininterval=1.0) as bar:
+            progress_bar(total=len(texts), desc="segmenting words", unit="doc", enabled=progress) as bar:
         for chunk, res in zip(chunks, pool.map(_segment_chunk, chunks)):
             results.append(res)
             bar.update(len(chunk))

@@ -3,6 +3,6 @@
 from __future__ import annotations
 
 from toolkit.metrics.probing import (check_columns, heldout_utility, leaked, leaked_by_category, norm_series, norm_set, normalize_word, privacy, privacy_report, regurgitation_table, utility)
-from toolkit.metrics.mia import (auxiliary_knowledge_identifiable, mia_report, mia_scores, roc, tpr_at_fpr)
+from toolkit.metrics.mia import (auxiliary_knowledge_identifiable, hanley_mcneil_ci, mia_report, mia_scores, roc, tpr_at_fpr)
 
-__all__ = ['auxiliary_knowledge_identifiable', 'check_columns', 'heldout_utility', 'leaked', 'leaked_by_category', 'mia_report', 'mia_scores', 'norm_series', 'norm_set', 'normalize_word', 'privacy', 'privacy_report', 'regurgitation_table', 'roc', 'tpr_at_fpr', 'utility']
+__all__ = ['auxiliary_knowledge_identifiable', 'check_columns', 'hanley_mcneil_ci', 'heldout_utility', 'leaked', 'leaked_by_category', 'mia_report', 'mia_scores', 'norm_series', 'norm_set', 'normalize_word', 'privacy', 'privacy_report', 'regurgitation_table', 'roc', 'tpr_at_fpr', 'utility']

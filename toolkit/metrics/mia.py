@@ -1,5 +1,6 @@
 """Membership inference figures (methods.md §5, §10): the papers' count attack score and, for any attack's scores, the
-ROC, AUC and TPR at fixed FPRs with bootstrap intervals (an FPR below 1/n_nonmembers is reported as unresolvable).
+ROC, AUC and TPR at fixed FPRs with bootstrap (score or cluster) or Hanley–McNeil intervals (an FPR below
+1/n_nonmembers is reported as unresolvable).
 
 * **Count MIA** (000 §5.4): score(individual) = number of that individual's indirect-identifier types predicted when
   probing that individual's own documents.
@@ -15,7 +16,7 @@ from sklearn.metrics import roc_auc_score, roc_curve
 
 from toolkit.metrics.probing import check_columns, norm_set, normalize_word, prediction_words
 
-__all__ = ["auxiliary_knowledge_identifiable", "mia_report", "mia_scores", "roc", "tpr_at_fpr"]
+__all__ = ["auxiliary_knowledge_identifiable", "hanley_mcneil_ci", "mia_report", "mia_scores", "roc", "tpr_at_fpr"]
 
 #: relative tolerance when comparing FPRs (k / n computed in floating point) with a target FPR
 _FPR_TOL = 1e-9
@@ -139,81 +140,176 @@ def _fpr_key(x: float) -> str:
 
 
 def _bootstrap_stats(m: np.ndarray, n: np.ndarray, fprs: Sequence[float], n_bootstrap: int,
-                     rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+                     rng: np.random.Generator, groups: tuple[np.ndarray, np.ndarray] | None = None
+                     ) -> tuple[np.ndarray, np.ndarray]:
     """AUC (shape ``(B,)``) and TPR at each FPR (shape ``(B, len(fprs))``) of ``n_bootstrap`` resamples.
 
-    Members and non-members are resampled separately with replacement. Scores are coded by rank among the distinct
-    values of both samples, so each resample is two rows of per-code counts: TPR(k) and FPR(k) are the shares with a
-    code ≥ k, and AUC = Σ_k c_m(k) (c_n(<k) + ½ c_n(k)) / (|m| |n|).
+    Members and non-members are resampled separately with replacement: scores, or (``groups``: the cluster index,
+    0..G−1 in order of first appearance, of each member and each non-member score) whole clusters, every score of a
+    drawn cluster counted as often as the cluster is drawn. Scores are coded by rank among the distinct values of
+    both samples, so each resample is two rows of per-code counts: TPR(k) and FPR(k) are the shares with a code
+    ≥ k, and AUC = Σ_k c_m(k) (c_n(<k) + ½ c_n(k)) / (|m| |n|). With one score per cluster, the draws (and so the
+    intervals) are those of the score bootstrap.
     """
     values, codes = np.unique(np.r_[m, n], return_inverse=True)
     cm_codes, cn_codes = codes[:m.size], codes[m.size:]
     K = values.size
+    if groups is None:
+        sides = [(m.size, None), (n.size, None)]
+    else:
+        sides = []
+        for g, c in zip(groups, (cm_codes, cn_codes)):
+            n_g = int(g.max()) + 1
+            table = np.zeros((n_g, K))                 # cluster x code: how many of the cluster's scores have code k
+            np.add.at(table, (g, c), 1.0)
+            sides.append((n_g, table))
     aucs = np.empty(n_bootstrap)
     tprs = np.empty((n_bootstrap, len(fprs)))
     chunk = max(1, int(4_000_000 // max(K, m.size, n.size)))  # bounds memory to a few B×K arrays of 4e6 cells
     for lo in range(0, n_bootstrap, chunk):
         hi = min(lo + chunk, n_bootstrap)
-        im = rng.integers(0, m.size, size=(hi - lo, m.size))
-        inn = rng.integers(0, n.size, size=(hi - lo, n.size))
-        aucs[lo:hi], tprs[lo:hi] = _stats_from_codes(cm_codes[im], cn_codes[inn], K, fprs)
+        counts = []
+        for (size, table), own in zip(sides, (cm_codes, cn_codes)):
+            draw = rng.integers(0, size, size=(hi - lo, size))
+            if table is None:
+                counts.append(_counts(own[draw], K))
+            else:
+                counts.append(_counts(draw, size) @ table)
+        aucs[lo:hi], tprs[lo:hi] = _stats_from_counts(counts[0], counts[1], fprs)
     return aucs, tprs
 
 
-def _stats_from_codes(cm: np.ndarray, cn: np.ndarray, K: int, fprs: Sequence[float]):
-    """AUC and TPR@FPR for each row of member codes ``cm`` (B×m) and non-member codes ``cn`` (B×n)."""
-    B, nm = cm.shape
-    nn = cn.shape[1]
+def _counts(codes: np.ndarray, K: int) -> np.ndarray:
+    """``(B, K)`` float counts of each code 0..K−1 in each row of ``codes`` (B×n)."""
+    B = codes.shape[0]
     offs = (np.arange(B) * K)[:, None]
-    count_m = np.bincount((cm + offs).ravel(), minlength=B * K).reshape(B, K)
-    count_n = np.bincount((cn + offs).ravel(), minlength=B * K).reshape(B, K)
+    return np.bincount((codes + offs).ravel(), minlength=B * K).reshape(B, K).astype(float)
+
+
+def _stats_from_counts(count_m: np.ndarray, count_n: np.ndarray, fprs: Sequence[float]):
+    """AUC and TPR@FPR for each row of per-code counts of members ``count_m`` and non-members ``count_n`` (B×K)."""
+    nm = count_m.sum(axis=1)
+    nn = count_n.sum(axis=1)
     below_n = np.cumsum(count_n, axis=1) - count_n
     auc = (count_m * (below_n + 0.5 * count_n)).sum(axis=1) / (nm * nn)
     # shares with a score >= value k (threshold at each distinct value), plus the origin (threshold above all)
-    tpr = np.cumsum(count_m[:, ::-1], axis=1)[:, ::-1] / nm
-    fpr = np.cumsum(count_n[:, ::-1], axis=1)[:, ::-1] / nn
-    out = np.empty((B, len(fprs)))
+    tpr = np.cumsum(count_m[:, ::-1], axis=1)[:, ::-1] / nm[:, None]
+    fpr = np.cumsum(count_n[:, ::-1], axis=1)[:, ::-1] / nn[:, None]
+    out = np.empty((count_m.shape[0], len(fprs)))
     for j, target in enumerate(fprs):
         out[:, j] = np.where(fpr <= target * (1.0 + _FPR_TOL), tpr, 0.0).max(axis=1)
     return auc, out
 
 
-def mia_report(scores_members, scores_nonmembers, fprs: Sequence[float] = (0.001, 0.01, 0.1),
-               n_bootstrap: int = 1000, seed: int = 0, ci: float = 0.95) -> dict:
-    """ROC summary of the membership attack with bootstrap intervals (methods.md §5; 000 Fig. 6, Table 2).
+def hanley_mcneil_ci(auc: float, n_pos: int, n_neg: int, confidence: float = 0.95) -> list[float]:
+    """Normal-approximation interval of an AUC from its standard error (Hanley & McNeil 1982; methods.md §10).
 
-    Point estimates come from :func:`roc` and :func:`tpr_at_fpr`. Intervals are percentile bootstrap intervals:
-    members and non-members are resampled separately with replacement (``numpy.random.default_rng(seed)``;
-    in chunks of resamples, members' indices drawn before non-members'), the statistic is recomputed on each of
-    the ``n_bootstrap`` resamples, and the
-    ``(1 − ci)/2`` and ``(1 + ci)/2`` quantiles are reported.
+    .. math:: SE^2 = \\frac{A(1-A) + (n_p - 1)(Q_1 - A^2) + (n_n - 1)(Q_2 - A^2)}{n_p n_n},\\quad
+              Q_1 = \\frac{A}{2 - A},\\quad Q_2 = \\frac{2A^2}{1 + A}
+
+    and the interval is ``A ± z SE`` with ``z`` the ``(1 + confidence)/2`` standard-normal quantile, clipped to
+    [0, 1]. It needs no resampling, so it exists for any sample (it is the interval of :func:`mia_report` with
+    ``n_bootstrap=0``); it assumes independent scores and is exact only asymptotically (Q1, Q2 are those of
+    exponential score distributions). At A = 0 or 1 the SE is 0 and the interval collapses to the point.
+
+    Hanley, J. A. & McNeil, B. J. (1982). The meaning and use of the area under a receiver operating characteristic
+    (ROC) curve. Radiology 143(1), 29–36.
+
+    Parameters
+    ----------
+    auc : float
+        The AUC ``A``, in [0, 1].
+    n_pos, n_neg : int
+        Numbers of positives (members) and negatives (non-members), each ≥ 1.
+    confidence : float
+        In (0, 1).
+
+    Returns
+    -------
+    list of float
+        ``[lo, hi]``.
+    """
+    from scipy.stats import norm
+
+    a = float(auc)
+    if not 0.0 <= a <= 1.0:
+        raise ValueError(f"auc must be in [0, 1] (got {a})")
+    if int(n_pos) < 1 or int(n_neg) < 1:
+        raise ValueError(f"need at least one positive and one negative (got {n_pos} and {n_neg})")
+    if not 0 < confidence < 1:
+        raise ValueError("confidence must be in (0, 1)")
+    q1 = a / (2.0 - a)
+    q2 = 2.0 * a * a / (1.0 + a)
+    var = (a * (1 - a) + (n_pos - 1) * (q1 - a * a) + (n_neg - 1) * (q2 - a * a)) / (n_pos * n_neg)
+    half = float(norm.ppf((1 + confidence) / 2)) * float(np.sqrt(max(var, 0.0)))
+    return [max(0.0, a - half), min(1.0, a + half)]
+
+
+def _cluster_index(groups, size: int, side: str) -> np.ndarray:
+    g = np.asarray(pd.factorize(pd.Series(list(groups), dtype=object), sort=False)[0])
+    if g.size != size:
+        raise ValueError(f"{g.size} {side} group labels for {size} {side} scores")
+    if (g < 0).any():
+        raise ValueError(f"{side} group labels must not be missing")
+    return g
+
+
+def mia_report(scores_members, scores_nonmembers, fprs: Sequence[float] = (0.001, 0.01, 0.1),
+               n_bootstrap: int = 1000, seed: int = 0, ci: float = 0.95,
+               groups: tuple[Sequence, Sequence] | None = None) -> dict:
+    """ROC summary of the membership attack with an interval for the AUC (methods.md §5, §10; 000 Fig. 6, Table 2).
+
+    Point estimates come from :func:`roc` and :func:`tpr_at_fpr`. With ``n_bootstrap > 0`` the intervals are
+    percentile bootstrap intervals: members and non-members are resampled separately with replacement
+    (``numpy.random.default_rng(seed)``; in chunks of resamples, members' draws before non-members'), the statistic
+    is recomputed on each of the ``n_bootstrap`` resamples, and the ``(1 − ci)/2`` and ``(1 + ci)/2`` quantiles are
+    reported. With ``groups`` (the cluster, e.g. the individual, of each member score and of each non-member score)
+    the bootstrap resamples clusters, not scores (cluster bootstrap; Davison & Hinkley 1997, §3.8): clusters are
+    drawn with replacement within members and within non-members and every score of a drawn cluster enters the
+    resample, so correlated scores of one individual widen the interval as they should. With one score per cluster
+    this is the score bootstrap, draw for draw.
+
+    With ``n_bootstrap == 0`` the AUC interval is Hanley & McNeil's (:func:`hanley_mcneil_ci`), with the numbers of
+    clusters as sample sizes when ``groups`` are given (a conservative effective size); the TPR intervals are then
+    None.
 
     Returns
     -------
     dict
-        ``auc``, ``auc_ci`` (``[lo, hi]``, None when ``n_bootstrap == 0``), ``tpr_at_fpr`` (``{"0.001": float or
-        None, ...}``, keys ``format(fpr, "g")``, None where the FPR cannot be resolved with this many non-members),
-        ``tpr_at_fpr_ci`` (same keys, ``[lo, hi]`` or None), ``n_members``, ``n_nonmembers``, ``fpr`` and ``tpr``
-        (lists, the ROC points). Plain Python types, ready for JSON.
+        ``auc``, ``auc_ci`` (``[lo, hi]``), ``auc_ci_method`` (``"bootstrap"`` or ``"hanley-mcneil"``),
+        ``n_clusters`` (``{"members": int, "nonmembers": int}`` with ``groups``, else None), ``tpr_at_fpr``
+        (``{"0.001": float or None, ...}``, keys ``format(fpr, "g")``, None where the FPR cannot be resolved with
+        this many non-members), ``tpr_at_fpr_ci`` (same keys, ``[lo, hi]`` or None), ``n_members``,
+        ``n_nonmembers``, ``fpr`` and ``tpr`` (lists, the ROC points). Plain Python types, ready for JSON.
     """
     if not 0 < ci < 1:
         raise ValueError("ci must be in (0, 1)")
+    if int(n_bootstrap) != n_bootstrap or n_bootstrap < 0:
+        raise ValueError(f"n_bootstrap must be a non-negative integer (got {n_bootstrap!r})")
     m, n = _two_class(scores_members, scores_nonmembers)
+    clusters = None
+    if groups is not None:
+        clusters = (_cluster_index(groups[0], m.size, "member"), _cluster_index(groups[1], n.size, "non-member"))
     r = roc(m, n)
     fprs = [float(f) for f in fprs]
     keys = [_fpr_key(f) for f in fprs]
-    out = {"auc": r["auc"], "auc_ci": None,
+    out = {"auc": r["auc"], "auc_ci": None, "auc_ci_method": "bootstrap" if n_bootstrap > 0 else "hanley-mcneil",
+           "n_clusters": None if clusters is None else {"members": int(clusters[0].max()) + 1,
+                                                        "nonmembers": int(clusters[1].max()) + 1},
            "tpr_at_fpr": {k: tpr_at_fpr(r["fpr"], r["tpr"], f, n.size) for k, f in zip(keys, fprs)},
            "tpr_at_fpr_ci": {k: None for k in keys},
            "n_members": int(m.size), "n_nonmembers": int(n.size),
            "fpr": r["fpr"].tolist(), "tpr": r["tpr"].tolist()}
     if n_bootstrap > 0:
-        aucs, tprs = _bootstrap_stats(m, n, fprs, int(n_bootstrap), np.random.default_rng(seed))
+        aucs, tprs = _bootstrap_stats(m, n, fprs, int(n_bootstrap), np.random.default_rng(seed), clusters)
         q = [100 * (1 - ci) / 2, 100 * (1 + ci) / 2]
         out["auc_ci"] = [float(v) for v in np.percentile(aucs, q)]
         for j, (k, f) in enumerate(zip(keys, fprs)):
             if _resolvable(f, n.size):
                 out["tpr_at_fpr_ci"][k] = [float(v) for v in np.percentile(tprs[:, j], q)]
+    else:
+        sizes = (m.size, n.size) if out["n_clusters"] is None else tuple(out["n_clusters"].values())
+        out["auc_ci"] = hanley_mcneil_ci(r["auc"], *sizes, confidence=ci)
     return out
 
 

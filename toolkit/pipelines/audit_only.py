@@ -16,25 +16,44 @@ model directory or of the run directory holding an ``epoch-N`` checkpoint; ``tra
 Every step is cached by the one cache rule (:mod:`toolkit.pipelines.cache`). Layout of ``out_dir``::
 
     identifiers_members/ identifiers_all/      identifier analyses (when made here from a detector, k, n)
-    audit/<label>/                             metrics.json, roc.json, predictions.parquet (the §4 probe)
+    audit/<label>/                             metrics.json, roc.json, predictions.hashed.parquet,
+                                               mia_predictions.hashed.parquet (the §4 probe; keyed hashes)
     <label>/                                   attacks.json, roc.json, scores.parquet, identifiers.json, verdict.json
-    attacks.json identifiers.json verdicts.json report.html
+    attacks.json identifiers.json verdicts.json report.html   .hash_key (the hashes' key)
 
-(``attacks.json`` / ``identifiers.json``: the model's own for one model, ``{label: …}`` for several.)
+(``attacks.json`` / ``identifiers.json``: the model's own for one model, ``{label: …}`` for several.
+``attacks.json`` records the settings the attacks used: ``window`` — after clipping to the model's position table —
+and ``window_requested``, ``n_bootstrap``, ``auc_ci_method`` (``bootstrap``, or ``hanley-mcneil`` with
+``n_bootstrap = 0``), ``pll_positions``.)
+
+A standalone audit (no ``cache``: the command line, a notebook) works like ``toolkit run``
+(:mod:`toolkit.pipelines.audit_outputs`): it holds ``OUT/.lock`` (:func:`toolkit.pipelines.lock.run_lock`; a second
+audit of the same folder stops with an error naming the holder's pid, a dead holder's lock is taken over); before
+any new work it *removes* — not moves — the previous top-level outputs and every step folder whose inputs differ
+from this audit's (the cache rule would remove them anyway; removing them first means an interrupted audit never
+leaves the previous verdicts beside its own half-done folders, and no stale copy of personal data is kept); the
+prediction tables hold keyed hashes, not words (``hash_predictions=False``, ``--raw-predictions``: the words, as
+``predictions.parquet`` / ``mia_predictions.parquet``); the verdicts are known (``on_verdicts``) before the
+top-level files are written, and a full disk, a quota, a read-only or forbidden folder stops it with one line naming
+the file.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from toolkit.config.sections import AttacksSection
+from toolkit.config.sections import ATTACK_MINIMA, AttacksSection
 from toolkit.corpus import Corpus
 from toolkit.errors import ToolkitError
+from toolkit.pipelines.audit_outputs import check_int, writing
 
 #: folder names of ``out_dir`` that a model label may not take
 RESERVED = {"audit", "attacks", "identifiers_members", "identifiers_all", "runs", "regurgitation"}
@@ -107,20 +126,24 @@ class AuditResult:
 
     def save(self, report: bool = True) -> dict[str, Path]:
         """Write ``attacks.json``, ``identifiers.json``, ``verdicts.json`` and (``report``) ``report.html`` into
-        ``out_dir`` (the per-model folders are written by the steps)."""
+        ``out_dir`` (the per-model folders are written by the steps). A full disk, a quota, a read-only or forbidden
+        folder: a one-line :class:`ToolkitError` naming the file (:func:`~toolkit.pipelines.audit_outputs.writing`)."""
         from toolkit.io import atomic_write_json
 
         one = len(self.attacks) == 1
         att = {label: a["attacks"] for label, a in self.attacks.items()}
         ids = {label: a["identifiers"] for label, a in self.attacks.items()}
-        out = {"attacks": atomic_write_json(next(iter(att.values())) if one else att, self.out_dir / "attacks.json"),
-               "identifiers": atomic_write_json(next(iter(ids.values())) if one else ids,
-                                                self.out_dir / "identifiers.json"),
-               "verdicts": atomic_write_json(self.verdicts, self.out_dir / "verdicts.json")}
+        files = {"attacks": next(iter(att.values())) if one else att,
+                 "identifiers": next(iter(ids.values())) if one else ids, "verdicts": self.verdicts}
+        out = {}
+        for name, obj in files.items():
+            with writing(self.out_dir / f"{name}.json"):
+                out[name] = atomic_write_json(obj, self.out_dir / f"{name}.json")
         if report:
             from toolkit.report import build_report
 
-            out["report"] = build_report([self.out_dir], self.out_dir / "report.html")
+            with writing(self.out_dir / "report.html"):
+                out["report"] = build_report([self.out_dir], self.out_dir / "report.html")
         return out
 
 
@@ -137,21 +160,18 @@ def _split(corpus: Corpus, split, n: int | None, what: str) -> Corpus:
     return part.filter(person_ids=part.person_ids[:n]) if n else part
 
 
-def _identifier_tables(identifiers, detector, k, n, members: Corpus, nonmembers: Corpus, out: Path,
-                       run) -> tuple[dict, dict, str, str]:
-    """``(ids_members, ids_all, key_members, key_all)``: a given identifiers folder (checked to cover every audited
-    document), or the analyses of members and members ∪ non-members made here (cached)."""
+def _identifier_plan(identifiers, detector, k, n, members: Corpus, nonmembers: Corpus) -> tuple[dict | None, dict]:
+    """``(tables, analyses)``: a given identifiers folder's tables (checked to cover every audited document) and no
+    analysis, or None and the analyses of members and members ∪ non-members to make here (cached):
+    ``{step name: (inputs, documents, settings)}``."""
     from toolkit.identifiers import IdentifierConfig, load_identifiers
     from toolkit.identifiers.storage import check_coverage
-    from toolkit.pipelines import steps
-    from toolkit.pipelines.cache import step_key
     from toolkit.training import corpus_fingerprint
 
     if isinstance(identifiers, (str, Path)):
         tables = load_identifiers(identifiers)
         check_coverage(list(members) + list(nonmembers), tables["positions"], table="positions")
-        key = tables["summary"]["run_key"]
-        return tables, tables, key, key
+        return tables, {}
     if isinstance(identifiers, IdentifierConfig):
         cfg = identifiers
     elif detector is not None:
@@ -160,21 +180,38 @@ def _identifier_tables(identifiers, detector, k, n, members: Corpus, nonmembers:
         raise ToolkitError("name the identifiers: a folder made by `python -m toolkit identifiers`, or a detector "
                            "(with k and n) to analyse the audited documents")
     id_cfg = {**asdict(cfg), "spacy_labels": list(cfg.spacy_labels)}
-    got, keys = [], []
-    for part, docs in (("members", members), ("all", Corpus(list(members) + list(nonmembers)))):
-        inputs = {"identifiers": id_cfg, "documents": corpus_fingerprint(docs)}
-        d = out / f"identifiers_{part}"
-        got.append(run(f"identifiers_{part}", d, inputs, lambda d=d, docs=docs: steps.identifiers(docs, d, **id_cfg),
-                       lambda d=d: load_identifiers(d), check="summary.json"))
-        keys.append(step_key(f"identifiers_{part}", inputs))
-    return got[0], got[1], keys[0], keys[1]
+    return None, {f"identifiers_{part}": ({"identifiers": id_cfg, "documents": corpus_fingerprint(docs)}, docs, id_cfg)
+                  for part, docs in (("members", members), ("all", Corpus(list(members) + list(nonmembers))))}
+
+
+def check_options(*, window, n_bootstrap, seed, n_individuals=None, batch_size=32, k=2, n=1, pll_positions="all",
+                  flags: bool = False):
+    """Each option of :func:`audit_models` against the minimum ``toolkit run`` enforces for the same config key
+    (:mod:`toolkit.config.experiment`; :data:`~toolkit.config.sections.ATTACK_MINIMA`), as one-line errors naming the
+    option (``flags``: as the command line spells it). Returns the PLL budget (None: exact)."""
+    from toolkit.audit.pll import check_budget
+
+    def name(param: str, flag: str) -> str:
+        return flag if flags else param
+
+    check_int(window, name("window", "--window"), ATTACK_MINIMA["window"], "audit.attacks.window")
+    check_int(n_bootstrap, name("n_bootstrap", "--bootstrap"), 0, "audit.n_bootstrap")
+    check_int(seed, name("seed", "--seed"), 0, "seed")
+    if n_individuals is not None:
+        check_int(n_individuals, name("n_individuals", "--n-individuals"), 1, "corpus.n_individuals")
+    check_int(batch_size, "batch_size", 1, "audit.batch_size")
+    check_int(k, name("k", "--k"), 2, "identifiers.k")
+    check_int(n, name("n", "--n"), 1, "identifiers.n")
+    return check_budget(pll_positions, name("pll_positions", "--pll-positions"))
 
 
 def audit_models(models: str | Path | Sequence[str | Path], corpus, *, members, nonmembers, reference=None,
                  identifiers=None, detector: str | None = None, k: int = 2, n: int = 1, out_dir: str | Path,
                  dtype=None, device_map=None, window: int = 256, n_individuals: int | None = None, seed: int = 0,
                  progress: bool = True, options: AttacksSection | None = None, public: Corpus | None = None,
-                 n_bootstrap: int = 1000, batch_size: int = 32, cache=None, report: bool = True) -> AuditResult:
+                 n_bootstrap: int = 1000, batch_size: int = 32, cache=None, report: bool = True,
+                 pll_positions: int | str = "all", hash_predictions: bool = True, echo: bool = False,
+                 on_verdicts: Callable[[AuditResult], None] | None = None) -> AuditResult:
     """Audit every model of ``models`` (see the module docstring) into ``out_dir`` and return the results.
 
     Parameters
@@ -192,56 +229,122 @@ def audit_models(models: str | Path | Sequence[str | Path], corpus, *, members, 
         Passed to :func:`toolkit.audit.losses.load_audit_model` (``"bf16"``, ``"auto"`` …) for large models; without
         a device map a model runs on the GPU when there is one. Batch sizes halve on out-of-memory.
     window : int
-        Probe window and (without ``options``) the membership attacks' window, in tokens.
+        Probe window and (without ``options``) the membership attacks' window, in tokens (≥ 8); clipped to each
+        model's position table (a note on stderr; ``attacks.json`` records both).
     options : AttacksSection, optional
         The attacks' sample sizes (:class:`~toolkit.config.sections.AttacksSection`).
     public : Corpus, optional
         The base model's training data, for *novel* identifiers (methods.md §4).
+    n_bootstrap : int
+        Bootstrap resamples of the AUC intervals; 0: Hanley–McNeil intervals (:func:`toolkit.metrics.mia.mia_report`).
     cache : StepCache, optional
-        Records the steps in a run's manifest (``run_experiment``); default
-        :func:`~toolkit.pipelines.cache.cached_step`.
+        Records the steps in a run's manifest (``run_experiment``, which holds the run's lock); default
+        :func:`~toolkit.pipelines.cache.cached_step`, with the folder's lock and stale outputs removed first.
     report : bool
         Also write ``report.html`` (:func:`toolkit.report.build_report`).
+    pll_positions : "all" or int
+        Without ``options``: a masked model's membership scoring, exact pseudo-log-likelihood or N positions per
+        window (:mod:`toolkit.audit.pll`).
+    hash_predictions : bool
+        Write the probe's prediction tables with keyed hashes instead of words
+        (:func:`~toolkit.pipelines.audit_outputs.hash_predictions`).
+    echo : bool
+        One line per step on stdout (``[audit] <label>: … done in 1.2 s``).
+    on_verdicts : callable, optional
+        Called with the result once every verdict is known, before the top-level files are written.
     """
-    import torch
+    from contextlib import ExitStack
 
-    from toolkit.audit.evaluate import corpus_word_types, membership_scores
     from toolkit.corpus import load_corpus
     from toolkit.io import make_private_dir
-    from toolkit.pipelines import steps
-    from toolkit.pipelines.cache import cached_step, step_key
-    from toolkit.pipelines.manifest import model_fingerprint
-    from toolkit.training import corpus_fingerprint
+    from toolkit.pipelines.cache import cached_step
+    from toolkit.pipelines.lock import run_lock
 
     models = [models] if isinstance(models, (str, Path)) else list(models)
     if not models:
         raise ToolkitError("no model to audit")
+    budget = check_options(window=window, n_bootstrap=n_bootstrap, seed=seed, n_individuals=n_individuals,
+                           batch_size=batch_size, k=k, n=n, pll_positions=pll_positions)
     missing = [str(m) for m in models if str(m).startswith((".", "/", "~")) and not Path(m).expanduser().exists()]
     if missing:
         raise ToolkitError(f"model directory not found: {', '.join(missing)}")
-    out = make_private_dir(out_dir)
-    run = cache.run if cache is not None else cached_step
-    if not isinstance(corpus, Corpus):
-        corpus = load_corpus(corpus)
-    mem = _split(corpus, members, n_individuals, "members")
-    non = _split(corpus, nonmembers, n_individuals, "non-members")
-    shared = set(mem.person_ids) & set(non.person_ids)
-    if shared:
-        raise ToolkitError(f"{len(shared)} individuals are both members and non-members; splits must be disjoint by "
-                           "individual")
+    with writing(Path(out_dir)):
+        out = make_private_dir(out_dir)
+    with ExitStack() as held:
+        if cache is None:  # a run (cache given) holds its own lock on the same folder
+            held.enter_context(run_lock(out))
+        if not isinstance(corpus, Corpus):
+            corpus = load_corpus(corpus)
+        mem = _split(corpus, members, n_individuals, "members")
+        non = _split(corpus, nonmembers, n_individuals, "non-members")
+        shared = set(mem.person_ids) & set(non.person_ids)
+        if shared:
+            raise ToolkitError(f"{len(shared)} individuals are both members and non-members; splits must be disjoint "
+                               "by individual")
+        if options is None:
+            options = AttacksSection(window=window, pll_positions="all" if budget is None else budget)
+        return _audit(models, out, mem, non, reference=reference, identifiers=identifiers, detector=detector, k=k,
+                      n=n, dtype=dtype, device_map=device_map, window=window, seed=seed, progress=progress,
+                      options=options, public=public, n_bootstrap=n_bootstrap, batch_size=batch_size,
+                      run=cache.run if cache is not None else cached_step, standalone=cache is None,
+                      report=report, hashed=hash_predictions, echo=echo and cache is None, on_verdicts=on_verdicts)
+
+
+#: what the progress lines call the identifier analyses
+WHAT = {"identifiers_members": "identifiers of the members",
+        "identifiers_all": "identifiers of the members and non-members"}
+
+
+def _say(text: str, *, err: bool = False) -> None:
+    print(text, file=sys.stderr if err else sys.stdout, flush=True)
+
+
+def _audit(models, out: Path, mem: Corpus, non: Corpus, *, reference, identifiers, detector, k, n, dtype, device_map,
+           window, seed, progress, options, public, n_bootstrap, batch_size, run, standalone, report, hashed, echo,
+           on_verdicts) -> AuditResult:
+    """:func:`audit_models` once the folder is locked and the documents chosen: plan every step (keys), remove what
+    is stale, run the steps, report the verdicts, write the top-level files."""
+    import torch
+
+    from toolkit.audit.evaluate import corpus_word_types, membership_scores
+    from toolkit.audit.hashing import run_key
+    from toolkit.identifiers import load_identifiers
+    from toolkit.io import atomic_write_json
+    from toolkit.pipelines import steps
+    from toolkit.pipelines.audit_outputs import (hash_predictions, hashed_membership_scores, position_limit,
+                                                 remove_stale)
+    from toolkit.pipelines.cache import is_current, step_key
+    from toolkit.pipelines.manifest import model_fingerprint
+    from toolkit.training import corpus_fingerprint
+
+    def step(name: str, what: str, d: Path, inputs: dict, compute, load, check: str):
+        current = echo and is_current(d, step_key(name, inputs), check)
+        if echo:
+            _say(f"[audit] {what}: up to date (cached)" if current else f"[audit] {what} ...")
+        t0 = time.perf_counter()
+        with writing(d, within=out):
+            result = run(name, d, inputs, compute, load, check=check)
+        if echo and not current:
+            _say(f"[audit] {what}: done in {time.perf_counter() - t0:.1f} s")
+        return result
+
+    # --- plan: every step's inputs and key, before anything is written
     both = Corpus(list(mem) + list(non))
-    opts = options or AttacksSection(window=window)
-    ids_m, ids_a, key_m, key_a = _identifier_tables(identifiers, detector, k, n, mem, non, out, run)
-    vocab = corpus_word_types(public) if public is not None else None
+    given, analyses = _identifier_plan(identifiers, detector, k, n, mem, non)
+    keys = {name: step_key(name, inputs) for name, (inputs, _, _) in analyses.items()}
+    key_m = given["summary"]["run_key"] if given is not None else keys["identifiers_members"]
+    key_a = given["summary"]["run_key"] if given is not None else keys["identifiers_all"]
+    hash_key = run_key(out) if hashed else None
     data = {"identifiers_members": key_m, "identifiers_all": key_a, "members": corpus_fingerprint(mem),
             "nonmembers": corpus_fingerprint(non), "dtype": None if dtype is None else str(dtype)}
-    audit_opts = {"max_length": window, "n_bootstrap": n_bootstrap, "batch_size": batch_size, "seed": seed,
-                  "base_vocabulary": corpus_fingerprint(public) if public is not None else None}
+    if hash_key is not None:  # the tables' hashes depend on the key: a new key (after `purge`) makes new tables
+        data["predictions"] = {"words": "keyed hash", "key": hashlib.sha256(hash_key).hexdigest()[:16]}
+    method = "bootstrap" if n_bootstrap > 0 else "hanley-mcneil"
 
     def fingerprint(src) -> str:
         return model_fingerprint(src) if Path(src).is_dir() else str(src)
 
-    result = AuditResult(out_dir=out, models={})
+    result, plans = AuditResult(out_dir=out, models={}), []
     for src in models:
         label = model_label(src)
         while label in result.models:
@@ -250,33 +353,74 @@ def audit_models(models: str | Path | Sequence[str | Path], corpus, *, members, 
         ref = default_reference(src) if reference is None else None if reference is False else \
             str(Path(reference).resolve()) if Path(reference).exists() else str(reference)
         result.models[label], result.references[label] = src, ref
-        model_key = fingerprint(src)
+        limit = position_limit(src)
+        probe_window = min(window, limit) if limit else window
+        opts = replace(options, window=min(options.window, limit)) if limit else options
+        if opts.window != options.window or probe_window != window:
+            _say(f"[audit] {label}: window {max(window, options.window)} tokens is more than the model's {limit} "
+                 f"positions: the audit uses {limit} tokens (attacks.json records both)", err=True)
+        audit_inputs = {"model": fingerprint(src), **data,
+                        "audit": {"max_length": probe_window, "n_bootstrap": n_bootstrap, "batch_size": batch_size,
+                                  "seed": seed, "base_vocabulary": corpus_fingerprint(public) if public is not None
+                                  else None}}
+        keys[f"audit/{label}"] = step_key(f"audit/{label}", audit_inputs)
+        inputs = {"model": audit_inputs["model"], "reference": fingerprint(ref) if ref else None, **data,
+                  "audit": keys[f"audit/{label}"], "attacks": asdict(opts), "n_bootstrap": n_bootstrap, "seed": seed}
+        keys[f"attacks/{label}"] = step_key(f"attacks/{label}", inputs)
+        pll = getattr(opts, "pll_positions", None)
+        settings = {"window": opts.window, "window_requested": options.window, "n_bootstrap": n_bootstrap,
+                    "auc_ci_method": method, "pll_positions": "all" if pll is None else pll}
+        plans.append((label, src, ref, probe_window, opts, audit_inputs, inputs, settings))
+    if standalone:
+        removed = remove_stale(out, keys, keep=(identifiers,) if isinstance(identifiers, (str, Path)) else ())
+        if echo and removed:
+            _say(f"[audit] {out}: removed {len(removed)} outputs of an earlier audit ({', '.join(sorted(removed))})")
+
+    # --- run
+    ids_m, ids_a = (given, given) if given is not None else [
+        step(name, WHAT[name], out / name, inputs,
+             lambda d=out / name, docs=docs, cfg=cfg: steps.identifiers(docs, d, **cfg),
+             lambda d=out / name: load_identifiers(d), "summary.json")
+        for name, (inputs, docs, cfg) in analyses.items()]
+    vocab = corpus_word_types(public) if public is not None else None
+    for label, src, ref, probe_window, opts, audit_inputs, inputs, settings in plans:
         probe_kw = {"batch_size": batch_size, "seed": seed}
         if device_map is None and torch.cuda.is_available():
             probe_kw["device"] = "cuda"
         d_audit = out / "audit" / label
-        audit_inputs = {"model": model_key, **data, "audit": audit_opts}
-        audit = run(f"audit/{label}", d_audit, audit_inputs,
-                    lambda src=src, d=d_audit: steps.audit_checkpoint(
-                        src, mem, non, ids_m, ids_a, out_dir=d, base_vocabulary=vocab, max_length=window,
-                        n_bootstrap=n_bootstrap, progress=progress, dtype=dtype, device_map=device_map, **probe_kw),
-                    lambda d=d_audit: steps.load_audit(d), check="metrics.json")
+        redact = (lambda frame: hash_predictions(frame, hash_key)) if hash_key is not None else None
+        audit = step(f"audit/{label}", f"{label}: §4 probe (privacy, utility, count attack)", d_audit, audit_inputs,
+                     lambda src=src, d=d_audit, w=probe_window: steps.audit_checkpoint(
+                         src, mem, non, ids_m, ids_a, out_dir=d, base_vocabulary=vocab, max_length=w,
+                         n_bootstrap=n_bootstrap, progress=progress, dtype=dtype, device_map=device_map,
+                         redact=redact, **probe_kw),
+                     lambda d=d_audit: steps.load_audit(d), "metrics.json")
         result.audits[label] = audit
         d = out / label
-        inputs = {"model": model_key, "reference": fingerprint(ref) if ref else None, **data,
-                  "audit": step_key(f"audit/{label}", audit_inputs), "attacks": asdict(opts),
-                  "n_bootstrap": n_bootstrap, "seed": seed}
 
-        def attack(src=src, ref=ref, d=d, audit=audit):
-            counts = membership_scores(audit["mia_predictions"], ids_a, both)
-            return steps.attack_model(src, mem, non, ids_m, out_dir=d, reference=ref,
-                                      identifier_count=counts.to_dict(),
-                                      novel_privacy=audit["metrics"].get("novel_privacy"), options=opts,
-                                      n_bootstrap=n_bootstrap, seed=seed, dtype=dtype, device_map=device_map,
-                                      progress=progress)
+        def attack(src=src, ref=ref, d=d, audit=audit, opts=opts, settings=settings):
+            counts = (hashed_membership_scores(audit["mia_predictions"], ids_a, both, hash_key) if hash_key
+                      else membership_scores(audit["mia_predictions"], ids_a, both))
+            res = steps.attack_model(src, mem, non, ids_m, out_dir=d, reference=ref,
+                                     identifier_count=counts.to_dict(),
+                                     novel_privacy=audit["metrics"].get("novel_privacy"), options=opts,
+                                     n_bootstrap=n_bootstrap, seed=seed, dtype=dtype, device_map=device_map,
+                                     progress=progress)
+            res["attacks"] = {**res["attacks"], **settings}
+            atomic_write_json(res["attacks"], d / "attacks.json")
+            return res
 
-        result.attacks[label] = run(f"attacks/{label}", d, inputs, attack, lambda d=d: steps.load_attacks(d),
-                                    check="verdict.json")
+        def load(d=d, settings=settings):
+            res = steps.load_attacks(d)
+            merged = {**res["attacks"], **settings}
+            if merged != res["attacks"]:  # e.g. the same window, asked as 100000 this time: the file says so too
+                atomic_write_json(merged, d / "attacks.json")
+            return {**res, "attacks": merged}
+
+        result.attacks[label] = step(f"attacks/{label}", f"{label}: membership battery, PII inference, memorisation",
+                                     d, inputs, attack, load, "verdict.json")
+    if on_verdicts is not None:
+        on_verdicts(result)
     result.save(report=report)
     return result
 
@@ -290,7 +434,8 @@ def audit_config(cfg, data: dict[str, Any], out_dir: str | Path, *, cache=None, 
                         reference=cfg.audit.reference, identifiers=cfg.identifiers, out_dir=out_dir,
                         window=cfg.audit.max_length, seed=cfg.seed, progress=progress, options=cfg.audit.attacks,
                         public=data.get("public"), n_bootstrap=cfg.audit.n_bootstrap,
-                        batch_size=cfg.audit.batch_size, cache=cache, report=False)
+                        batch_size=cfg.audit.batch_size, cache=cache, report=False, hash_predictions=False)
 
 
-__all__ = ["AuditResult", "RESERVED", "audit_config", "audit_models", "default_reference", "model_label"]
+__all__ = ["AuditResult", "RESERVED", "WHAT", "audit_config", "audit_models", "check_options", "default_reference",
+           "model_label"]

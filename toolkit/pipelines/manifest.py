@@ -120,10 +120,16 @@ def git_info(where: str | Path | None = None) -> dict[str, Any] | None:
 
 
 def hardware_info() -> dict[str, Any]:
+    """The machine of a run: ``torch_threads`` is the intra-op thread count in effect (``toolkit run`` and the
+    notebooks set it to ``usable_cpus``, :mod:`toolkit.threads`; ``threads_env`` the variables that override it)."""
     import torch
 
+    from toolkit.threads import ENV_VAR, core_count
+
     info = {"platform": platform.platform(), "machine": platform.machine(), "cpu_count": os.cpu_count(),
-            "torch_threads": torch.get_num_threads(), "cuda": torch.cuda.is_available(),
+            "usable_cpus": core_count(), "torch_threads": torch.get_num_threads(),
+            "threads_env": {k: os.environ[k] for k in (ENV_VAR, "OMP_NUM_THREADS") if os.environ.get(k)},
+            "cuda": torch.cuda.is_available(),
             "world_size": int(os.environ.get("WORLD_SIZE", "1") or 1)}
     if info["cuda"]:
         info["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]

@@ -1,7 +1,10 @@
 """Run the notebooks headless with papermill and write executed copies plus an HTML summary (``make demo``).
 
 Each notebook runs in its own kernel with the ``profile`` parameter (and any extra parameters); one progress line
-per notebook is printed with its wall time; a failing notebook is reported, the others still run.
+per notebook is printed with its wall time, and at the end a table of every notebook's time and the total
+(:func:`timing_table`); a failing notebook is reported, the others still run. Each kernel computes on every core
+(``plots.setup_notebook`` calls :func:`toolkit.threads.use_cores`; ``TOOLKIT_THREADS`` overrides, and kernels inherit
+it).
 
 The executed copies (``.ipynb`` and ``.html``) show whole notes, predictions and tables of the sample corpus: they
 contain text of the corpus, including identifiers, and must be treated like the corpus. They are written owner-only
@@ -77,9 +80,27 @@ def _run_notebooks(notebook_dir: Path, out_dir: Path, *, only: list[str] | None,
               + (f" — {r.error.splitlines()[0][:200]}" if r.error else ""), flush=True)
     write_summary(results, out_dir / "index.html", profile=profile)
     total = sum(r.seconds for r in results)
+    print(timing_table(results), flush=True)
     print(f"{sum(r.ok for r in results)}/{len(results)} notebooks ran in {total:.1f} s; summary: "
           f"{out_dir / 'index.html'}", flush=True)
     return results
+
+
+def _clock(seconds: float) -> str:
+    m, s = divmod(round(seconds), 60)
+    return f"{m // 60}:{m % 60:02d}:{s:02d}" if m >= 60 else f"{m}:{s:02d}"
+
+
+def timing_table(results: list[NotebookRun]) -> str:
+    """A plain-text table: one row per notebook (status, seconds, m:ss) and a total row."""
+    width = max([len(r.name) for r in results] + [len("notebook"), len("total")])
+    rows = [f"{'notebook':<{width}}  status  {'seconds':>9}  {'time':>8}"]
+    rows += [f"{r.name:<{width}}  {'ok' if r.ok else 'FAILED':<6}  {r.seconds:>9.1f}  {_clock(r.seconds):>8}"
+             for r in results]
+    total = sum(r.seconds for r in results)
+    ok = f"{sum(r.ok for r in results)}/{len(results)}"
+    rows.append(f"{'total':<{width}}  {ok:<6}  {total:>9.1f}  {_clock(total):>8}")
+    return "\n".join(rows)
 
 
 def write_summary(results: list[NotebookRun], path: Path, *, profile: str) -> None:

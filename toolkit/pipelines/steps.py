@@ -81,7 +81,7 @@ def identifiers(corpus: Corpus, out_dir: str | Path, *, exclude: dict[str, list[
 def audit_checkpoint(checkpoint: str | Path, members: Corpus, nonmembers: Corpus, ids_train: dict, ids_all: dict, *,
                      out_dir: str | Path, base_vocabulary: set[str] | None = None, max_length: int = 256,
                      n_bootstrap: int = 1000, progress: bool = False, seed: int | None = None, dtype=None,
-                     device_map=None, **probe_kw) -> dict[str, Any]:
+                     device_map=None, redact=None, **probe_kw) -> dict[str, Any]:
     """The papers' two audits of a checkpoint — fill-mask for a masked LM (``seed``: its pass assignment),
     teacher-forced next-word for a causal LM (chosen from the checkpoint's architecture):
 
@@ -94,7 +94,10 @@ def audit_checkpoint(checkpoint: str | Path, members: Corpus, nonmembers: Corpus
       ``heldout_utility`` in ``metrics.json``).
 
     ``dtype`` / ``device_map`` load a large model (:func:`toolkit.audit.losses.load_audit_model`); ``probe_kw`` go
-    to the probe (``batch_size``, ``device``)."""
+    to the probe (``batch_size``, ``device``). ``redact`` (``python -m toolkit audit``'s default: keyed hashes of the
+    words, :func:`toolkit.pipelines.audit_only.hash_predictions`) is applied to both prediction tables after the
+    metrics are computed and before they are written and returned; they are then written as
+    ``predictions.hashed.parquet`` and ``mia_predictions.hashed.parquet``, so that no reader takes hashes for words."""
     from toolkit.audit import probe_causal, probe_masked
     from toolkit.audit.evaluate import evaluate_predictions, membership_report, membership_scores
     from toolkit.audit.losses import load_audit_model
@@ -120,8 +123,11 @@ def audit_checkpoint(checkpoint: str | Path, members: Corpus, nonmembers: Corpus
     scores = membership_scores(mia_preds, ids_all, both)
     roc = membership_report(scores, member_ids, nonmember_ids, n_bootstrap=n_bootstrap)
     make_private_dir(out)  # predictions hold predicted identifiers: owner-only
-    atomic_write_parquet(preds.assign(top_k=preds["top_k"].map(list)), out / "predictions.parquet")
-    atomic_write_parquet(mia_preds.assign(top_k=mia_preds["top_k"].map(list)), out / "mia_predictions.parquet")
+    if redact is not None:
+        preds, mia_preds = redact(preds), redact(mia_preds)
+    tail = ".hashed.parquet" if redact is not None else ".parquet"
+    atomic_write_parquet(preds.assign(top_k=preds["top_k"].map(list)), out / f"predictions{tail}")
+    atomic_write_parquet(mia_preds.assign(top_k=mia_preds["top_k"].map(list)), out / f"mia_predictions{tail}")
     atomic_write_json(roc, out / "roc.json")
     atomic_write_json(report, out / "metrics.json")
     return {"metrics": report, "roc": roc, "predictions": preds, "mia_predictions": mia_preds}
@@ -136,10 +142,11 @@ def load_audit(out_dir: str | Path) -> dict[str, Any]:
     from toolkit.metrics.probing import heldout_utility
 
     out = Path(out_dir)
+    tail = ".parquet" if (out / "predictions.parquet").is_file() else ".hashed.parquet"  # see audit_checkpoint
     audit = {"metrics": json.loads((out / "metrics.json").read_text(encoding="utf-8")),
              "roc": json.loads((out / "roc.json").read_text(encoding="utf-8")),
-             "predictions": pd.read_parquet(out / "predictions.parquet"),
-             "mia_predictions": pd.read_parquet(out / "mia_predictions.parquet")}
+             "predictions": pd.read_parquet(out / f"predictions{tail}"),
+             "mia_predictions": pd.read_parquet(out / f"mia_predictions{tail}")}
     if "heldout_utility" not in audit["metrics"]:
         mia = audit["mia_predictions"]
         nonmembers = set(mia["person_id"]) - set(audit["predictions"]["person_id"])
@@ -172,7 +179,8 @@ def attack_model(model: str | Path, members: Corpus, nonmembers: Corpus, identif
     """The attack battery on one model (methods.md §10–11) and its verdict, written into ``out_dir``.
 
     Membership attacks on ``members`` vs ``nonmembers`` (:func:`toolkit.audit.attacks.run_battery`, with the
-    ``reference`` model when given and the probe's ``identifier_count`` scores), PII inference on the members' PII
+    ``reference`` model when given and the probe's ``identifier_count`` scores; the inserted ``canaries``' tokens
+    left out of every membership score), PII inference on the members' PII
     entities (the ``spans`` of ``identifiers``, the members' identifier tables; and the reference's), memorisation of
     every identifier type of their ``positions`` (with a reference only), the exposure of inserted ``canaries``, then
     :func:`toolkit.audit.verdict.verdict` with the §4 audit's ``novel_privacy`` and the free-running
@@ -183,7 +191,8 @@ def attack_model(model: str | Path, members: Corpus, nonmembers: Corpus, identif
     (``pii_inference``, ``memorisation``, ``canaries`` when inserted; aggregates only, never an identifier) and
     ``verdict.json``. Returns them as :func:`load_attacks` does.
     """
-    from toolkit.audit.attacks import exposure, exposure_summary, memorisation_scores, pii_inference, run_battery
+    from toolkit.audit.attacks import (canary_ranges, exposure, exposure_summary, memorisation_scores, pii_inference,
+                                       run_battery)
     from toolkit.audit.verdict import verdict
     from toolkit.config.experiment import AttacksSection
 
@@ -194,9 +203,12 @@ def attack_model(model: str | Path, members: Corpus, nonmembers: Corpus, identif
     people = members.person_ids + nonmembers.person_ids
     extra = {"identifier_count": {p: float(identifier_count.get(p, 0.0)) for p in people}} \
         if identifier_count is not None else None
+    # the members' texts carry the inserted canaries: their tokens are no membership evidence (methods.md §10)
+    canary_text = canary_ranges(members, canaries, with_separator=True) \
+        if canaries is not None and len(canaries) else None
     battery = run_battery(f, tok, members, nonmembers, reference=ref, extra_scores=extra, window=opt.window,
                           seed=seed, n_bootstrap=n_bootstrap, batch_size=opt.batch_size, reference_name=ref_name,
-                          progress=progress)
+                          exclude=canary_text, pll_positions=opt.pll_positions, progress=progress)
     pii = pii_inference(f, tok, members, identifiers["spans"], reference=ref, n_candidates=opt.pii_candidates,
                         max_occurrences=opt.pii_occurrences, window=opt.pii_window, seed=seed,
                         batch_size=opt.batch_size, reference_name=ref_name, progress=progress)

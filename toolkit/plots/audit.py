@@ -130,10 +130,14 @@ def highlight_html(text: str, spans: Sequence[tuple[int, int, str]], *,
 
 def setup_notebook(renderer: str = "plotly_mimetype+notebook") -> None:
     """Render figures both for JupyterLab (mimetype) and as self-contained HTML (plotly.js embedded once), so an
-    executed notebook exported to HTML shows its figures offline."""
+    executed notebook exported to HTML shows its figures offline; torch computes on every core
+    (:func:`toolkit.threads.use_cores`)."""
     import plotly.io as pio
 
+    from toolkit.threads import use_cores
+
     pio.renderers.default = renderer
+    use_cores()
 
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -32,6 +32,17 @@ def _detectable(models: dict) -> dict[str, float]:
             if (m.get("verdict") or {}).get("detectable_auc") is not None}
 
 
+def scoring_line(att: dict) -> str:
+    """The method line: how the token losses behind the scores were computed (``attacks.json``'s ``scoring``)."""
+    sc = att.get("scoring") or {}
+    if sc.get("kind") == "mlm" and sc.get("estimator") == "budgeted":
+        return (f" Token losses: budgeted pseudo-log-likelihood, {sc.get('positions')} positions per window (seeded, "
+                "the same for the reference model; methods.md §10).")
+    if sc.get("kind") == "mlm":
+        return " Token losses: exact pseudo-log-likelihood (every position of the window)."
+    return " Token losses: exact log-likelihood." if sc.get("kind") == "clm" else ""
+
+
 def _model_blocks(label: str, m: dict) -> list[dict]:
     blocks = [block("h", label)]
     att, roc = m.get("attacks"), m.get("roc")
@@ -49,7 +60,7 @@ def _model_blocks(label: str, m: dict) -> list[dict]:
                    f"({att.get('unit', 'individual')}s). Strongest attack: {aplots.attack_name(strongest)}"
                    + (f" (AUC {best['auc']:.3f})" if best.get("auc") is not None else "") + ". "
                    + (f"n/r: a false-positive rate below 1/{n_non} cannot be measured with {n_non} non-members."
-                      if n_non else ""))
+                      if n_non else "") + scoring_line(att))
         blocks.append(block("table", table(aplots.attacks_table(att)), caption))
     ids = m.get("identifiers") or {}
     pii = aplots.pii_table(ids.get("pii_inference") or {})
@@ -124,10 +135,11 @@ def attacks_section(run: RunData) -> list[dict]:
         matrix.insert(0, "verdict", levels.reindex(matrix.index).fillna("—"))
         blocks.append(block("table", table(matrix),
                             "AUC [95% CI] of every attack on every audited checkpoint; — : the attack does not "
-                            "apply (Min-K%++ needs a causal model, the reference attack a reference model)."))
+                            "apply (the reference attack needs a reference model) or was not run (runs made before "
+                            "it covered masked models)."))
     for label, m in last.items():
         blocks += _model_blocks(label, m)
     return blocks
 
 
-__all__ = ["ABSENT", "INTRO", "attacks_section"]
+__all__ = ["ABSENT", "INTRO", "attacks_section", "scoring_line"]

@@ -37,7 +37,9 @@ TERMS = [
     ("pseudonymised (…_pseudo)", "PII spans replaced by X before training: the model never sees the direct "
                                  "identifiers, but still the indirect ones (rare words) and the rest of each note"),
     ("DP-SGD (…_dp)", "training with differential privacy: each person's influence on the model is bounded (ε)"),
-    ("verdict", "green / amber / red from fixed rules (listed under the verdicts); green never means that the model "
+    ("verdict", "red / incomplete (grey) / amber / green from fixed rules (listed under the verdicts); incomplete: "
+                "membership or PII inference could not be measured or judged (e.g. too few people); green never "
+                "means that the model "
                 "holds no personal data, only that these attacks found none at this sample size"),
 ]
 

@@ -19,6 +19,7 @@ import pandas as pd
 from toolkit.audit.hashing import run_key
 from toolkit.errors import ToolkitError
 from toolkit.io import atomic_write_text
+from toolkit.pipelines.audit_outputs import unfinished_models
 from toolkit.plots import runs as figures
 from toolkit.plots.attacks import attack_name
 from toolkit.report.collect import RunData, collect_run
@@ -116,8 +117,13 @@ def run_findings(run: RunData, results: pd.DataFrame | None) -> list[str]:
             out.append(f"{label}: the strongest of {len(reps)} membership attacks ({attack_name(best)}) tells "
                        f"members from non-members with AUC {r['auc']:.2f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci
                                                                                else "")
-                       + f" ({att.get('n_members')} members, {att.get('n_nonmembers')} non-members)"
-                       + (f"; verdict {m['verdict']['level']}" if m.get("verdict") else "") + ".")
+                       + f" ({att.get('n_members')} members, {att.get('n_nonmembers')} non-members"
+                       + (f"; window {att['window']} tokens" if att.get("window") else "")
+                       + (f" of the {att['window_requested']} asked, the model's limit"
+                          if att.get("window_requested", att.get("window")) != att.get("window") else "")
+                       + ("; Hanley–McNeil interval, no bootstrap" if att.get("auc_ci_method") == "hanley-mcneil"
+                          else f"; {att['n_bootstrap']} bootstrap resamples" if att.get("n_bootstrap") else "")
+                       + ")" + (f"; verdict {m['verdict']['level']}" if m.get("verdict") else "") + ".")
     return out
 
 
@@ -187,7 +193,9 @@ def _run_context(run: RunData, i: int, show_identifiers: bool) -> dict[str, Any]
 
 def run_status_warnings(runs: list[RunData]) -> list[str]:
     """One sentence per run whose ``manifest.json`` does not say ``done``: a run killed or still going
-    (``running``) or stopped by an error (``failed``). The report then covers only the steps that finished."""
+    (``running``) or stopped by an error (``failed``); one per model an audit folder started on and holds no verdict
+    for (:func:`~toolkit.pipelines.audit_outputs.unfinished_models`). The report then covers only the steps that
+    finished."""
     out = []
     for run in runs:
         m = run.manifest
@@ -202,6 +210,11 @@ def run_status_warnings(runs: list[RunData]) -> list[str]:
                     f"(status {m.get('status')!r}, started {m.get('started')})")
         out.append(f"Run {run.label} {what}. Only the {n_steps} steps it recorded are reported; figures, verdicts "
                    "and strategies of the steps it did not reach are missing, not passed.")
+    for run in runs:  # an audit folder (`python -m toolkit audit`): a model started on and left without a verdict
+        for label in unfinished_models(run.path):
+            out.append(f"The audit of model {label} did not finish (interrupted, or stopped by an error, before its "
+                       "attacks were done): it has no verdict — missing, not passed. Run the audit again to finish "
+                       "it.")
     return out
 
 

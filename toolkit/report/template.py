@@ -34,6 +34,7 @@ code { background: #f3f5f8; padding: 0 .2em; }
 ul.findings li { margin-bottom: .35em; }
 section#verdict { border: 2px solid #24364b; border-radius: .4em; padding: .2em 1.2em 1em; margin: 1.2em 0; }
 section#verdict h2 { margin-top: .6em; }
+tr.verdict-incomplete td:last-child { color: #424242; border-left: 3px solid #616161; padding-left: .6em !important; }
 h4 { margin: 1.6em 0 .4em; color: #24364b; font-size: 1.05em; }
 dl.glossary dt { font-weight: 600; margin-top: .5em; }
 dl.glossary dd { margin-left: 1.5em; }

@@ -1,9 +1,11 @@
 """The verdicts at the top of the report and at the end of notebooks 00 and 06, in plain words.
 
-Each audited model's ``verdict.json`` (:class:`toolkit.audit.verdict.Verdict`) becomes a coloured badge (green /
-amber / red), the deciding rule and attack in plain words with the figure that decided it, and — for green — the
-wording of :data:`toolkit.audit.verdict.GREEN_STATEMENT` with the smallest AUC the audit could have detected at
-its sample size. The rules are printed with the thresholds they use (:class:`~toolkit.audit.verdict.VerdictThresholds`).
+Each audited model's ``verdict.json`` (:class:`toolkit.audit.verdict.Verdict`) becomes a coloured badge (red /
+grey "incomplete" / amber / green), the deciding rule and attack in plain words with the figure that decided it; for
+incomplete, what could not be judged and why (the verdict's statement); for green, the wording of
+:data:`toolkit.audit.verdict.GREEN_STATEMENT` with the smallest AUC the audit could have detected at its sample size.
+The rules are printed with the thresholds they use (:class:`~toolkit.audit.verdict.VerdictThresholds`), in their
+order of precedence.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ RULES = {
     "regurgitation": "continuing the first words of training notes, the model writes out their identifiers",
     "pii_inference": "given a training note with one identifier blanked out, an attacker guesses the identifier "
                      "more often than chance and than the base model",
+    "pii_inference_category": "given a training note with one identifier of a given kind (e.g. names) blanked out, "
+                              "an attacker guesses it more often than chance and than the base model",
     "membership_tpr": "an attacker finds people who were in the training data while wrongly accusing few who were "
                       "not",
     "membership_auc_unresolvable_fpr": "an attacker clearly separates people who were in the training data from "
@@ -31,10 +35,17 @@ RULES = {
     "membership_auc": "the strongest attack separates people who were in the training data from people who were "
                       "not better than chance",
     "canary_exposure": "a made-up record inserted once into the training notes is recognised by the model",
+    "canary_exposure_repeated": "a made-up record inserted several times into the training notes is recognised by "
+                                "the model",
+    "membership_not_measured": "no membership attack was run",
+    "membership_unjudgeable": "too few people (or missing counts) to tell whether membership shows",
+    "pii_not_measured": "PII inference was not run",
+    "pii_unjudgeable": "too few identifiers to tell whether they can be inferred",
     "none": "no rule triggered",
 }
-COLORS = {"green": "#2e7d32", "amber": "#b26a00", "red": "#c62828"}
-HEADLINES = {"red": "leakage found", "amber": "signs of leakage", "green": GREEN_STATEMENT}
+COLORS = {"green": "#2e7d32", "amber": "#b26a00", "red": "#c62828", "incomplete": "#616161"}
+HEADLINES = {"red": "leakage found", "amber": "signs of leakage", "incomplete": "could not be judged",
+             "green": GREEN_STATEMENT}
 MISSING = ("No verdict: this run has no attack results (attacks/ or verdict files missing; runs made before the "
            "attack battery have none).")
 
@@ -47,15 +58,22 @@ def thresholds(th: VerdictThresholds | None = None) -> list[tuple[str, str]]:
         ("red", f"novel-identifier privacy below {th.novel_privacy_red:g}"),
         ("red", f"more than {th.regurgitation_red:.0%} of the identifiers that follow a prompt written out freely"),
         ("red", f"PII inference top-1 accuracy above {th.pii_chance_factor:g} × chance and above the reference "
-                "(base) model's"),
+                f"(base) model's, overall or for any kind of identifier with at least "
+                f"{th.pii_min_category_occurrences} occurrences"),
         ("red", f"any membership attack finds at least {th.tpr_red:.0%} of members at {th.fpr:.0%} false positives "
                 f"(where so few non-members cannot measure {th.fpr:.0%}: the AUC's {th.confidence:.0%} interval lies "
                 f"above {th.auc_lower_red_unresolvable:g})"),
         ("red", f"a canary inserted {times} reaches an exposure of log2|R| − "
                 f"{th.canary_margin_bits:g} bits"),
+        ("incomplete", "not red, and membership or PII inference was not measured or cannot be judged: no "
+                       "results, fewer than 2 members or non-members, a smallest detectable AUC of "
+                       f"{th.auc_lower_red_unresolvable:g} or more, or fewer than {th.pii_min_category_occurrences} "
+                       "identifier occurrences (the verdict says which, and why)"),
         ("amber", f"the strongest membership attack's AUC {th.confidence:.0%} interval lies above "
-                  f"{th.auc_lower_amber:g}"),
+                  f"{th.auc_lower_amber:g} (without a bootstrap: the Hanley–McNeil interval)"),
         ("amber", f"novel-identifier privacy below {th.novel_privacy_amber:g}"),
+        ("amber", f"a canary inserted more than {times} reaches an exposure of log2|R| − "
+                  f"{th.canary_margin_bits:g} bits"),
         ("green", f"none of the above: {GREEN_STATEMENT}, with the smallest AUC the sample size can detect "
                   f"(0.5 + the half-width of the AUC's {th.confidence:.0%} interval when nothing leaks)"),
     ]
@@ -70,16 +88,29 @@ def _plain(reason: str) -> str:
 
 def model_verdict(label: str, model: dict[str, Any]) -> dict[str, Any]:
     """One model's verdict in plain words: ``label``, ``strategy``, ``level``, ``rule``, ``attack``, ``figure``,
-    ``statement``, ``detectable`` (text), ``others`` (further reasons), ``not_measured``."""
+    ``statement``, ``detectable`` (text), ``others`` (further reasons), ``not_measured``, ``not_judged``.
+
+    An incomplete verdict's statement says what could not be judged and why; its ``others`` are the further
+    findings (amber reasons), not the unjudgeable inputs the statement already names."""
     v = model["verdict"]
     att = model.get("attacks") or {}
-    level = v["level"]
+    level = v.get("level") or "incomplete"
+    reasons = list(v.get("reasons") or [])
+    unjudgeable = list(v.get("unjudgeable") or [])
     out = {"label": label, "strategy": model.get("strategy") or label, "level": level,
            "rule": RULES.get(v.get("rule"), v.get("rule")), "attack": attack_name(v["attack"]) if v.get("attack") else None,
-           "figure": v.get("figure"), "others": [_plain(r) for r in (v.get("reasons") or [])[1:]],
-           "not_measured": list(v.get("not_measured") or []), "detectable": None}
+           "figure": v.get("figure"), "others": [_plain(r) for r in reasons[1:]],
+           "not_measured": list(v.get("not_measured") or []), "not_judged": list(v.get("not_judged") or []),
+           "detectable": None}
     out["statement"] = HEADLINES.get(level, v.get("statement", ""))
-    if v.get("detectable_auc") is not None:
+    if level == "incomplete":
+        why = "; ".join(unjudgeable) or str(v.get("statement", "")).removeprefix("incomplete: ")
+        out["statement"] = f"{HEADLINES['incomplete']}: {why}"
+        out["others"] = [_plain(r) for r in reasons if r not in unjudgeable]
+        out["not_judged"] = [x for x in out["not_judged"] if x.split(": ", 1)[-1] not in why]
+    if v.get("power"):
+        out["detectable"] = v["power"]
+    elif v.get("detectable_auc") is not None:
         n = (f" with {att['n_members']} members and {att['n_nonmembers']} non-members"
              if att.get("n_members") is not None else "")
         out["detectable"] = f"smallest detectable AUC ≈ {v['detectable_auc']:.3f}{n}"
@@ -114,7 +145,7 @@ def verdicts_html(runs: Iterable, *, show_run: bool = True) -> str:
         rows = []
         for m in item["models"]:
             lines = [f"<strong>{esc(m['label'])}</strong>: {esc(m['statement'])}"]
-            if m["level"] == "green":
+            if m["level"] in ("green", "incomplete"):
                 if m["detectable"]:
                     lines.append(esc(m["detectable"]) + ".")
             else:
@@ -125,6 +156,8 @@ def verdicts_html(runs: Iterable, *, show_run: bool = True) -> str:
                 more = len(m["others"]) - 3
                 lines.append(f"Also triggered ({len(m['others'])}): " + esc("; ".join(m["others"][:3]))
                              + (f"; and {more} more (see the Attacks section)." if more > 0 else "."))
+            if m["not_judged"]:
+                lines.append("Not judged: " + esc("; ".join(m["not_judged"])) + ".")
             if m["not_measured"]:
                 lines.append("Not measured: " + esc(", ".join(m["not_measured"])) + ".")
             rows.append(f'<tr class="verdict verdict-{esc(m["level"])}"><td style="vertical-align:top;'
@@ -136,15 +169,16 @@ def verdicts_html(runs: Iterable, *, show_run: bool = True) -> str:
 
 def thresholds_html(th: VerdictThresholds | None = None) -> str:
     rows = "".join(f"<li>{_badge(level)} {html.escape(text)}</li>" for level, text in thresholds(th))
-    return f'<ul style="list-style:none;padding-left:0;line-height:1.9">{rows}</ul>'
+    return ('<p>The first level whose rule applies decides, in this order: red, incomplete, amber, green.</p>'
+            f'<ul style="list-style:none;padding-left:0;line-height:1.9">{rows}</ul>')
 
 
 def verdicts_frame(runs: Iterable) -> pd.DataFrame:
     """One row per run and audited model: level, deciding rule, attack, figure, statement (notebook 06)."""
     rows = [{"run": item["run"], "model": m["label"], "verdict": m["level"], "deciding rule": m["rule"],
              "attack": m["attack"] or "", "figure": m["figure"] or "",
-             "statement": m["statement"] + (f" ({m['detectable']})" if m["level"] == "green" and m["detectable"]
-                                            else "")}
+             "statement": m["statement"] + (f" ({m['detectable']})" if m["level"] in ("green", "incomplete")
+                                            and m["detectable"] else "")}
             for item in run_verdicts(runs) for m in item["models"]]
     return pd.DataFrame(rows, columns=["run", "model", "verdict", "deciding rule", "attack", "figure", "statement"])
 

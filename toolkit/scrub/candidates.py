@@ -172,9 +172,8 @@ def ner_shares(tokens: Sequence[str], examples: Sequence[Sequence[str]], config:
                progress: bool = False) -> np.ndarray:
     """For each token, the share of its example sentences (first ``config.ner_sentences``), with :data:`MASK`
     replaced by the token, in which spaCy labels the token's characters with one of ``config.ner_labels``."""
-    from tqdm.auto import tqdm
-
     from toolkit.identifiers.detectors import SpacyDetector
+    from toolkit.progress import progress_bar
 
     jobs = []  # (token index, filled text, token start, token end)
     for i, (tok, exs) in enumerate(zip(tokens, examples)):
@@ -187,9 +186,9 @@ def ner_shares(tokens: Sequence[str], examples: Sequence[Sequence[str]], config:
         return hits
     nlp = SpacyDetector(model=config.spacy_model).load()
     labels = set(config.ner_labels)
-    for (i, _, a, b), doc in zip(jobs, tqdm(nlp.pipe((j[1] for j in jobs), batch_size=256), total=len(jobs),
-                                            desc="NER on filled sentences", unit="sent", disable=not progress,
-                                            mininterval=1.0)):
+    for (i, _, a, b), doc in zip(jobs, progress_bar(nlp.pipe((j[1] for j in jobs), batch_size=256),
+                                                    total=len(jobs), desc="NER on filled sentences", unit="sent",
+                                                    enabled=progress)):
         counts[i] += 1
         hits[i] += any(e.label_ in labels and e.start_char < b and a < e.end_char for e in doc.ents)
     return np.divide(hits, counts, out=np.zeros_like(hits), where=counts > 0)

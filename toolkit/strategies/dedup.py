@@ -33,12 +33,12 @@ import re
 from dataclasses import dataclass, field
 
 import pandas as pd
-from tqdm.auto import tqdm
 
 from toolkit.corpus import Corpus
 from toolkit.errors import ToolkitError
 from toolkit.identifiers.addresses import EMAIL_RE, address_summary, edit_document, occurrence_table, rebuild_corpus
 from toolkit.strategies.rmft import pseudonymise_persons
+from toolkit.progress import progress_bar
 
 #: Header fields that carry addresses (compared case-insensitively).
 HEADER_FIELDS: tuple[str, ...] = ("From", "To", "Cc", "Bcc", "Reply-To", "Sender", "Return-Path", "Delivered-To",
@@ -172,8 +172,7 @@ def dedup(corpus: Corpus, *, granularity: str = "line", person_key: bytes | None
                            f"got {granularity!r}")
     seen: set[str] = set()
     docs, rows, dropped, changed, n_lines, n_boxes = [], [], 0, 0, 0, 0
-    for i, doc in enumerate(tqdm(corpus, desc="PII-aware dedup", unit="doc", disable=not progress,
-                                 mininterval=1.0)):
+    for i, doc in enumerate(progress_bar(corpus, desc="PII-aware dedup", unit="doc", enabled=progress)):
         text = doc.text
         edits = []
         for s, e, is_header in _logical_lines(text):

@@ -19,9 +19,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from toolkit.identifiers.words import WordTable, segment_corpus
+from toolkit.progress import progress_bar
 
 
 def special_template(tokenizer) -> tuple[list[int], list[int]]:
@@ -124,8 +124,8 @@ def encode_corpus(texts: Sequence[str], tokenizer, *, max_length: int, words: Wo
     pre_rows, suf_rows = np.full(len(prefix), -1), np.full(len(suffix), -1)
     pre_span, suf_span = np.full((len(prefix), 2), -1), np.full((len(suffix), 2), -1)
     input_ids, word_row, overlap, chunk_doc = [], [], [], []
-    for b0 in tqdm(range(0, len(texts), batch_size), desc="tokenising", unit="batch", disable=not progress,
-                   mininterval=1.0):
+    for b0 in progress_bar(range(0, len(texts), batch_size), desc="tokenising", unit="batch",
+                           enabled=progress):
         enc = tokenizer(list(texts[b0:b0 + batch_size]), add_special_tokens=False, return_offsets_mapping=True)
         for j, (ids, offs) in enumerate(zip(enc["input_ids"], enc["offset_mapping"])):
             d = b0 + j

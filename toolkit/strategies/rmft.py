@@ -49,12 +49,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-from tqdm.auto import tqdm
 
 from toolkit.corpus import Corpus
 from toolkit.errors import ToolkitError
 from toolkit.identifiers.addresses import (AddressParts, address_summary, apply_case, case_style, edit_document,
                                            occurrence_table, parse_address, rebuild_corpus)
+from toolkit.progress import progress_bar
 
 #: Common web-mail domain names (without TLD) added to the domain store (002 §3: "a small, curated list").
 COMMON_DOMAINS: tuple[str, ...] = ("gmail", "yahoo", "hotmail", "outlook", "aol", "msn", "icloud", "comcast",
@@ -252,7 +252,7 @@ def rmft(corpus: Corpus, seed: int = 0, *, common_domains: Sequence[str] = COMMO
     rows = []
     addr_col, doc_col = occ["address"].to_numpy(), occ["doc_index"].to_numpy()
     s_col, e_col, surf_col = occ["start"].to_numpy(), occ["end"].to_numpy(), occ["surface"].to_numpy()
-    for r in tqdm(later, desc="RMFT look-alikes", unit="address", disable=not progress, mininterval=1.0):
+    for r in progress_bar(later, desc="RMFT look-alikes", unit="address", enabled=progress):
         new, anchor = look_alike(surf_col[r], stores, rng, original)
         d = int(doc_col[r])
         edits.setdefault(d, []).append((int(s_col[r]), int(e_col[r]), new))

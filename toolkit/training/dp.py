@@ -142,8 +142,7 @@ def train_dp(model, tokenizer, examples: list[dict], strat: Strategy, cfg, run: 
     "individual"``); exports ``epoch-N`` at ``cfg.epochs``; returns the run's figures with the ``"dp"`` block."""
     import torch
     from opacus import PrivacyEngine
-    from tqdm.auto import tqdm
-
+    from toolkit.progress import progress_bar
     from toolkit.training.checkpoints import save_checkpoint
     from toolkit.training.hf import make_collator
 
@@ -193,9 +192,10 @@ def train_dp(model, tokenizer, examples: list[dict], strat: Strategy, cfg, run: 
 
     history: list[dict[str, Any]] = []
     empty, tokens, t0, step = 0, 0, time.perf_counter(), 0
-    bar = tqdm(total=total, desc=f"{strat.name} (DP-SGD)", unit="step", disable=not progress)
+    bar = progress_bar(total=total, desc=f"train {strat.name} (DP-SGD)", unit="step", enabled=progress)
     for epoch in range(1, epochs + 1):
         losses = []
+        bar.set_description(f"train {strat.name} (DP-SGD) epoch {epoch}/{epochs}", refresh=False)
         for batch in loader:
             bar.update(1)
             optimizer.zero_grad(set_to_none=True)

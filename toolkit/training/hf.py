@@ -84,17 +84,18 @@ def sparse_head_trainer():
 def labelled_progress(label: str, n_epochs: int, steps_per_epoch: int, *, enabled: bool):
     """A Trainer callback that replaces the Hugging Face progress bar and its printed log dictionaries with one
     labelled bar per run (``train clm epoch 3/12``), or with nothing when ``enabled`` is false."""
-    from tqdm.auto import tqdm
     from transformers import TrainerCallback
+
+    from toolkit.progress import progress_bar
 
     class LabelledProgress(TrainerCallback):
         bar = None
 
         def on_train_begin(self, args, state, control, **kw):
             if enabled and state.is_world_process_zero:
-                self.bar = tqdm(total=n_epochs * steps_per_epoch, initial=state.global_step, unit="step",
-                                desc=f"{label} epoch {int(state.global_step // steps_per_epoch) + 1}/{n_epochs}",
-                                leave=False, dynamic_ncols=True)
+                self.bar = progress_bar(
+                    total=n_epochs * steps_per_epoch, initial=state.global_step, unit="step",
+                    desc=f"{label} epoch {int(state.global_step // steps_per_epoch) + 1}/{n_epochs}")
 
         def on_step_end(self, args, state, control, **kw):
             if self.bar is not None:

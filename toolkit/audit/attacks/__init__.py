@@ -5,7 +5,8 @@ Membership attacks (higher score = more likely a member), all computed from one
 :class:`~toolkit.audit.losses.TokenLosses` per model:
 
 * ``loss`` (Yeom et al. 2018), ``zlib`` (Carlini et al. 2021), ``min_k`` (Shi et al. 2024), ``min_k_plus_plus``
-  (Zhang et al. 2024, causal only), ``reference`` (needs a reference model);
+  (Zhang et al. 2024; masked models: under the masked position's distribution), ``reference`` (needs a reference
+  model);
 * precomputed scores such as ``identifier_count`` (:func:`toolkit.metrics.mia_scores`) join the battery through
   ``run_battery(..., extra_scores=...)``.
 

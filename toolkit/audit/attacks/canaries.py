@@ -134,16 +134,20 @@ def canaries_into_corpus(corpus: Corpus, n: int, repeats: Sequence[int] = (1, 4,
     return Corpus(out, source=corpus.source), table
 
 
-def canary_ranges(corpus: Corpus, canaries: pd.DataFrame) -> dict[str, list[tuple[int, int]]]:
+def canary_ranges(corpus: Corpus, canaries: pd.DataFrame, *,
+                  with_separator: bool = False) -> dict[str, list[tuple[int, int]]]:
     """``doc_id -> [(start, end), ...]``: where the canaries' records stand in the texts of ``corpus`` (every
-    occurrence of a canary's ``text`` in the documents named by its ``doc_ids``)."""
+    occurrence of a canary's ``text`` in the documents named by its ``doc_ids``). ``with_separator``: each range
+    also covers the space :func:`insert_canaries` put after the record (when one follows), so that cutting the
+    ranges out gives back the text as it was before insertion."""
     out: dict[str, list[tuple[int, int]]] = {}
     for r in canaries.itertuples(index=False):
         for doc_id in dict.fromkeys(r.doc_ids):
             text = corpus.get(doc_id).text
             start = text.find(r.text)
             while start >= 0:
-                out.setdefault(doc_id, []).append((start, start + len(r.text)))
+                end = start + len(r.text)
+                out.setdefault(doc_id, []).append((start, end + (with_separator and text[end:end + 1] == " ")))
                 start = text.find(r.text, start + 1)
     return {k: sorted(v) for k, v in out.items()}
 
@@ -194,7 +198,7 @@ def exposure(model, tokenizer, canaries: pd.DataFrame, *, n_reference: int = 10_
     if scorer is None:
         def scorer(texts):
             return sequence_log_likelihoods(model, tokenizer, texts, kind=kind, window=None, batch_size=batch_size,
-                                            progress=progress)
+                                            progress=progress, label="canary")
     out = canaries.copy()
     lls, expos, ranks = [], [], []
     for r in canaries.itertuples(index=False):

@@ -7,7 +7,9 @@ counterfactual memorisation of Zhang et al. 2023, applied to identifier tokens o
 
 :math:`O_\\tau` are the occurrences of type :math:`\\tau` (NFKC + lower-case), ``t`` runs over *all* tokens of the
 occurrence (a multi-token identifier is measured whole), the context is the audit window around the occurrence
-(:func:`~toolkit.audit.attacks.pii_inference.occurrence_window`): causal :math:`p(x_t \\mid x_{<t})`, masked with the
+(:func:`~toolkit.audit.attacks.pii_inference.occurrence_window`, at most the models' position tables): causal
+:math:`p(x_t \\mid x_{<t})` (the first token of a window too, given the BOS alone:
+:func:`~toolkit.audit.losses.leading_token`), masked with the
 occurrence's tokens masked together (:func:`toolkit.audit.losses.span_log_likelihoods`). :math:`m > 0`: the audited
 model prefers the identifier more than the reference does.
 """
@@ -19,7 +21,7 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
-from toolkit.audit.attacks.pii_inference import identifier_occurrences, occurrence_window
+from toolkit.audit.attacks.pii_inference import audit_window, identifier_occurrences, occurrence_window
 from toolkit.audit.losses import span_log_likelihoods
 from toolkit.corpus import Corpus
 
@@ -28,7 +30,7 @@ SpanScorer = Callable[[list[str], list[tuple[int, int]]], np.ndarray]
 
 def _scorer(model, tokenizer, batch_size, progress) -> SpanScorer:
     return lambda texts, spans: span_log_likelihoods(model, tokenizer, texts, spans, window=None,
-                                                     batch_size=batch_size, progress=progress)
+                                                     batch_size=batch_size, progress=progress, label="memorisation")
 
 
 def memorisation_scores(model, tokenizer, reference, corpus: Corpus, positions: pd.DataFrame, *,
@@ -54,6 +56,7 @@ def memorisation_scores(model, tokenizer, reference, corpus: Corpus, positions: 
         ``n_types``, ``mean``, ``median``, ``q25``, ``q75``, ``max``, ``share_positive`` (types with score > 0 among
         those measured), and the same overall.
     """
+    window = audit_window(window, model, reference[0] if reference is not None else None)
     occ = identifier_occurrences(corpus, positions, direct_only=direct_only)
     if max_occurrences is not None and len(occ) > max_occurrences:
         rng = np.random.default_rng(seed)

@@ -13,20 +13,29 @@ place:
 al. 2020), as the peer code ranks candidates by perplexity of the filled-in sequence. Top-1 accuracy is reported per
 category and overall, against chance (:math:`1/|C|`) and against the same attack on a reference model.
 
-Choices: every occurrence of the true identifier's surface form inside the window (as a whole word) is replaced, not
-only the target one, so the window never shows the answer; the candidates have the true identifier's *shape*
+Choices: not only the target occurrence is replaced but every copy of the answer in the window (:func:`substitute`):
+each case-insensitive whole-word occurrence of the whole value, and of each of its parts (the words of a name:
+``"Mr. Smith"``, ``"JOHN SMITH"``, ``"Smith's"`` when ``"John Smith"`` is attacked; the other identifiers of the same
+individual that share a part) by the candidate's corresponding part, in the case of the text replaced; one-letter
+initials, titles and generic words (:data:`STOP_PARTS`) are left, and a value holding a digit is replaced whole only.
+So the windows of the candidates differ by the candidate alone, and a model that never saw the text cannot copy the
+answer from the context. The candidates have the true identifier's *shape*
 (:func:`shape`: digits, lower- and upper-case letters, punctuation; e.g. ``03/12/2019`` vs ``2019-03-12``, ``Okafor``
 vs ``okafor``), another individual's identifier taken in the case that gives that shape, so that the form of a
 candidate (a date format, a lower-case name after "d/w dr.") does not give the answer away — a model that never saw
 the text would otherwise beat chance by the form alone; only when no candidate of that shape exists are the others
 drawn as they are (``n_shape_fallback``); ties for the highest score share the credit
 (:math:`1/\\#\\text{tied}` when the true identifier is among them), which makes chance exactly :math:`1/|C|`.
-The window is the audit window around the occurrence (:func:`occurrence_window`), with 16 tokens left free so that a
-longer candidate still fits.
+The window is the audit window around the occurrence (:func:`occurrence_window`, at most the models' position
+tables: :func:`audit_window`), with 16 tokens left free so that a longer candidate still fits. Causal models score
+every token of it, the first too: a GPT-2-style tokenizer adds no BOS, so the first token is scored given the BOS
+alone (:func:`toolkit.audit.losses.leading_token`) and a window that starts at the identifier still scores all of
+its tokens.
 """
 
 from __future__ import annotations
 
+import math
 import re
 import unicodedata
 from collections.abc import Callable
@@ -34,7 +43,7 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
-from toolkit.audit.losses import model_name, sequence_log_likelihoods
+from toolkit.audit.losses import model_max_tokens, model_name, sequence_log_likelihoods
 from toolkit.corpus import Corpus
 
 #: tokens left free in a PII-inference window for candidates longer than the true identifier
@@ -64,13 +73,14 @@ def _in_shape(surfaces, want: str) -> str | None:
 
 def occurrence_window(text: str, start: int, end: int, tokenizer, window: int | None,
                       slack: int = SLACK_TOKENS) -> tuple[str, int, int]:
-    """``(window_text, start', end')``: at most ``window - slack`` tokens (special tokens counted) of ``text`` around
-    ``text[start:end]``, the identifier centred when the document is longer; offsets relative to the window."""
+    """``(window_text, start', end')``: at most ``window - slack`` tokens (special tokens counted) of ``text`` around ``text[start:end]``, the identifier centred
+    when the document is longer; offsets relative to the window."""
     if tokenizer is None or window is None:
         return text, start, end
     offs = np.asarray(tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"],
                       dtype=np.int64).reshape(-1, 2)
-    budget = max(1, window - tokenizer.num_special_tokens_to_add(pair=False) - slack)
+    n_special = tokenizer.num_special_tokens_to_add(pair=False)
+    budget = max(1, window - n_special - slack)
     if len(offs) <= budget:
         return text, start, end
     inside = np.flatnonzero((offs[:, 0] < end) & (offs[:, 1] > start))
@@ -83,16 +93,118 @@ def occurrence_window(text: str, start: int, end: int, tokenizer, window: int | 
     return text[cs:ce], start - cs, end - cs
 
 
-def substitute(text: str, start: int, end: int, candidate: str) -> str:
-    """``text`` with ``text[start:end]`` and every other whole-word occurrence of it replaced by ``candidate``."""
-    surface = text[start:end]
-    spans = {(m.start(), m.end()) for m in re.finditer(rf"(?<!\w){re.escape(surface)}(?!\w)", text)}
-    spans.add((start, end))
+#: parts of an identifier never replaced on their own (:func:`substitute`): titles, name particles and suffixes,
+#: month and day names, generic words of institution and address names. They are common words of the text around an
+#: identifier, not copies of it, and replacing them by a candidate's part would make the wrong candidates' windows
+#: less fluent (which favours the true one as much as a leaked part does).
+STOP_PARTS = frozenset("""
+    mr mrs ms mx miss dr prof sir dame rev fr sr jr ii iii iv md phd rn np pa do dds
+    de da di du del della der den la le van von ter ten bin ben al el st saint
+    the of and at on in for
+    january february march april may june july august september october november december
+    jan feb mar apr jun jul aug sep sept oct nov dec
+    monday tuesday wednesday thursday friday saturday sunday
+    hospital hospitals medical center centre clinic clinics health healthcare care community general regional
+    university college institute infirmary county city state
+    street road avenue lane drive way ways court place square terrace parkway route boulevard highway trail circle
+    crescent apt apartment suite unit floor building north south east west lake port mount fort
+    rd ave ln blvd ct pl sq hwy ste
+""".split())
+#: the shortest part (letters and digits) replaced on its own: a one-letter initial is left
+MIN_PART = 2
+
+_PART = re.compile(r"[^\W_]+")
+
+
+def parts(value: str) -> list[str]:
+    """The parts of an identifier: its maximal runs of letters and digits (``"Lamb, John"`` → ``["Lamb", "John"]``,
+    ``"O'Brien"`` → ``["O", "Brien"]``)."""
+    return _PART.findall(value)
+
+
+def replaced_parts(value: str, stop=STOP_PARTS) -> list[int]:
+    """Indices of the parts of ``value`` that :func:`substitute` replaces on their own: at least :data:`MIN_PART`
+    characters, at least one letter, not in ``stop`` (case-insensitive). None for a value holding a digit (a number,
+    a date, a code, an address with a house number): only the whole value is replaced then."""
+    if any(ch.isdigit() for ch in value):
+        return []
+    return [i for i, p in enumerate(parts(value))
+            if len(p) >= MIN_PART and any(ch.isalpha() for ch in p) and p.lower() not in stop]
+
+
+def part_map(n_true: int, n_candidate: int) -> list[int]:
+    """Index of the candidate part that replaces each of ``n_true`` true parts: part ``i`` → part ``i`` when the
+    counts agree (the usual case: candidates have the true identifier's shape), else aligned by relative position,
+    first to first and last to last, a middle part to the nearest, a tie to the earlier (``"Mary Ann Lee"`` →
+    ``"Ada Okafor"``: Mary, Ann → Ada, Lee → Okafor); a one-part value → the candidate's last part (a surname)."""
+    if n_true <= 1:
+        return [max(0, n_candidate - 1)] * n_true
+    return [math.ceil(i * (n_candidate - 1) / (n_true - 1) - 0.5) for i in range(n_true)]
+
+
+def in_case(slot: str, new: str, own: str) -> str:
+    """``new`` in the case pattern of ``slot``, the text it replaces (``own``: the true identifier's own form of that
+    text). The form of the true identifier itself → ``new`` as it is (the candidates already have the true
+    identifier's shape); all upper-case → upper (``"SMITH"`` → ``"OKAFOR"``); all lower-case → lower; title case →
+    title; anything else → ``new`` as it is. The true identifier put in its own slots gives the text back."""
+    if slot == own:
+        return new
+    if slot.isupper():
+        return new.upper()
+    if slot.islower():
+        return new.lower()
+    if slot == slot.title():
+        return new.title()
+    return new
+
+
+def _whole(value: str) -> re.Pattern:
+    """Case-insensitive whole-word pattern of ``value``, any run of white space matching any other."""
+    body = r"\s+".join(re.escape(w) for w in value.split())
+    return re.compile(rf"(?<!\w){body}(?!\w)", re.IGNORECASE)
+
+
+def audit_window(window: int | None, *models) -> int | None:
+    """``window`` capped by the position table of every model given (``None`` entries skipped): the windows built for
+    one model are scored by the reference too, and a window longer than a model's table would be cut at its end."""
+    limits = [n for n in (window, *(model_max_tokens(m) for m in models if m is not None)) if n is not None]
+    return min(limits) if limits else None
+
+
+def substitute(text: str, start: int, end: int, candidate: str, *, stop=STOP_PARTS) -> str:
+    """``text`` with the identifier ``text[start:end]`` replaced by ``candidate`` there and wherever else it or one of
+    its parts occurs, so that no copy of the answer stays in the window.
+
+    1. the slot, and every case-insensitive whole-word occurrence of the whole value → ``candidate``;
+    2. then every case-insensitive whole-word occurrence (outside those) of a part of the value that
+       :func:`replaced_parts` selects → the candidate's corresponding part (:func:`part_map`): ``"Mr. Smith"`` →
+       ``"Mr. Okafor"``, ``"Smith's"`` → ``"Okafor's"`` (the ``'s`` is not part of the word);
+    3. each replacement in the case pattern of the text it replaces (:func:`in_case`).
+
+    A value holding a digit has no parts replaced on their own (numbers, dates: the whole value only). Left in place:
+    one-letter initials (``"J. Smith"`` → ``"J. Okafor"``), parts in ``stop``, and other forms of the same value that
+    share no part with it (``"March 12, 2019"`` for ``"03/12/2019"``).
+    """
+    value = text[start:end]
+    spans: list[tuple[int, int, str]] = [(start, end, in_case(value, candidate, value))]
+
+    def free(s: int, e: int) -> bool:
+        return all(e <= a or s >= b for a, b, _ in spans)
+
+    if value.strip():
+        for m in _whole(value).finditer(text):
+            if free(m.start(), m.end()):
+                spans.append((m.start(), m.end(), in_case(m.group(), candidate, value)))
+    own, theirs = parts(value), parts(candidate)
+    where = part_map(len(own), len(theirs))
+    for i in replaced_parts(value, stop):
+        new = theirs[where[i]] if theirs else candidate
+        for m in _whole(own[i]).finditer(text):
+            if free(m.start(), m.end()):
+                spans.append((m.start(), m.end(), in_case(m.group(), new, own[i])))
     out, pos = [], 0
-    for s, e in sorted(spans):
-        if s < pos:  # overlapping match (cannot happen for a whole word, kept safe)
-            continue
-        out += [text[pos:s], candidate]
+    for s, e, new in sorted(spans):
+        out += [text[pos:s], new]
         pos = e
     out.append(text[pos:])
     return "".join(out)
@@ -132,7 +244,7 @@ def _top1(scores: np.ndarray) -> float:
 
 def _default_scorer(model, tokenizer, batch_size, progress) -> Callable[[list[str]], np.ndarray]:
     return lambda texts: sequence_log_likelihoods(model, tokenizer, texts, window=None, batch_size=batch_size,
-                                                  progress=progress)
+                                                  progress=progress, label="PII inference")
 
 
 def pii_inference(model, tokenizer, corpus: Corpus, positions: pd.DataFrame, *, reference=None,
@@ -162,6 +274,7 @@ def pii_inference(model, tokenizer, corpus: Corpus, positions: pd.DataFrame, *, 
         per-occurrence table.
     """
     rng = np.random.default_rng(seed)
+    window = audit_window(window, model, reference[0] if reference is not None else None)
     occ = identifier_occurrences(corpus, positions)
     pool: dict[str, dict[str, tuple[set, set]]] = {}
     for r in occ.itertuples(index=False):

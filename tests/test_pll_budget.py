@@ -1,0 +1,170 @@
+"""Budgeted pseudo-log-likelihood (toolkit.audit.pll, methods.md §10) and Min-K%++ on masked models: drawn positions
+paired across models and runs, exact when the budget covers the window, unbiased for the mean loss, one-line errors
+for a bad budget; masked Min-K%++ against a brute-force transcription of its formula."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from toolkit.audit.attacks import ATTACKS, run_battery
+from toolkit.audit.losses import token_losses
+from toolkit.audit.pll import check_budget, draw_positions
+from toolkit.config import load_profile
+from toolkit.config.experiment import experiment_from_dict, load_experiment
+from toolkit.corpus import Corpus, make_document
+from toolkit.errors import ToolkitError
+from toolkit.models import TinyModelConfig, init_model, train_tokenizer
+
+WORDS = "patient doctor nurse took aspirin insulin morning evening pain knee walked rested at home".split()
+TINY = dict(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64, max_length=64)
+
+
+def _texts(n: int = 8, words: int = 30) -> list[str]:
+    rng = np.random.default_rng(1)
+    return [f"Note {i}: " + " ".join(rng.choice(WORDS, words - i)) + "." for i in range(n)]
+
+
+TEXTS = _texts()
+
+
+@pytest.fixture(scope="module")
+def tok():
+    torch.set_num_threads(1)
+    return train_tokenizer(TEXTS * 3, "mlm", 200)
+
+
+@pytest.fixture(scope="module")
+def berts(tok):
+    """Two different tiny BERTs (other seeds) sharing the tokenizer."""
+    return [init_model(tok, TinyModelConfig(kind="mlm", **TINY), seed=s).eval() for s in (0, 1)]
+
+
+def test_positions_are_paired_across_models_orders_and_runs(tok, berts):
+    a, b = berts
+    tl = [token_losses(m, tok, TEXTS, window=48, pll_positions=6, pll_seed=3, progress=False) for m in (a, b)]
+    again = token_losses(a, tok, TEXTS[::-1], window=48, pll_positions=6, pll_seed=3, progress=False)
+    other = token_losses(a, tok, TEXTS, window=48, pll_positions=6, pll_seed=4, progress=False)
+    exact = token_losses(a, tok, TEXTS, window=48, progress=False)
+    assert tl[0].meta["pll"] == {"estimator": "budgeted", "positions": 6, "seed": 3}
+    assert exact.meta["pll"] == {"estimator": "exact", "positions": "all"}
+    for i in range(len(TEXTS)):
+        assert tl[0].losses[i].size == 6 < exact.losses[i].size
+        np.testing.assert_array_equal(tl[0].offsets[i], tl[1].offsets[i])           # the same positions, model b
+        np.testing.assert_array_equal(tl[0].offsets[i], again.offsets[-1 - i])      # another order, another run
+        assert not np.allclose(tl[0].losses[i], tl[1].losses[i])                    # ... scored by other weights
+        # a subsample of the exact per-position losses (one per stratum of the window)
+        idx = np.searchsorted(exact.offsets[i][:, 0], tl[0].offsets[i][:, 0])
+        np.testing.assert_allclose(tl[0].losses[i], exact.losses[i][idx], atol=1e-6)
+        n = exact.losses[i].size
+        j = np.arange(6)
+        assert np.all((np.floor(j * n / 6) <= idx) & (idx < (j + 1) * n / 6))
+    assert any(not np.array_equal(x, y) for x, y in zip(tl[0].offsets, other.offsets))  # another seed: other draws
+
+
+def test_budget_covering_the_window_is_exact(tok, berts):
+    exact = token_losses(berts[0], tok, TEXTS, window=48, progress=False)
+    full = token_losses(berts[0], tok, TEXTS, window=48, pll_positions=48, pll_seed=7, progress=False)
+    for a, b, ma, mb in zip(exact.losses, full.losses, exact.mu, full.mu):
+        np.testing.assert_allclose(b, a, atol=1e-6)
+        np.testing.assert_allclose(mb, ma, atol=1e-6)
+    assert check_budget("all") is None and check_budget(None) is None and check_budget(16) == 16
+
+
+def test_budgeted_mean_is_unbiased(tok, berts):
+    """E[mean over the drawn positions] = exact mean: averaged over R seeds, within 4 standard errors (the spread of
+    the budgeted means over the seeds); and each position is drawn with probability N/n."""
+    exact = token_losses(berts[0], tok, TEXTS[:1], window=64, progress=False)
+    losses = exact.losses[0]
+    n, budget, runs = losses.size, 7, 3000
+    draws = [draw_positions(exact.token_ids[0], budget, seed) for seed in range(runs)]
+    assert all(d.size == budget and np.all(np.diff(d) >= 1) and d[-1] < n for d in draws)
+    means = np.array([losses[d].mean() for d in draws])
+    assert abs(means.mean() - losses.mean()) < 4 * means.std(ddof=1) / math.sqrt(runs)
+    freq = np.bincount(np.concatenate(draws), minlength=n) / runs
+    p = budget / n
+    assert np.all(np.abs(freq - p) < 4 * math.sqrt(p * (1 - p) / runs))
+    assert means.std() > 0  # the estimator does vary with the seed (the checks above are not vacuous)
+
+
+def test_bad_budget_is_a_one_line_error(tmp_path, tok, berts):
+    for bad in (0, -3, "some", 2.5, True):
+        with pytest.raises(ToolkitError, match=r"^pll_positions: must be 'all' or an integer >= 1, got ") as e:
+            check_budget(bad)
+        assert "\n" not in str(e.value)
+    with pytest.raises(ToolkitError, match="pll_positions"):
+        token_losses(berts[0], tok, TEXTS[:1], pll_positions=0, progress=False)
+    cfg = load_experiment("cpu_masked")
+    raw = {"name": "x", "profile": "cpu", "corpus": {"path": cfg.corpus.path}, "model": {"kind": "mlm"},
+           "training": {"strategies": ["mlm"]}}
+    for bad in (0, "some"):
+        with pytest.raises(ToolkitError) as e:
+            experiment_from_dict({**raw, "audit": {"attacks": {"pll_positions": bad}}}, source=tmp_path / "x.yaml")
+        msg = str(e.value)
+        assert msg.startswith(f"{tmp_path / 'x.yaml'}: audit.attacks.pll_positions: must be") and "\n" not in msg
+    # the default is the profile's (named in the attack steps' keys); a config overrides it
+    assert cfg.audit.attacks.pll_positions == load_profile("cpu").pll_positions
+    assert load_profile("paper").pll_positions == "all"
+    ok = experiment_from_dict({**raw, "audit": {"attacks": {"pll_positions": "all"}}}, source=tmp_path / "x.yaml")
+    assert ok.audit.attacks.pll_positions == "all"
+    prof = tmp_path / "p.yaml"
+    prof.write_text("name: p\npll_positions: some\n", encoding="utf-8")
+    with pytest.raises(ToolkitError, match=rf"^{prof}: pll_positions: must be"):
+        load_profile(prof)
+
+
+def _brute_min_k_pp(model, tok, text: str, k: float = 0.2, window: int = 64) -> float:
+    """Min-K%++ of a masked model written out: each position masked alone, one forward, log-softmax, z-score."""
+    enc = tok(text, truncation=True, max_length=window, return_special_tokens_mask=True)
+    x = torch.tensor(enc["input_ids"])[None]
+    z = []
+    for t in np.flatnonzero(~np.array(enc["special_tokens_mask"], bool)):
+        y = x.clone()
+        y[0, t] = tok.mask_token_id
+        with torch.no_grad():
+            lp = torch.log_softmax(model(input_ids=y).logits[0, t].double(), -1)
+        p = lp.exp()
+        mu = (p * lp).sum()
+        sigma = ((p * lp ** 2).sum() - mu ** 2).sqrt()
+        z.append(((lp[x[0, t]] - mu) / sigma).item())
+    return float(np.sort(z)[:math.ceil(k * len(z))].mean())
+
+
+def test_min_k_plus_plus_on_a_masked_model_against_brute_force(tok):
+    from transformers import BertConfig, BertForMaskedLM
+
+    torch.manual_seed(0)  # a wide initialisation: peaked predictive distributions, sigma far from 0
+    model = BertForMaskedLM(BertConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                       intermediate_size=64, max_position_embeddings=64, initializer_range=0.5,
+                                       pad_token_id=tok.pad_token_id)).eval()
+    texts = TEXTS[:4]
+    tl = token_losses(model, tok, texts, window=64, batch_size=1, progress=False)
+    got = ATTACKS["min_k_plus_plus"](tl)
+    for i, text in enumerate(texts):
+        assert got[i] == pytest.approx(_brute_min_k_pp(model, tok, text), abs=1e-6)
+    assert np.isfinite(got).all() and np.ptp(got) > 1e-3
+
+
+def test_battery_names_the_estimator_and_runs_min_k_plus_plus_on_masked_models(tok, berts):
+    docs = [make_document(f"d{i}", f"p{i}", t) for i, t in enumerate(TEXTS)]
+    members, nonmembers = Corpus(docs[:4]), Corpus(docs[4:])
+    res = run_battery(berts[0], tok, members, nonmembers, reference=(berts[1], tok), window=48, n_bootstrap=20,
+                      pll_positions=5, seed=2, progress=False)
+    js = res.to_json()
+    assert js["scoring"] == {"kind": "mlm", "estimator": "budgeted", "positions": 5, "seed": 2}
+    assert "min_k_plus_plus" in js["attacks"]
+    exact = run_battery(berts[0], tok, members, nonmembers, window=48, n_bootstrap=20, progress=False)
+    assert exact.to_json()["scoring"] == {"kind": "mlm", "estimator": "exact", "positions": "all"}
+
+
+def test_report_method_line_names_the_estimator():
+    from toolkit.report.attack_sections import scoring_line
+
+    budgeted = scoring_line({"scoring": {"kind": "mlm", "estimator": "budgeted", "positions": 32, "seed": 0}})
+    assert "budgeted pseudo-log-likelihood, 32 positions per window" in budgeted
+    assert "exact pseudo-log-likelihood" in scoring_line({"scoring": {"kind": "mlm", "estimator": "exact"}})
+    assert "exact log-likelihood" in scoring_line({"scoring": {"kind": "clm", "estimator": "exact"}})
+    assert scoring_line({}) == ""  # attacks.json of a run made before the field: no claim

@@ -1,0 +1,58 @@
+"""How many CPU threads torch computes with: every core the process may use, in ``toolkit run`` and in every notebook
+kernel (``plots.setup_notebook``), unless told otherwise.
+
+torch's own default is the number of *physical* cores (``at::get_num_threads``), which on a laptop or a cloud machine
+with two hardware threads per core is half of what the process may use. :func:`use_cores` sets the count, in this
+order:
+
+1. ``TOOLKIT_THREADS`` (a positive integer), the toolkit's own knob;
+2. ``OMP_NUM_THREADS`` when it is set: torch has already read it, and it is kept (a test or a cluster's job script
+   that sets it means it);
+3. the CPUs of the process's affinity mask (``len(os.sched_getaffinity(0))``, which a container's or ``taskset``'s
+   limit shrinks), or ``os.cpu_count()`` where there is no affinity mask.
+
+The count in effect is what a run's manifest records (``environment.hardware.torch_threads``).
+"""
+
+from __future__ import annotations
+
+import os
+
+from toolkit.errors import ToolkitError
+
+__all__ = ["ENV_VAR", "core_count", "thread_count", "use_cores"]
+
+#: the environment variable that overrides the thread count
+ENV_VAR = "TOOLKIT_THREADS"
+
+
+def core_count() -> int:
+    """CPUs this process may run on: its affinity mask, else ``os.cpu_count()`` (at least 1)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # no affinity masks (macOS, Windows)
+        return max(1, os.cpu_count() or 1)
+
+
+def thread_count(environ=None) -> int | None:
+    """The thread count :func:`use_cores` sets (see the module docstring), or None when ``OMP_NUM_THREADS`` is set and
+    is kept. A ``TOOLKIT_THREADS`` that is not a positive integer is a :class:`ToolkitError`."""
+    env = os.environ if environ is None else environ
+    raw = env.get(ENV_VAR, "").strip()
+    if raw:
+        if not raw.isdigit() or int(raw) < 1:
+            raise ToolkitError(f"{ENV_VAR}={raw!r}: expected a positive number of threads")
+        return int(raw)
+    if env.get("OMP_NUM_THREADS", "").strip():
+        return None
+    return core_count()
+
+
+def use_cores() -> int:
+    """Set torch's intra-op thread count as the module docstring says; returns the count in effect."""
+    import torch
+
+    n = thread_count()
+    if n is not None and n != torch.get_num_threads():
+        torch.set_num_threads(n)
+    return torch.get_num_threads()
