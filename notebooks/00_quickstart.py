@@ -21,7 +21,7 @@
 #    (`clm`: plain fine-tuning; `ppclm`: identifiers stay in the text but the model is never trained to write them),
 #    and audits every checkpoint;
 # 3. we look at what the models learnt, whether an attacker can tell who was in the training data, write the
-#    report a privacy office reads, and end with its verdict per model (green / amber / red).
+#    report a privacy office reads, and end with its verdict per model (red / incomplete / amber / green).
 #
 # Everything is cached under `work_dir`: the first run trains (about 80 s on 2 cores; the tiny base model is copied
 # from `prebuilt/`), later runs only read.
@@ -130,7 +130,8 @@ display(HTML(f"Report: <a href='{out}' target='_blank'>{out}</a> ({out.stat().st
 # %% [markdown]
 # ## 8. The verdict
 # Each audited model (the base model and each strategy's last checkpoint) gets a traffic light from fixed rules:
-# **red** when an attack clearly finds leakage, **amber** for signs of it, **green** when these attacks found none at
+# **red** when an attack clearly finds leakage, **incomplete** (grey) when membership or PII inference was not measured
+# or this many patients cannot resolve it, **amber** for signs of leakage, **green** when these attacks found none at
 # this sample size — with the smallest AUC this many patients could have revealed. Green is not a certificate: a
 # stronger attack or more patients could find what these did not. The same verdicts open the report.
 

@@ -132,7 +132,7 @@ plots.tpr_table({name: a["roc"] for name, a in last.items()}, with_ci=True)
 # losses on their notes — loss, loss ÷ zlib size, Min-K% (the least likely 20% of words), the reference-model attack
 # (the audited model against the base model) — and the papers' attack joins it as "predicted rare words". One panel
 # per model (the base model and each strategy's last checkpoint), every attack in each, log-log axes, the thin dashed
-# line is chance. Min-K%++ needs a causal model: it has no curve here.
+# line is chance. Min-K%++ is computed at the masked positions of the pseudo-log-likelihood (docs/methods.md §10).
 #
 # **What a PP strategy protects, and what it does not.** `ppmlm` never uses an identifier as a prediction target:
 # the model is not trained to *write* names, dates or rare words, which is why its privacy stays high. It still

@@ -12,7 +12,7 @@
 # The earlier notebooks each leave a finished run on disk (`../outputs/work/…`): the masked-LM strategies (02), the
 # causal-LM strategies (03), the e-mail extraction experiment (04) and the vocabulary scrubbing (05), and the quick
 # start (00). Nothing is trained or probed here: this notebook **reads** those runs, shows the **verdict** of every
-# audited model (green / amber / red, from its attack results), draws the runs next to each other
+# audited model (red / incomplete / amber / green, from its attack results), draws the runs next to each other
 # (membership-inference ROC, privacy–utility trade-offs, MaxTER/AURC) with widgets to pick runs, strategies and
 # checkpoints, and writes the **audit report**: one self-contained HTML file a privacy office can open offline
 # (`python -m toolkit report RUN_DIR … --out report.html` does the same from the command line).
@@ -72,7 +72,8 @@ if not runs:
 
 # %% [markdown]
 # ## 2. The verdicts
-# Every audited model of every run, from its attack results: **red** when an attack clearly finds leakage, **amber**
+# Every audited model of every run, from its attack results: **red** when an attack clearly finds leakage,
+# **incomplete** (grey) when membership or PII inference was not measured or the sample cannot resolve it, **amber**
 # for signs of it, **green** when these attacks found none at this sample size (with the smallest AUC the sample
 # could have revealed; never a certificate). Runs made before the attack battery have no verdict: they say so. The
 # report opens with the same verdicts and prints the rules with their thresholds.

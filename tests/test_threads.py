@@ -39,6 +39,20 @@ def test_use_cores_sets_torch_and_the_manifest_records_it(monkeypatch):
         torch.set_num_threads(before)
 
 
+def test_openmp_waits_passively_unless_told_otherwise_when_set_before_torch_loads():
+    import subprocess
+    import sys
+
+    code = ("import os, sys; from toolkit.threads import use_cores; use_cores(); "
+            "print(os.environ.get('OMP_WAIT_POLICY'), 'torch' in sys.modules)")
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "TOOLKIT_THREADS")}
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert run.stdout.split() == ["PASSIVE", "True"]
+    run = subprocess.run([sys.executable, "-c", code], env={**env, "OMP_WAIT_POLICY": "ACTIVE"}, capture_output=True,
+                         text=True, check=True)
+    assert run.stdout.split() == ["ACTIVE", "True"]
+
+
 @pytest.mark.slow  # starts a notebook kernel
 def test_a_notebook_kernel_computes_on_the_count_use_cores_sets(tmp_path, monkeypatch):
     import nbformat

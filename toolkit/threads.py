@@ -12,18 +12,27 @@ order:
    limit shrinks), or ``os.cpu_count()`` where there is no affinity mask.
 
 The count in effect is what a run's manifest records (``environment.hardware.torch_threads``).
+
+OpenMP threads that wait for work spin by default; on a machine shared with other work, a spinning thread holds a
+core another process needs, and two threads were *slower* than one: a training step of the 2×128 GPT-2 (batch 16 ×
+256 tokens) took 0.48 s on one thread and 1.15–2.6 s on two (2-core machine at load 4.5, measured 2026-11-25). With
+``OMP_WAIT_POLICY=PASSIVE`` both took 0.48–0.50 s, so :func:`use_cores` sets it (unless it is set) — it takes
+effect only when torch has not been imported yet, which is the case in ``toolkit run`` and in every notebook's setup.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 
 from toolkit.errors import ToolkitError
 
-__all__ = ["ENV_VAR", "core_count", "thread_count", "use_cores"]
+__all__ = ["ENV_VAR", "WAIT_POLICY", "core_count", "thread_count", "use_cores"]
 
 #: the environment variable that overrides the thread count
 ENV_VAR = "TOOLKIT_THREADS"
+#: OpenMP's wait policy unless the environment sets one (see the module docstring)
+WAIT_POLICY = "PASSIVE"
 
 
 def core_count() -> int:
@@ -49,7 +58,10 @@ def thread_count(environ=None) -> int | None:
 
 
 def use_cores() -> int:
-    """Set torch's intra-op thread count as the module docstring says; returns the count in effect."""
+    """Set torch's intra-op thread count as the module docstring says (and OpenMP's passive waiting, when torch is
+    not loaded yet); returns the count in effect."""
+    if "torch" not in sys.modules:
+        os.environ.setdefault("OMP_WAIT_POLICY", WAIT_POLICY)
     import torch
 
     n = thread_count()

@@ -254,7 +254,8 @@ def _causal(model, encoded, batch_size: int, moments: bool, progress: bool, labe
     first = [i for i, e in enumerate(encoded) if lead is not None and len(e[0]) and not e[1][0]]
     if first:  # the first content token of a text without a special start: -log p(x0 | BOS), one forward pass
         with torch.inference_mode():
-            lp0 = torch.log_softmax(model(input_ids=torch.tensor([[lead]], device=dev)).logits[0, -1].float(), -1)
+            bos = torch.tensor([[lead]], device=dev)
+            lp0 = torch.log_softmax(model(input_ids=bos, attention_mask=torch.ones_like(bos)).logits[0, -1].float(), -1)
         for i in first:
             loss, mu, sigma = stats(lp0[None], torch.tensor([int(encoded[i][0][0])], device=lp0.device))
             keep[i] = np.r_[0, keep[i]]

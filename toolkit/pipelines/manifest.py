@@ -128,7 +128,8 @@ def hardware_info() -> dict[str, Any]:
 
     info = {"platform": platform.platform(), "machine": platform.machine(), "cpu_count": os.cpu_count(),
             "usable_cpus": core_count(), "torch_threads": torch.get_num_threads(),
-            "threads_env": {k: os.environ[k] for k in (ENV_VAR, "OMP_NUM_THREADS") if os.environ.get(k)},
+            "threads_env": {k: os.environ[k] for k in (ENV_VAR, "OMP_NUM_THREADS", "OMP_WAIT_POLICY")
+                            if os.environ.get(k)},
             "cuda": torch.cuda.is_available(),
             "world_size": int(os.environ.get("WORLD_SIZE", "1") or 1)}
     if info["cuda"]:

@@ -44,6 +44,9 @@ KEEP = frozenset({
     "anonymity.json",          # anonymity test counts
     "regurgitation.json",      # regurgitation counts and keyed-hash examples (kept only when keyed)
     "purge.json",              # what an earlier purge removed (counts)
+    "verdict.json",            # one model's verdict: level, rule, figures (no identifier)
+    "verdicts.json",           # every audited model's verdict
+    "identifiers.json",        # identifier attacks: PII-inference / memorisation / canary figures (no identifier)
 })
 #: Files whose presence marks a folder as a model or tokenizer: the whole folder goes (weights memorise text).
 MODEL_MARKERS = ("config.json", "tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json",

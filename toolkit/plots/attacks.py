@@ -140,7 +140,7 @@ def attacks_table(attacks: Mapping) -> pd.DataFrame:
 
 def auc_matrix(models: Mapping[str, Mapping]) -> pd.DataFrame:
     """Models × attacks: the AUC of every attack on every model (``label → {"attacks"}``), as text with the 95% CI;
-    ``—`` where the attack did not run on that model (e.g. Min-K%++ on a masked LM, the reference on the base)."""
+    ``—`` where the attack did not run on that model (e.g. the reference attack on the base model itself)."""
     rows, order = {}, []
     for label, m in models.items():
         att = (m.get("attacks") or {}).get("attacks") or {}
