@@ -8,6 +8,8 @@ RUN``) and finds the base model (``base_*/``) and the last checkpoint of every s
   stacked into batches of ``--batch-size`` rows, LM head only at the masked positions), Min-K%++ moments included;
 * ``budgeted`` — the same with ``pll_positions=N`` (``--budget``, default the profile's), timed on a copy of the
   model that the process-wide reuse cannot serve;
+* ``strided`` — ``pll_copies=K`` for every K of ``--copies`` (every position scored from K masked copies per window,
+  every K-th position masked together; deterministic), timed and scored like the others;
 * ``loop``    — one forward pass of the whole model per masked position (batch of 1, full logits), on the first
   ``--loop-docs`` documents, its time extrapolated per token; its losses are checked against exact (atol 1e-4).
 
@@ -16,7 +18,8 @@ exact PLL and under budgeted PLL for every N of ``--grid``, for each of ``--seed
 the exact per-position losses at the positions :func:`toolkit.audit.pll.draw_positions` draws — exactly what
 ``token_losses(..., pll_positions=N)`` computes (tests/test_pll_budget.py checks it to 1e-6) — so the exact losses are
 computed once per model and every N is evaluated by subsampling them. The smallest N whose AUCs stay within
-``--tolerance`` (0.02) of exact for every attack, model and seed is printed: the CPU profile's ``pll_positions``.
+``--tolerance`` (0.02) of exact for every attack, model and seed is printed, and likewise the smallest K of the strided
+copies: the CPU profile's estimator (docs/performance.md holds the measured tables).
 
 Usage: ``python benchmarks/attacks.py RUN_DIR [--window 256] [--threads 2] [--grid 8,16,24,32,48,64] [--seeds 0,1,2]
 [--out results.json]``
@@ -104,6 +107,7 @@ def main() -> None:
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--budget", type=int, default=None, help="N timed as budgeted PLL (default: the run's profile)")
     ap.add_argument("--tolerance", type=float, default=0.02)
+    ap.add_argument("--copies", default="8,16,32", help="K of the strided estimator to compare (pll_copies)")
     ap.add_argument("--loop-docs", type=int, default=2, help="documents the per-token loop runs on (0: skip)")
     ap.add_argument("--all-epochs", action="store_true")
     ap.add_argument("--out", type=Path, default=None, help="write every number as JSON here")
@@ -124,7 +128,8 @@ def main() -> None:
     print(f"{len(models)} models, {len(texts)} documents ({len(members)} members), window {window}, device {device}, "
           f"{torch.get_num_threads()} threads")
 
-    exact, times, rows = {}, {}, []
+    exact, times, rows, strided = {}, {}, [], {}
+    copies = [int(x) for x in args.copies.split(",") if x]
     for label, path in models.items():
         model, tok = load_audit_model(path)
         model.to(device)
@@ -150,8 +155,14 @@ def main() -> None:
             ok = all(np.allclose(a, b, atol=1e-4) for a, b in zip(exact[label].losses, loop))
         times[label] = {"exact": t_exact, "budgeted": t_budget, "loop (extrapolated)": t_loop, "loop_agrees": ok,
                         "tokens": int(exact[label].n_tokens.sum())}
+        for k in copies:
+            t0 = time.perf_counter()
+            strided[(label, k)] = token_losses(model, tok, texts, window=window, batch_size=args.batch_size,
+                                               progress=False, pll_copies=k)
+            times[label][f"strided K={k}"] = time.perf_counter() - t0
         print(f"{label:28s} exact {t_exact:7.1f} s   budgeted (N={budget}) {t_budget:6.1f} s   "
-              f"loop {t_loop:8.1f} s (extrapolated; agrees with exact: {ok})", flush=True)
+              + "".join(f"strided (K={k}) {times[label][f'strided K={k}']:6.1f} s   " for k in copies)
+              + f"loop {t_loop:8.1f} s (extrapolated; agrees with exact: {ok})", flush=True)
 
     ref = exact["base"]
     for label, tl in exact.items():
@@ -163,13 +174,29 @@ def main() -> None:
                 for attack, auc in got.items():
                     rows.append({"model": label, "attack": attack, "N": n, "seed": seed, "auc_exact": base_auc[attack],
                                  "auc_budgeted": auc, "delta": auc - base_auc[attack]})
+        for k in copies:
+            rs = None if label == "base" else strided[("base", k)]
+            for attack, auc in aucs(strided[(label, k)], rs, persons, members).items():
+                rows.append({"model": label, "attack": attack, "K": k, "auc_exact": base_auc[attack],
+                             "auc_strided": auc, "delta": auc - base_auc[attack]})
     report(rows, grid, args.tolerance, times, budget, args.out)
 
 
 def report(rows: list[dict], grid: list[int], tol: float, times: dict, budget: int, out: Path | None) -> None:
     import pandas as pd
 
-    df = pd.DataFrame(rows)
+    every = pd.DataFrame(rows)
+    if "K" in every:
+        st = every[every["K"].notna()]
+        st_worst = st.assign(abs_delta=st["delta"].abs()).groupby(["model", "K"])["abs_delta"].max().unstack("K")
+        print("\nstrided copies: max |AUC strided - AUC exact| over attacks, per model and K:")
+        print(st_worst.round(3).to_string())
+        print("\nstrided AUC per model, attack and K:")
+        print(st.pivot_table(index=["model", "attack"], columns="K", values="auc_strided").round(3).to_string())
+        good = [k for k in st_worst.columns if (st_worst[k] <= tol).all()]
+        print(f"\nsmallest K within ±{tol} on every model: {int(good[0]) if good else None}")
+        every = every[every["K"].isna()] if "N" in every else every.iloc[:0]
+    df = every
     worst = df.assign(abs_delta=df["delta"].abs()).groupby(["model", "N"])["abs_delta"].max().unstack("N")
     print("\nmax |AUC budgeted - AUC exact| over attacks and seeds, per model and N:")
     print(worst.round(3).to_string())
@@ -184,9 +211,9 @@ def report(rows: list[dict], grid: list[int], tol: float, times: dict, budget: i
     chosen = ok[0] if ok else None
     print(f"\nsmallest N within ±{tol} per model: {per_model}")
     print(f"smallest N within ±{tol} on every model: {chosen}")
-    total = {k: sum(t[k] for t in times.values()) for k in ("exact", "budgeted", "loop (extrapolated)")}
-    print(f"total time, {len(times)} models: exact {total['exact']:.0f} s, budgeted (N={budget}) "
-          f"{total['budgeted']:.0f} s, loop {total['loop (extrapolated)']:.0f} s (extrapolated)")
+    keys = [k for k in next(iter(times.values())) if k not in ("loop_agrees", "tokens")]
+    total = {k: sum(t[k] for t in times.values()) for k in keys}
+    print(f"total time, {len(times)} models: " + ", ".join(f"{k} {v:.0f} s" for k, v in total.items()))
     if out is not None:
         out.write_text(json.dumps({"rows": rows, "times": times, "chosen": chosen, "per_model": per_model,
                                    "tolerance": tol, "budget_timed": budget}, indent=1), encoding="utf-8")

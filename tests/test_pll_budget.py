@@ -12,7 +12,7 @@ import torch
 
 from toolkit.audit.attacks import ATTACKS, run_battery
 from toolkit.audit.losses import token_losses
-from toolkit.audit.pll import check_budget, draw_positions
+from toolkit.audit.pll import check_budget, draw_positions, strided_groups
 from toolkit.config import load_profile
 from toolkit.config.experiment import experiment_from_dict, load_experiment
 from toolkit.corpus import Corpus, make_document
@@ -168,3 +168,48 @@ def test_report_method_line_names_the_estimator():
     assert "exact pseudo-log-likelihood" in scoring_line({"scoring": {"kind": "mlm", "estimator": "exact"}})
     assert "exact log-likelihood" in scoring_line({"scoring": {"kind": "clm", "estimator": "exact"}})
     assert scoring_line({}) == ""  # attacks.json of a run made before the field: no claim
+
+
+# ---- strided copies (pll_copies) -------------------------------------------------------------------------------------
+
+
+def test_strided_groups_score_every_position_once_k_apart():
+    for n, k in ((1, 4), (7, 3), (20, 4), (33, 32), (10, 10), (5, 64)):
+        groups = strided_groups(n, k)
+        assert sorted(np.concatenate(groups).tolist()) == list(range(n))           # every position, exactly once
+        assert len(groups) == min(n, k)
+        assert all((np.diff(g) == k).all() for g in groups if g.size > 1)           # masked together: K apart
+
+
+def test_strided_losses_against_brute_force_and_exact(tok, berts):
+    model = berts[0]
+    k = 3
+    got = token_losses(model, tok, TEXTS[:3], window=48, pll_copies=k, progress=False)
+    assert got.meta["pll"] == {"estimator": "strided", "copies": k, "positions": "all"}
+    exact = token_losses(model, tok, TEXTS[:3], window=48, progress=False)
+    for i, text in enumerate(TEXTS[:3]):
+        enc = tok(text, truncation=True, max_length=48, return_special_tokens_mask=True)
+        x = torch.tensor(enc["input_ids"])[None]
+        pos = np.flatnonzero(~np.array(enc["special_tokens_mask"], dtype=bool))
+        want = np.empty(pos.size)
+        for j in range(k):                                    # copy j: every k-th scorable position from j, masked
+            sel = pos[j::k]
+            y = x.clone()
+            y[0, sel] = tok.mask_token_id
+            with torch.no_grad():
+                lp = torch.log_softmax(model(input_ids=y).logits[0].double(), -1)
+            want[j::k] = -lp[sel, x[0, sel]].numpy()
+        np.testing.assert_allclose(got.losses[i], want, atol=1e-6)
+        np.testing.assert_array_equal(got.offsets[i], exact.offsets[i])             # every position, in order
+        assert not np.allclose(got.losses[i], exact.losses[i])                      # an approximation, not exact
+    wide = token_losses(model, tok, TEXTS[:3], window=48, pll_copies=64, progress=False)   # K >= n: exact
+    for a, b in zip(wide.losses, exact.losses):
+        np.testing.assert_allclose(a, b, atol=1e-6)
+
+
+def test_one_estimator_at_a_time(tok, berts):
+    with pytest.raises(ToolkitError, match="not both"):
+        token_losses(berts[0], tok, TEXTS[:1], pll_positions=4, pll_copies=4, progress=False)
+    with pytest.raises(ToolkitError, match="pll_copies"):
+        token_losses(berts[0], tok, TEXTS[:1], pll_copies=0, progress=False)
+    assert load_profile("cpu").pll_copies == 32 and load_profile("paper").pll_copies == "all"

@@ -44,7 +44,7 @@ import numpy as np
 
 from toolkit.corpus import ToolkitError
 from toolkit.audit.pll import adaptive as _adaptive
-from toolkit.audit.pll import check_budget, draw_positions, estimator, masked_log_probs
+from toolkit.audit.pll import check_budget, draw_positions, estimator, masked_log_probs, strided_groups
 from toolkit.audit.reuse import files_signature, remember, reuse_key, reused
 from toolkit.models import load_model, model_kind
 from toolkit.progress import progress_bar
@@ -281,7 +281,8 @@ def _lookup(key, moments: bool, tag: tuple):
 
 def token_losses(model, tokenizer, texts: Sequence[str], *, kind: str | None = None, window: int | None = 256,
                  batch_size: int | None = None, moments: bool = True, progress: bool = True,
-                 pll_positions: int | str | None = None, pll_seed: int = 0, label: str | None = None) -> TokenLosses:
+                 pll_positions: int | str | None = None, pll_seed: int = 0, pll_copies: int | str | None = None,
+                 label: str | None = None) -> TokenLosses:
     """Per-token losses :math:`\\ell_t` of every text under ``model`` (see the module docstring).
 
     Parameters
@@ -299,17 +300,24 @@ def token_losses(model, tokenizer, texts: Sequence[str], *, kind: str | None = N
     pll_positions : int, "all" or None
         Masked only: score N positions per window (:func:`toolkit.audit.pll.draw_positions`, seeded by ``pll_seed``
         and the token ids: the same for every model), the arrays holding those only; ``"all"``/None: exact.
+    pll_copies : int, "all" or None
+        Masked only: every position scored from ``K`` masked copies per window, copy ``j`` masking every ``K``-th
+        position from ``j`` (:func:`toolkit.audit.pll.strided_groups`; an approximation of exact PLL); not together
+        with ``pll_positions``.
     label : str, optional
         What the scores are for, in the progress bar: ``"<label> PLL · <model>"`` (e.g. ``"membership"``).
     """
     kind = _resolve_kind(model, kind)
     budget = check_budget(pll_positions) if kind == "mlm" else None
+    copies = check_budget(pll_copies, "pll_copies") if kind == "mlm" else None
+    if budget is not None and copies is not None:
+        raise ToolkitError("pll_positions and pll_copies: give one estimator of the pseudo-log-likelihood, not both")
     model.eval()
     encoded = _encode(tokenizer, texts, _max_tokens(model, window))
     key = reuse_key(model, kind, encoded)
     scorable = [np.flatnonzero(~e[1]) for e in encoded]
     draws = None if budget is None else [draw_positions(e[0][k], budget, pll_seed) for e, k in zip(encoded, scorable)]
-    tag = ("all",) if budget is None else (budget, int(pll_seed))
+    tag = ("copies", copies) if copies is not None else ("all",) if budget is None else (budget, int(pll_seed))
     found = _lookup(key, moments, tag)
     if found is None and draws is not None and (exact := _lookup(key, moments, ("all",))) is not None:
         found = tuple(None if a is None else [x[d] for x, d in zip(a, draws)] for a in exact)  # the same subsample
@@ -325,9 +333,13 @@ def token_losses(model, tokenizer, texts: Sequence[str], *, kind: str | None = N
             losses, keep, mus, sigmas = _causal(model, encoded, bs, moments, progress, label,
                                                leading_token(tokenizer))
         else:
-            groups = [[np.array([p]) for p in k] for k in keep]
+            groups = [[k[g] for g in strided_groups(len(k), copies)] for k in keep]
             lp, mus, sigmas = masked_log_probs(model, tokenizer, encoded, groups, batch_size or 64, progress=progress,
                                                moments=moments, desc=_desc(label, kind, model))
+            # back to position order (the copies return their positions group after group)
+            order = [np.argsort(np.concatenate(g), kind="stable") if g else np.zeros(0, np.int64) for g in groups]
+            lp, mus, sigmas = ([a[o] for a, o in zip(arrays, order)] if arrays is not None else None
+                               for arrays in (lp, mus, sigmas))
             losses = [-a for a in lp]
         if key is not None:  # kept read-only: every caller gets the same arrays
             for arrays in (losses, keep, mus or [], sigmas or []):
@@ -339,7 +351,7 @@ def token_losses(model, tokenizer, texts: Sequence[str], *, kind: str | None = N
         token_ids=[e[0][k] for e, k in zip(encoded, keep)], offsets=[e[2][k] for e, k in zip(encoded, keep)],
         window_texts=[e[3] for e in encoded], model_name=model_name(model), window=window,
         n_truncated=sum(e[4] for e in encoded), mu=mus, sigma=sigmas,
-        meta={"pll": estimator(budget, pll_seed)} if kind == "mlm" else {})
+        meta={"pll": estimator(budget, pll_seed, copies)} if kind == "mlm" else {})
 
 
 def sequence_log_likelihoods(model, tokenizer, texts: Sequence[str], *, kind: str | None = None,

@@ -22,6 +22,15 @@ in the mean loss (``loss``, ``zlib``, ``reference``) are therefore unbiased; ``m
 (means of the lowest-k% tail) are estimated from the drawn positions' tail, not unbiased — their agreement with exact
 is measured (``benchmarks/attacks.py``). With :math:`N \\ge n` every position is scored (exact).
 
+Strided copies (``pll_copies = K``): every scorable position is scored, but a window is masked in only ``K`` copies,
+copy ``j`` masking the positions ``j, j + K, j + 2K, ...`` together (:func:`strided_groups`), so each position is
+predicted from the window with every ``K``-th token around it masked too: :math:`-\\log p_f(x_t \\mid x_{\\setminus
+\\{t' : t' \\equiv t \\bmod K\\}})`. This is an approximation of exact PLL, not an unbiased estimate (a
+position sees ``1/K`` fewer context tokens, about as many as a BERT sees masked in training at ``K = 8``), with no
+sampling noise: ``K`` forward passes per window instead of ``n``, deterministic, the same for every model. With
+``K ≥ n`` every copy masks one position (exact). Its agreement with exact PLL is measured on notebook 02's models
+(``benchmarks/attacks.py``, docs/performance.md): the CPU profile's choice.
+
 Pairing: ``u`` comes from a generator seeded by (``seed``, SHA-256 of the document's scored token ids and their
 count), so every model scoring the same tokens — each audited checkpoint of a run and its reference model — scores
 the same positions, whatever the model and the order, and the scores stay paired.
@@ -38,7 +47,7 @@ from toolkit.errors import ToolkitError
 from toolkit.models import split_lm_head
 from toolkit.progress import progress_bar
 
-__all__ = ["ALL", "adaptive", "check_budget", "draw_positions", "estimator", "masked_log_probs"]
+__all__ = ["ALL", "adaptive", "check_budget", "draw_positions", "estimator", "masked_log_probs", "strided_groups"]
 
 #: the YAML / argument value of exact pseudo-log-likelihood (every position)
 ALL = "all"
@@ -68,9 +77,20 @@ def draw_positions(token_ids: np.ndarray, budget: int | None, seed: int) -> np.n
     return np.minimum(np.floor((u + np.arange(budget)) * n / budget), n - 1).astype(np.int64)  # u < 1: t < n
 
 
-def estimator(budget: int | None, seed: int) -> dict:
-    """What ``TokenLosses.meta["pll"]`` and ``attacks.json`` record: ``{"estimator": "exact", "positions": "all"}`` or
-    ``{"estimator": "budgeted", "positions": N, "seed": seed}``."""
+def strided_groups(n: int, copies: int | None) -> list[np.ndarray]:
+    """The masked copies of a window with ``n`` scorable positions (0-based indices): copy ``j`` masks ``j, j + K, j +
+    2K, ...`` (``K = copies``); one position per copy when ``copies`` is None or ≥ n (exact)."""
+    if copies is None or copies >= n:
+        return [np.array([i], dtype=np.int64) for i in range(n)]
+    return [np.arange(j, n, copies, dtype=np.int64) for j in range(copies)]
+
+
+def estimator(budget: int | None, seed: int, copies: int | None = None) -> dict:
+    """What ``TokenLosses.meta["pll"]`` and ``attacks.json`` record: ``{"estimator": "exact", "positions": "all"}``,
+    ``{"estimator": "budgeted", "positions": N, "seed": seed}`` or ``{"estimator": "strided", "copies": K,
+    "positions": "all"}``."""
+    if copies is not None:
+        return {"estimator": "strided", "copies": int(copies), "positions": ALL}
     if budget is None:
         return {"estimator": "exact", "positions": ALL}
     return {"estimator": "budgeted", "positions": int(budget), "seed": int(seed)}

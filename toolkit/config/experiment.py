@@ -198,8 +198,13 @@ def experiment_from_dict(raw: dict[str, Any], *, source: str | Path = "<config>"
         model = _model(raw["model"], where, profile, corpus, base_dir)
         training, models = _training(raw["training"], where, profile, model.kind), None
     audit = _audit(raw.get("audit"), where, model)
-    if audit.attacks.pll_positions is None:  # the profile's, so that the attack steps' keys name it
-        audit.attacks.pll_positions = profile.pll_positions
+    at = audit.attacks
+    if at.pll_positions is None and at.pll_copies is None:  # the profile's, so that the attack steps' keys name it
+        at.pll_positions, at.pll_copies = profile.pll_positions, profile.pll_copies
+    at.pll_positions = "all" if at.pll_positions is None else at.pll_positions
+    at.pll_copies = "all" if at.pll_copies is None else at.pll_copies
+    if at.pll_positions != "all" and at.pll_copies != "all":
+        raise where.error("audit.attacks", "pll_positions and pll_copies: give one estimator, the other 'all'")
 
     description = raw.get("description", "")
     if not isinstance(description, str):
@@ -333,8 +338,9 @@ def _audit(raw: Any, where: Where, model: ModelSection | None) -> AuditSection:
         if key in at:
             at[key] = where.integer(at[key], f"audit.attacks.{key}", minimum=low)
     at["batch_size"] = where.integer(at.get("batch_size"), "audit.attacks.batch_size", minimum=1, allow_none=True)
-    if at.get("pll_positions") is not None:  # None: the profile's (experiment_from_dict)
-        check_budget(at["pll_positions"], f"{where.source}: audit.attacks.pll_positions")
+    for key in ("pll_positions", "pll_copies"):
+        if at.get(key) is not None:  # None: the profile's (experiment_from_dict)
+            check_budget(at[key], f"{where.source}: audit.attacks.{key}")
     a["attacks"] = AttacksSection(**at)
     if a.get("reference") is not None and (model is not None or not isinstance(a["reference"], str)):
         raise where.error("audit.reference", "a model id or directory, for `models:` configs only (a training run's "

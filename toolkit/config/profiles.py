@@ -30,6 +30,8 @@ class Profile:
     email: "EmailProfile | None" = None  # e-mail extraction experiment (paper 002), ``toolkit.config.email``
     #: default ``audit.attacks.pll_positions``: ``"all"`` (exact masked PLL) or N positions per window (budgeted)
     pll_positions: int | str = "all"
+    #: default ``audit.attacks.pll_copies``: ``"all"`` or K masked copies per window (strided, every position scored)
+    pll_copies: int | str = "all"
 
 
 def check_keys(cls, data: Any, where: str) -> None:
@@ -62,7 +64,8 @@ def load_profile(name_or_path: str | Path) -> Profile:
         raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except yaml.YAMLError as exc:
         raise ToolkitError(f"{path}: invalid YAML ({exc})") from exc
-    unknown = sorted(set(raw) - {"name", "base", "pretrain", "finetune", "email", "pll_positions"})
+    unknown = sorted(set(raw) - {"name", "base", "pretrain", "finetune", "email", "pll_positions",
+                                 "pll_copies"})
     if unknown:
         raise ToolkitError(f"{path}: unknown key(s) {unknown}")
     base = {k: v if isinstance(v, str) else typed_section(TinyModelConfig, v, f"{path}: base.{k}")
@@ -71,5 +74,8 @@ def load_profile(name_or_path: str | Path) -> Profile:
     finetune = {k: typed_section(TrainConfig, v, f"{path}: finetune.{k}") for k, v in (raw.get("finetune") or {}).items()}
     email = EmailProfile.from_dict(raw["email"], f"{path}: email") if raw.get("email") is not None else None
     pll = check_budget(raw.get("pll_positions", ALL), f"{path}: pll_positions")
+    copies = check_budget(raw.get("pll_copies", ALL), f"{path}: pll_copies")
+    if pll is not None and copies is not None:
+        raise ToolkitError(f"{path}: pll_positions and pll_copies: give one estimator, the other 'all'")
     return Profile(name=str(raw.get("name", path.stem)), base=base, pretrain=pretrain, finetune=finetune,
-                   email=email, pll_positions=ALL if pll is None else pll)
+                   email=email, pll_positions=ALL if pll is None else pll, pll_copies=ALL if copies is None else copies)

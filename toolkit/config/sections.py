@@ -80,8 +80,9 @@ class AttacksSection:
     ``pii_occurrences`` attacked (a seeded sample) and ``pii_window`` tokens of context (memorisation's too);
     ``memorisation_occurrences`` measured; ``canary_references`` random secrets per canary (exposure); ``batch_size``
     (None: adapted to the model, halved on out-of-memory); ``pll_positions``, a masked model's membership scoring:
-    ``all`` (exact pseudo-log-likelihood) or N positions per window (budgeted, :mod:`toolkit.audit.pll`), None in the
-    YAML meaning the profile's (filled in when the config is loaded)."""
+    ``all`` (exact pseudo-log-likelihood) or N positions per window (budgeted, :mod:`toolkit.audit.pll`), or
+    ``pll_copies``: ``all`` or K masked copies per window, every position scored (strided); None in the YAML meaning
+    the profile's (filled in when the config is loaded; at most one of the two may be other than ``all``)."""
 
     enabled: bool = True
     window: int = 256
@@ -92,6 +93,7 @@ class AttacksSection:
     canary_references: int = 10000
     batch_size: int | None = None
     pll_positions: int | str | None = None
+    pll_copies: int | str | None = None
 
 
 #: smallest allowed value of each integer option of ``audit.attacks``

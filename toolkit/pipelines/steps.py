@@ -208,7 +208,8 @@ def attack_model(model: str | Path, members: Corpus, nonmembers: Corpus, identif
         if canaries is not None and len(canaries) else None
     battery = run_battery(f, tok, members, nonmembers, reference=ref, extra_scores=extra, window=opt.window,
                           seed=seed, n_bootstrap=n_bootstrap, batch_size=opt.batch_size, reference_name=ref_name,
-                          exclude=canary_text, pll_positions=opt.pll_positions, progress=progress)
+                          exclude=canary_text, pll_positions=opt.pll_positions,
+                          pll_copies=getattr(opt, "pll_copies", None), progress=progress)
     pii = pii_inference(f, tok, members, identifiers["spans"], reference=ref, n_candidates=opt.pii_candidates,
                         max_occurrences=opt.pii_occurrences, window=opt.pii_window, seed=seed,
                         batch_size=opt.batch_size, reference_name=ref_name, progress=progress)

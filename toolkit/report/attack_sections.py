@@ -38,6 +38,10 @@ def scoring_line(att: dict) -> str:
     if sc.get("kind") == "mlm" and sc.get("estimator") == "budgeted":
         return (f" Token losses: budgeted pseudo-log-likelihood, {sc.get('positions')} positions per window (seeded, "
                 "the same for the reference model; methods.md §10).")
+    if sc.get("kind") == "mlm" and sc.get("estimator") == "strided":
+        return (f" Token losses: strided pseudo-log-likelihood, every position scored from {sc.get('copies')} masked "
+                "copies per window (every K-th position masked together; an approximation of exact PLL whose "
+                "agreement with it is measured in docs/performance.md; methods.md §10).")
     if sc.get("kind") == "mlm":
         return " Token losses: exact pseudo-log-likelihood (every position of the window)."
     return " Token losses: exact log-likelihood." if sc.get("kind") == "clm" else ""

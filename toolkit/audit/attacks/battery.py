@@ -173,7 +173,7 @@ class BatteryResult:
         """The summary written as ``attacks.json``: per attack its AUC, interval (and how it was computed), TPR at
         FPR and the numbers of members and non-members it scored; the units left out as unscoreable (ids only), the
         tokens excluded (e.g. canaries), how the reference attack was normalised and how the token losses were
-        computed (``scoring``: model kind, exact or budgeted pseudo-log-likelihood with its N)."""
+        computed (``scoring``: model kind, exact, budgeted (N) or strided (K copies) pseudo-log-likelihood)."""
         m = self.meta
         return {"unit": self.unit, "n_members": self.n_members, "n_nonmembers": self.n_nonmembers,
                 "reference": self.reference, "reference_normalisation": m.get("reference_normalisation"),
@@ -236,7 +236,8 @@ def run_battery(model, tokenizer, members: Corpus, nonmembers: Corpus, *, refere
                 extra_scores: Mapping[str, Mapping] | None = None, unit: str = "individual", window: int = 256,
                 k: float = 0.2, seed: int = 0, n_bootstrap: int = 1000, batch_size: int | None = None,
                 reference_name: str | None = None, exclude: Mapping[str, Sequence[tuple[int, int]]] | None = None,
-                pll_positions: int | str | None = None, progress: bool = True) -> BatteryResult:
+                pll_positions: int | str | None = None, pll_copies: int | str | None = None,
+                progress: bool = True) -> BatteryResult:
     """Run every membership attack on ``members`` against ``nonmembers``.
 
     Parameters
@@ -263,6 +264,9 @@ def run_battery(model, tokenizer, members: Corpus, nonmembers: Corpus, *, refere
     pll_positions : int, "all" or None
         Masked models: budgeted pseudo-log-likelihood, N positions per window drawn with ``seed`` (the same for the
         audited and the reference model: :mod:`toolkit.audit.pll`); ``meta["scoring"]`` names the estimator.
+    pll_copies : int, "all" or None
+        Masked models: strided pseudo-log-likelihood, every position scored from K masked copies per window
+        (:func:`toolkit.audit.pll.strided_groups`); not together with ``pll_positions``.
 
     Token losses are computed once per model and document (:func:`toolkit.audit.losses.token_losses`). A document
     without a scored token (after exclusion, under either model) is unscoreable, and so is an individual all of whose
@@ -287,7 +291,7 @@ def run_battery(model, tokenizer, members: Corpus, nonmembers: Corpus, *, refere
         texts, counts = without_ranges(tokenizer, texts, [list(exclude.get(i, ())) for i in doc_ids],
                                        min(limits) if limits else None)
         n_excluded = int(counts.sum())
-    pll = {"pll_positions": pll_positions, "pll_seed": seed}
+    pll = {"pll_positions": pll_positions, "pll_seed": seed, "pll_copies": pll_copies}
     tl = token_losses(model, tokenizer, texts, window=window, batch_size=batch_size, progress=progress,
                       label="membership", **pll)
     ref_tl, ref_name, norm = None, None, None
