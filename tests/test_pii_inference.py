@@ -153,3 +153,21 @@ def test_pii_window_counts_special_tokens_only(gpt2):
     wt, a, b = pii.occurrence_window(text, s, s + 8, tok, 20, slack=4)
     assert wt[a:b] == "Castillo" and len(tok(wt)["input_ids"]) == 20 - 4
     assert pii.audit_window(256, model, None) == 64 and pii.audit_window(None) is None
+
+
+def test_defaults_are_the_documented_ones():
+    """Issue 25, case 10: the code's defaults are those docs/methods.md §10 states (50 candidates, a 256-token window,
+    10,000 canary references), in the config section and in the functions alike."""
+    import inspect
+    from pathlib import Path
+
+    from toolkit.audit.attacks import exposure
+    from toolkit.config.sections import AttacksSection
+
+    opt = AttacksSection()
+    assert (opt.pii_candidates, opt.pii_window, opt.canary_references) == (50, 256, 10_000)
+    sig = inspect.signature(pii.pii_inference).parameters
+    assert sig["n_candidates"].default == 50 and sig["window"].default == 256
+    assert inspect.signature(exposure).parameters["n_reference"].default == 10_000
+    methods = (Path(__file__).resolve().parents[1] / "docs" / "methods.md").read_text(encoding="utf-8")
+    assert "*Defaults* (50 candidates, 256-token window)" in methods and "(`canary_references`, default 10,000)" in methods
