@@ -20,6 +20,23 @@ from toolkit.audit.verdict import verdict
 
 ALL = ("loss", "zlib", "min_k", "min_k_plus_plus", "reference", "identifier_count")
 
+#: the synthetic notes the attack tests score: 8 patients (two notes each), the name a gold span
+NAMES = ["Alvarez", "Brennan", "Castillo", "Dorsey", "Eaton", "Fischer", "Garcia", "Hughes"]
+WORDS = "patient doctor nurse took aspirin insulin morning evening pain knee walked rested".split()
+
+
+def notes(n: int = 16, words: int = 20) -> list:
+    """``n`` short seeded notes of 8 individuals ("Mr <name> <words>. Then <name> left."), the name a PATIENT span."""
+    from toolkit.corpus import make_document
+
+    rng = np.random.default_rng(0)
+    out = []
+    for i in range(n):
+        nm = NAMES[i % 8]
+        text = f"Mr {nm} " + " ".join(rng.choice(WORDS, words)) + f". Then {nm} left."
+        out.append(make_document(f"d{i}", f"p{i % 8}", text, [(3, 3 + len(nm), "PATIENT")]))
+    return out
+
 
 def battery(shift: float, *, n: int = 8, attacks=ALL, seed: int = 0):
     """Scores of ``n`` members and ``n`` non-members per attack: both groups draw the same values (plus a jitter far

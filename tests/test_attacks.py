@@ -21,8 +21,8 @@ from toolkit.audit.losses import TokenLosses, leading_token, load_audit_model, s
 from toolkit.corpus import Corpus, make_document
 from toolkit.models import TinyModelConfig, init_model, train_tokenizer
 
-NAMES = ["Alvarez", "Brennan", "Castillo", "Dorsey", "Eaton", "Fischer", "Garcia", "Hughes"]
-WORDS = "patient doctor nurse took aspirin insulin morning evening pain knee walked rested".split()
+from _attack_fixtures import NAMES, notes
+
 TINY = dict(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64, max_length=64)
 
 
@@ -35,13 +35,7 @@ def _one_thread():
 
 
 def _docs(n: int = 16, words: int = 20) -> list:
-    rng = np.random.default_rng(0)
-    out = []
-    for i in range(n):
-        nm = NAMES[i % 8]
-        text = f"Mr {nm} " + " ".join(rng.choice(WORDS, words)) + f". Then {nm} left."
-        out.append(make_document(f"d{i}", f"p{i % 8}", text, [(3, 3 + len(nm), "PATIENT")]))
-    return out
+    return notes(n, words)
 
 
 TEXTS = [d.text for d in _docs()]

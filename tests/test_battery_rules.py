@@ -17,8 +17,8 @@ from toolkit.corpus import Corpus, make_document
 from toolkit.metrics import hanley_mcneil_ci, mia_report
 from toolkit.models import TinyModelConfig, init_model, train_tokenizer
 
-NAMES = ["Alvarez", "Brennan", "Castillo", "Dorsey", "Eaton", "Fischer", "Garcia", "Hughes"]
-WORDS = "patient doctor nurse took aspirin insulin morning evening pain knee walked rested".split()
+from _attack_fixtures import NAMES, notes
+
 TINY = dict(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64, max_length=96)
 
 
@@ -31,14 +31,7 @@ def _one_thread():
 
 
 def _docs(n: int = 16, words: int = 8) -> list:
-    """``n`` short notes of 8 individuals (two each), the name a gold span."""
-    rng = np.random.default_rng(0)
-    out = []
-    for i in range(n):
-        nm = NAMES[i % 8]
-        text = f"Mr {nm} " + " ".join(rng.choice(WORDS, words)) + f". Then {nm} left."
-        out.append(make_document(f"d{i}", f"p{i % 8}", text, [(3, 3 + len(nm), "PATIENT")]))
-    return out
+    return notes(n, words)
 
 
 TEXTS = [d.text for d in _docs()]
