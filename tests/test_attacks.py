@@ -26,12 +26,7 @@ from _attack_fixtures import NAMES, notes
 TINY = dict(hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64, max_length=64)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 def _docs(n: int = 16, words: int = 20) -> list:

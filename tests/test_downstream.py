@@ -17,13 +17,7 @@ RESULT_KEYS = {"macro_f1", "accuracy", "n_train", "n_eval", "labels", "per_class
                "trainable_parameters", "total_parameters"}
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny models gain nothing from intra-op threads (and a busy machine makes spin-waiting threads slow)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 @pytest.fixture(scope="module")

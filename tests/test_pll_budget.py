@@ -29,11 +29,11 @@ def _texts(n: int = 8, words: int = 30) -> list[str]:
 
 
 TEXTS = _texts()
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 @pytest.fixture(scope="module")
 def tok():
-    torch.set_num_threads(1)
     return train_tokenizer(TEXTS * 3, "mlm", 200)
 
 

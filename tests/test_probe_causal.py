@@ -28,13 +28,7 @@ MEMO = [
 FILLER = "said the patient reports mild pain in the left knee after walking and was advised to rest"
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny models gain nothing from intra-op threads and a busy machine makes OpenMP spin: run single-threaded."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 def _names_text(name: str) -> str:

@@ -26,14 +26,7 @@ FILLER = ("patient reports mild pain in the left knee after walking and was advi
           "follow up in two weeks if symptoms persist the nurse reviewed medications with the family")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny models gain nothing from intra-op threads, and on a busy machine OpenMP spin-waiting makes the training
-    loop 20x slower: run this module single-threaded and restore the setting afterwards."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 def _names_doc(i: int) -> tuple[str, list[tuple[int, int, str]]]:

@@ -28,12 +28,7 @@ MEDROBERTA = ROOT / "data_external" / "medroberta_anonymization_testset.csv"
 SCRUBBED = re.compile(r"unk\d{13}")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 # ---------------------------------------------------------------------------------------------------------------------

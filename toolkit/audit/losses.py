@@ -27,7 +27,9 @@ position is one masked copy of its document; copies of many documents are stacke
 (no attention mask when a batch needs no padding), the LM head applied only at the masked positions when the model is a
 base model plus one head (BERT, RoBERTa); on a CUDA out-of-memory error the batch is halved and retried. Budgeted PLL
 (``pll_positions=N``) scores N positions per window drawn by :func:`toolkit.audit.pll.draw_positions` (unbiased for the
-mean loss, paired across models). ``benchmarks/attacks.py`` compares exact, budgeted and one forward per position.
+mean loss, paired across models); strided PLL (``pll_copies=K``) scores every position from K masked copies per window
+(:func:`toolkit.audit.pll.strided_groups`). ``benchmarks/attacks.py`` compares exact, budgeted, strided and one
+forward per position.
 
 Reuse (:mod:`toolkit.audit.reuse`): a process computes the losses once per (model files, token ids, kind, moments,
 estimator) for a model :func:`load_audit_model` loaded from a local folder — the reference model of every audited
@@ -218,7 +220,8 @@ def _causal(model, encoded, batch_size: int, moments: bool, progress: bool, labe
     losses: list = [None] * n
     mus: list = [None] * n
     sigmas: list = [None] * n
-    keep = [np.flatnonzero(~e[1][1:]) + 1 for e in encoded]  # targets: not special (position 0: BOS / CLS / <s>)
+    # targets after position 0, not special; a content token at position 0 is scored below, given the BOS alone
+    keep = [np.flatnonzero(~e[1][1:]) + 1 for e in encoded]
     order = sorted(range(n), key=lambda i: len(encoded[i][0]))
     pad = 0
     dev = _device(model)
