@@ -13,7 +13,13 @@ is printed before each run: the machine may be shared, so compare the ratios of 
 ``--engines`` also compares DuckDB with Polars' streaming engine on the graph step alone (the unigram edge table,
 term degrees and per-individual counts from the first pass's batch files of the 27M corpus): time and peak memory.
 
-Usage: ``python benchmarks/identifiers_scale.py [--sizes 27,108,270] [--memory-limit 8GB] [--engines]``
+``--cli oracle,patterns`` runs the command itself instead (``python -m toolkit identifiers CORPUS --detector D``, its
+default memory limit) and reports wall time, peak resident memory of the whole process tree (sampled from /proc),
+peak disk used (free space sampled: outputs, intermediate files and DuckDB's spill) and the output's size: the
+hospital-scale run is ``--sizes 1107 --cli oracle,patterns`` (41 blocks: 1.0M individuals, ~1.1B words; the corpus
+is ~7 GB, generated straight to disk, one block in memory at a time).
+
+Usage: ``python benchmarks/identifiers_scale.py [--sizes 27,108,270] [--memory-limit 8GB] [--engines] [--cli D]``
 """
 
 from __future__ import annotations
@@ -34,35 +40,114 @@ BLOCK_WORDS_M = 27
 
 def block(data: Path, index: int) -> Path:
     """Generated block ``index`` (seed ``1 + index``, ids prefixed ``bNNN-``), kept between runs."""
-    from toolkit.samples import generate_clinical
-
     path = data / f"block-{index:03d}.jsonl"
     if not path.is_file():
         data.mkdir(parents=True, exist_ok=True)
         t0 = time.perf_counter()
         tmp = path.with_suffix(".tmp")
         with open(tmp, "w", encoding="utf-8") as fh:
-            for r in generate_clinical(n_individuals=BLOCK_PATIENTS, seed=1 + index, words_per_note=500):
-                r["doc_id"], r["person_id"] = f"b{index:03d}-{r['doc_id']}", f"b{index:03d}-{r['person_id']}"
-                fh.write(json.dumps(r, ensure_ascii=False) + "\n")
+            fh.writelines(block_lines(index))
         tmp.rename(path)
         print(f"  generated block {index} in {time.perf_counter() - t0:.0f} s", flush=True)
     return path
 
 
 def generate(data: Path, size: int) -> Path:
-    """The corpus of ``size`` million words: the first ``size / 27`` blocks, concatenated."""
+    """The corpus of ``size`` million words: ``size / 27`` blocks (rounded up), concatenated. Blocks already written
+    (by a smaller size) are copied; the others are generated straight into the corpus, one block in memory at a
+    time (a 1,100M-word corpus never holds more than one block of ~27M words)."""
+    import math
     import shutil
 
     path = data / f"notes-{size}M.jsonl"
     if not path.is_file():
+        data.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
+        t0 = time.perf_counter()
+        n_blocks = max(1, math.ceil(size / BLOCK_WORDS_M - 0.01))
         with open(tmp, "wb") as out:
-            for i in range(max(1, size // BLOCK_WORDS_M)):
-                with open(block(data, i), "rb") as fh:
-                    shutil.copyfileobj(fh, out, 1 << 24)
+            for i in range(n_blocks):
+                cached = data / f"block-{i:03d}.jsonl"
+                if cached.is_file() or n_blocks <= 10:
+                    with open(block(data, i), "rb") as fh:
+                        shutil.copyfileobj(fh, out, 1 << 24)
+                else:
+                    out.write(b"".join(line.encode("utf-8") for line in block_lines(i)))
+                print(f"  corpus {size}M: block {i + 1}/{n_blocks} written ({time.perf_counter() - t0:.0f} s)",
+                      flush=True)
         tmp.rename(path)
     return path
+
+
+def block_lines(index: int):
+    """The JSON lines of block ``index`` (seed ``1 + index``, ids prefixed ``bNNN-``)."""
+    from toolkit.samples import generate_clinical
+
+    for r in generate_clinical(n_individuals=BLOCK_PATIENTS, seed=1 + index, words_per_note=500):
+        r["doc_id"], r["person_id"] = f"b{index:03d}-{r['doc_id']}", f"b{index:03d}-{r['person_id']}"
+        yield json.dumps(r, ensure_ascii=False) + "\n"
+
+
+def tree_rss(pid: int) -> int:
+    """Resident memory (bytes) of process ``pid`` and all its descendants, from /proc."""
+    children: dict[int, list[int]] = {}
+    rss: dict[int, int] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as fh:
+                fields = fh.read().rsplit(b")", 1)[1].split()
+            children.setdefault(int(fields[1]), []).append(int(entry.name))
+            rss[int(entry.name)] = int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
+        except (OSError, IndexError, ValueError):
+            continue
+    total, stack = 0, [pid]
+    while stack:
+        p = stack.pop()
+        total += rss.get(p, 0)
+        stack += children.get(p, [])
+    return total
+
+
+def cli_run(corpus: Path, out: Path, detector: str, extra: list[str]) -> dict:
+    """``python -m toolkit identifiers CORPUS --detector D --out OUT`` as a user runs it (default memory limit):
+    wall time, peak resident memory of the process tree (sampled every 0.5 s, and the largest single process's
+    maxrss from the kernel), peak disk used (the file system's free space, sampled: outputs, intermediate files and
+    DuckDB's spill together) and the output's size."""
+    import shutil
+    import threading
+
+    shutil.rmtree(out, ignore_errors=True)
+    load = os.getloadavg()[0]
+    free0 = shutil.disk_usage(out.parent).free
+    cmd = [sys.executable, "-m", "toolkit", "identifiers", str(corpus), "--detector", detector, "--out", str(out),
+           *extra]
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    peak = {"rss": 0, "disk": 0}
+
+    def sample() -> None:
+        while proc.poll() is None:
+            peak["rss"] = max(peak["rss"], tree_rss(proc.pid))
+            peak["disk"] = max(peak["disk"], free0 - shutil.disk_usage(out.parent).free)
+            time.sleep(0.5)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    log = proc.stdout.read()
+    proc.wait()
+    seconds = time.perf_counter() - t0
+    sampler.join()
+    maxrss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+    if proc.returncode:
+        print(log[-4000:])
+        return {"failed": True, "rc": proc.returncode, "seconds": seconds, "load": load}
+    out_bytes = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
+    summary = json.loads((out / "summary.json").read_text())
+    return {"seconds": seconds, "peak_tree_rss_gb": peak["rss"] / 2**30, "max_process_rss_gb": maxrss / 2**30,
+            "peak_disk_gb": peak["disk"] / 2**30, "output_gb": out_bytes / 2**30, "n_words": summary.get("n_words"),
+            "n_individuals": summary.get("n_individuals"), "load": load, "load_after": os.getloadavg()[0]}
 
 
 def child(engine: str, corpus: str, out: str, memory_limit: str, threads: str) -> None:
@@ -175,11 +260,26 @@ def main() -> None:
                     "million words (it needs ~140 bytes per word)")
     ap.add_argument("--engines", action="store_true", help="also compare DuckDB and Polars on the graph step")
     ap.add_argument("--keep", action="store_true", help="keep the outputs")
+    ap.add_argument("--cli", metavar="DETECTORS", help="instead: run `python -m toolkit identifiers` itself with each "
+                    "of these detectors (comma-separated, e.g. oracle,patterns) at its default memory limit on each "
+                    "size, and report wall time, peak memory of the process tree, peak disk used")
     args = ap.parse_args()
     data = Path(args.data)
     sizes = [int(s) for s in args.sizes.split(",")]
     print(f"machine: {os.cpu_count()} CPUs, {os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.0f} "
           f"GiB; load average {os.getloadavg()}")
+    if args.cli:
+        for size in sizes:
+            corpus = generate(data, size)
+            print(f"{size}M: corpus {corpus.stat().st_size / 2**30:.2f} GB on disk", flush=True)
+            for detector in args.cli.split(","):
+                res = cli_run(corpus, data / f"out-{size}M-cli-{detector}", detector, [])
+                print(f"RESULT {size}M {detector} " + json.dumps(res), flush=True)
+                if not args.keep:
+                    import shutil
+
+                    shutil.rmtree(data / f"out-{size}M-cli-{detector}", ignore_errors=True)
+        return
     rows = []
     for size in sizes:
         corpus = generate(data, size)
