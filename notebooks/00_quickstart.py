@@ -47,8 +47,8 @@ from IPython.display import HTML, Markdown, display
 from toolkit import plots
 from toolkit.pipelines.lm_experiment import load_data, load_experiment, run_experiment
 from toolkit.identifiers import load_identifiers
-from toolkit.pipelines.steps import results_table
 from toolkit.report import build_report, collect_run, run_findings, thresholds_html, verdicts_html
+from toolkit.results import results_table
 
 plots.setup_notebook()
 cfg = load_experiment(config, overrides)

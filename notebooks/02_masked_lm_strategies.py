@@ -64,9 +64,8 @@ from toolkit.config.experiment import load_experiment
 from toolkit.corpus import Corpus
 from toolkit.metrics import auxiliary_knowledge_identifiable, mia_report, mia_scores
 from toolkit.pipelines.lm_experiment import run_experiment
-from toolkit.pipelines.steps import (findings, protection_findings, protection_table, results_table,
-                                     runs_table)
 from toolkit.report import collect_run
+from toolkit.results import findings, protection_findings, protection_table, results_table, runs_table
 from toolkit.report.attack_sections import ABSENT as NO_ATTACKS
 
 plots.setup_notebook()

@@ -61,13 +61,13 @@ from toolkit.corpus import Corpus, load_corpus
 from toolkit.models import load_model
 from toolkit.scrub.anonymize import AnonymizeConfig
 from toolkit.scrub.candidates import NameScoreConfig, fill_mask, rank_candidates, save_candidates
-from toolkit.audit.anonymity import anonymity_summary, anonymity_test, write_anonymity
+from toolkit.scrub.anonymity import anonymity_summary, anonymity_test, write_anonymity
 from toolkit.review.compare import compare_reviews, judged_names
 from toolkit.scrub.sentences import read_sentences, split_dev_test, tag_sentences, with_model_mask, write_sentences
 from toolkit.scrub.scrub import scrub_model
 from toolkit.metrics import scrubbing as ev
 from toolkit.plots import scrubbing as figures
-from toolkit.audit.anonymity import prediction_count_table
+from toolkit.scrub.anonymity import prediction_count_table
 from toolkit.pipelines.vocabulary_scrub import StepTimer, ensure_anonymized, ensure_model, fresh_dir, scripted_session
 from toolkit.review.widget import ReviewWidget
 

@@ -104,14 +104,15 @@ def write_run_attacks(run_dir: Path) -> dict[str, dict]:
 
 
 def write_audit_dir(out: Path) -> dict[str, dict]:
-    """A ``toolkit audit`` output directory with two masked models (no Min-K%++, no reference model): one leaking
-    (amber or red), one not; and ``verdicts.json``."""
+    """A ``toolkit audit`` output directory with two masked models (no Min-K%++, no reference model) in
+    ``attacks/<label>/``: one leaking (amber or red), one not; and ``verdicts.json``."""
     out = Path(out)
+    att = out / "attacks"
     masked = ("loss", "zlib", "min_k", "identifier_count")
-    verdicts = {"bert-finetuned": write_model(out / "bert-finetuned", battery(1.5, attacks=masked, n=30, seed=3),
+    verdicts = {"bert-finetuned": write_model(att / "bert-finetuned", battery(1.5, attacks=masked, n=30, seed=3),
                                               identifiers(0.06, reference_top1=None), novel_privacy=None,
                                               regurgitation=None),
-                "bert-ppmlm": write_model(out / "bert-ppmlm", battery(0.0, attacks=masked, n=30, seed=4),
+                "bert-ppmlm": write_model(att / "bert-ppmlm", battery(0.0, attacks=masked, n=30, seed=4),
                                           identifiers(0.05, reference_top1=None), novel_privacy=None,
                                           regurgitation=None)}
     (out / "verdicts.json").write_text(json.dumps(verdicts), encoding="utf-8")

@@ -16,3 +16,18 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(n)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def private_ner_cache(tmp_path_factory):
+    """Every test's NER cache (``$XDG_CACHE_HOME/lm-anonymity-toolkit/ner``) goes to a temporary folder, never the
+    user's ``~/.cache``: subprocesses inherit the variable."""
+    import os
+
+    old = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("xdg_cache"))
+    yield
+    if old is None:
+        os.environ.pop("XDG_CACHE_HOME", None)
+    else:
+        os.environ["XDG_CACHE_HOME"] = old

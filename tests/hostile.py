@@ -731,7 +731,7 @@ def corpus_of(docs: list[dict]) -> Corpus:
 
 
 def _assigned(text: str) -> bool:
-    """Every character is assigned in Python's Unicode tables (RE2's may be newer: README, known limitations)."""
+    """Every character is assigned in Python's Unicode tables (RE2's may be newer: docs/guide.md, known limitations)."""
     return all(unicodedata.category(c) != "Cn" for c in text)
 
 

@@ -80,11 +80,11 @@ def test_audit_cli_on_trained_checkpoints(trained, kind, tmp_path, capsys):
     label = model_label(ckpt)
     assert label == f"run_{kind}-epoch-24"
     for name in FILES:
-        assert (out / label / name).is_file(), name
+        assert (out / "attacks" / label / name).is_file(), name
     for name in ("attacks.json", "identifiers.json", "verdicts.json", "report.html"):
         assert (out / name).is_file(), name
     attacks = json.loads((out / "attacks.json").read_text())
-    assert attacks == json.loads((out / label / "attacks.json").read_text())       # one model: its own copy
+    assert attacks == json.loads((out / "attacks" / label / "attacks.json").read_text())       # one model: its own copy
     assert attacks["reference"] == str(base.resolve()) and (attacks["n_members"], attacks["n_nonmembers"]) == (6, 6)
     expected = {"loss", "zlib", "min_k", "reference", "identifier_count"} | ({"min_k_plus_plus"} if kind == "clm"
                                                                              else set())
@@ -93,7 +93,7 @@ def test_audit_cli_on_trained_checkpoints(trained, kind, tmp_path, capsys):
     assert set(ids) == {"pii_inference", "memorisation"}
     assert ids["pii_inference"]["reference"] == str(base.resolve()) and ids["pii_inference"]["n_occurrences"] > 0
     assert ids["memorisation"]["overall"]["n_types"] > 0
-    verdict = json.loads((out / label / "verdict.json").read_text())
+    verdict = json.loads((out / "attacks" / label / "verdict.json").read_text())
     assert json.loads((out / "verdicts.json").read_text()) == {label: verdict}
     # trained 24 epochs on 6 patients: the members are separable, the verdict is never green
     assert verdict["level"] != "green", verdict
@@ -107,7 +107,7 @@ def test_audit_cli_on_trained_checkpoints(trained, kind, tmp_path, capsys):
     spans = {d.text[s.start:s.end] for d in trained["docs"] for s in d.spans if s.end - s.start >= 5}
     text = " ".join((out / n).read_text() for n in ("attacks.json", "identifiers.json", "verdicts.json"))
     assert spans and not [t for t in spans if t in text]
-    scores = pd.read_parquet(out / label / "scores.parquet")
+    scores = pd.read_parquet(out / "attacks" / label / "scores.parquet")
     assert len(scores) == 12 and scores["member"].sum() == 6  # one row per individual
     # a second run finds every step cached: the steps' records are untouched
     before = {p: p.read_text() for p in out.rglob("step.json")}
@@ -192,7 +192,7 @@ def test_audit_models_on_tiny_random_architectures(arch, tmp_path):
     label = model_label(model_dir)
     assert list(res.verdicts) == [label] and res.verdicts[label]["level"] in LEVELS
     for name in FILES:
-        assert (tmp_path / "out" / label / name).is_file(), name
+        assert (tmp_path / "out" / "attacks" / label / name).is_file(), name
     att = res.attacks[label]["attacks"]
     assert att["reference"] == str(ref_dir) and "reference" in att["attacks"] and "identifier_count" in att["attacks"]
     assert arch not in ("gpt2", "llama") or "min_k_plus_plus" in att["attacks"]  # masked: with the PLL's moments

@@ -114,7 +114,7 @@ def test_bootstrap_zero_gives_hanley_mcneil_intervals_and_says_so(setup, tmp_pat
     assert _audit(setup, out, "--bootstrap", "0") == 0
     att = _json(out / "attacks.json")
     assert (att["n_bootstrap"], att["auc_ci_method"]) == (0, "hanley-mcneil")
-    assert att == _json(out / setup["label"] / "attacks.json")
+    assert att == _json(out / "attacks" / setup["label"] / "attacks.json")
     for name, r in att["attacks"].items():
         lo, hi = r["auc_ci"]
         assert 0.0 <= lo <= r["auc"] <= hi <= 1.0, name
@@ -130,7 +130,7 @@ def test_window_beyond_the_model_is_clipped_recorded_and_noted(setup, tmp_path, 
     assert {p: p.read_text() for p in out.rglob("step.json")} == before
     att = _json(out / "attacks.json")
     assert (att["window"], att["window_requested"]) == (64, 100000)
-    assert att == _json(out / setup["label"] / "attacks.json")
+    assert att == _json(out / "attacks" / setup["label"] / "attacks.json")
     assert "window 64 tokens of the 100000 asked" in (out / "report.html").read_text(encoding="utf-8")
     assert _json(setup["done"] / "attacks.json")["window"] == 64
 
@@ -181,7 +181,7 @@ def test_a_full_disk_is_one_line_after_the_verdicts(setup, tmp_path, capsys, mon
 def test_an_interrupted_rerun_leaves_no_stale_verdict_and_the_report_says_why(setup, tmp_path, monkeypatch, capsys):
     out = _copy(setup, tmp_path)
     label = setup["label"]
-    for parent, step in ((out, "attacks"), (out / "audit", "audit")):  # another model audited here before
+    for parent, step in ((out / "attacks", "attacks"), (out / "audit", "audit")):  # another model audited here before
         shutil.copytree(parent / label, parent / "other-model")
         info = _json(parent / "other-model" / "step.json")
         (parent / "other-model" / "step.json").write_text(json.dumps({**info, "step": f"{step}/other-model"}))
@@ -193,8 +193,8 @@ def test_an_interrupted_rerun_leaves_no_stale_verdict_and_the_report_says_why(se
     assert _audit(setup, out, "--seed", "1") == 130     # interrupted during the attacks of the new seed
     for name in ("attacks.json", "identifiers.json", "verdicts.json", "report.html"):
         assert not (out / name).exists(), name
-    assert not (out / "other-model").exists() and not (out / "audit" / "other-model").exists()
-    assert not (out / label / "verdict.json").exists()          # the earlier seed's verdict went with its folder
+    assert not (out / "attacks" / "other-model").exists() and not (out / "audit" / "other-model").exists()
+    assert not (out / "attacks" / label / "verdict.json").exists()          # the earlier seed's verdict went with its folder
     assert _json(out / "audit" / label / "step.json")["status"] == "done"
     capsys.readouterr()
     assert main(["report", str(out)]) == 0
@@ -254,7 +254,7 @@ def test_no_file_of_the_audit_holds_a_raw_identifier_unless_privacy_md_says_so(s
     assert set(hits) == raw and all(hits.values())
     assert not (out / "audit" / setup["label"] / "predictions.hashed.parquet").exists()
     # the count attack is the same on the hashes as on the words
-    hashed, clear = (pd.read_parquet(d / setup["label"] / "scores.parquet") for d in (setup["done"], out))
+    hashed, clear = (pd.read_parquet(d / "attacks" / setup["label"] / "scores.parquet") for d in (setup["done"], out))
     pd.testing.assert_series_equal(hashed["identifier_count"], clear["identifier_count"])
     assert len(clear) == 4                                                # one row per individual
 
@@ -331,5 +331,5 @@ def test_stale_removal_spares_the_audits_own_inputs(setup, tmp_path):
     out = _copy(setup, tmp_path)
     removed = remove_stale(out, {}, keep=(out / "identifiers_all",))
     assert (out / "identifiers_all" / "terms.parquet").is_file() and not (out / "identifiers_members").exists()
-    assert {"report.html", "identifiers_members", setup["label"], f"audit/{setup['label']}"} <= set(removed)
+    assert {"report.html", "identifiers_members", f"attacks/{setup['label']}", f"audit/{setup['label']}"} <= set(removed)
     assert "identifiers_all" not in removed and (out / ".hash_key").is_file()

@@ -102,13 +102,13 @@ def test_every_option_has_help_and_commands_are_grouped_by_task():
     missing = [f"{name} {a.option_strings or a.dest}" for name, sp in sub.choices.items() for a in sp._actions
                if not a.help]
     assert not missing
-    assert list(sub.choices) == ["run", "report", "demo", "probe", "mia", "audit", "identifiers", "samples", "base",
+    assert list(sub.choices) == ["run", "report", "demo", "frontier", "probe", "mia", "audit", "identifiers", "samples", "base",
                                  "train",
                                  "rmft", "dedup", "email-train", "extract", "maxter", "anonymize", "sentences",
                                  "candidates", "review-compare", "scrub", "anonymity-test", "review", "purge"]
     epilog = parser.format_help().split("commands by task:", 1)[1]
     assert " ".join(epilog.split()) == (
-        "run & report run, report, demo audit probe, mia model audit audit data & identifiers identifiers, samples training base, train "
+        "run & report run, report, demo privacy-utility frontier audit probe, mia model audit audit data & identifiers identifiers, samples training base, train "
         "e-mail rmft, dedup, email-train, extract, maxter scrubbing anonymize, sentences, candidates, review-compare, "
         "scrub, anonymity-test review review privacy purge")
 

@@ -148,11 +148,13 @@ def inputs(tmp_path_factory) -> dict[str, Path]:
     other.mkdir()
     (other / "Alma Qorvath.txt").write_text(TEXT)
     (other / "alma.qorvath@example.org.jsonl").write_text(TEXT)
+    # a frontier config that is not YAML, quoting an identifier
+    (d / "bad_frontier.yaml").write_text('name: frontier\nnote: "Alma Qorvath\nsizes: [100, \n')
     return {"ids": ids, "prompts": d / "prompts.jsonl", "names": d / "names.txt", "model": d / "no-model",
             "review": d / "bad_review.jsonl", "ok_review": d / "ok_review.jsonl",
             "sentences": d / "bad_sentences.jsonl", "bad_prompts": d / "bad_prompts.jsonl",
             "candidates": d / "bad_candidates.parquet", "extraction": d / "bad_extraction", "run": run,
-            "not_a_run": other}
+            "not_a_run": other, "frontier": d / "bad_frontier.yaml"}
 
 
 #: command -> argv; ``{corpus}`` is the bad corpus, ``{out}`` a fresh output path, other fields from ``inputs``.
@@ -190,6 +192,7 @@ OTHER_INPUTS = {
                                                    "rmft={extraction}", "--out", "{out}"], "extraction.parquet")],
     "review": [("text posing as a candidate table", ["review", "{candidates}"], "bad_candidates.parquet")],
     "purge": [("a folder that is not a run, its file names identifiers", ["purge", "{not_a_run}"], "not_a_run")],
+    "frontier": [("a config that is not YAML", ["frontier", "{frontier}", "--out", "{out}"], "bad_frontier.yaml")],
 }
 
 

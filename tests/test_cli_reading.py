@@ -1,13 +1,18 @@
-"""How every command reads a corpus as users hold it: `--format` (Enron layout included), the CSV/JSONL field
-mapping (`--text-field`, `--person-field @row`, `--id-field`, `--split-field`), TAB's `--annotator`, `--person-rule`
-routed to the reader's ``person`` or ``person_rule``, and `--on-error skip` writing `skipped.jsonl` (file, line,
-record, reason; never the text). Errors name the flags (`--format`, `--annotator`), not the library's keywords."""
+"""How every command reads a corpus as users hold it: `--format` (Enron layout and Parquet included), the
+CSV/JSONL/Parquet field mapping (`--text-field`, `--person-field @row`, `--id-field`, `--split-field`), TAB's
+`--annotator`, `--person-rule` routed to the reader's ``person`` or ``person_rule``, and `--on-error skip` writing
+`skipped.jsonl` (file, line, record, reason; never the text). The options are declared once
+(:class:`toolkit.corpus.CorpusReading`) and every command that reads a corpus parses them to the same value. Errors
+name the flags (`--format`, `--annotator`), not the library's keywords."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import html
 import inspect
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -15,17 +20,35 @@ import pytest
 
 from toolkit import corpus as corpus_module
 from toolkit.cli import build_parser, main
-from toolkit.cli.common import FORMAT_CHOICES, READ_OPTIONS
-from toolkit.corpus import FORMATS, load_corpus
+from toolkit.cli.common import reading_from_args
+from toolkit.corpus import FORMATS, CorpusReading, load_corpus
 
 ROOT = Path(__file__).resolve().parents[1]
 ENRON = ROOT / "tests/data/real/enron"
 TAB = ROOT / "tests/data/real/tab/echr_dev_first_record.json"
-READERS = {"jsonl": "read_jsonl", "csv": "read_csv", "i2b2": "read_i2b2", "tab": "read_tab", "mbox": "read_mbox",
-           "maildir": "read_maildir", "enron": "read_enron", "txt": "read_txt_folder"}
-#: Commands that read a corpus, with the arguments they need besides the reading options.
-CORPUS_COMMANDS = ["identifiers", "rmft", "dedup", "anonymize", "base", "train", "email-train", "probe", "mia",
-                   "extract", "sentences"]
+READERS = {"jsonl": "read_jsonl", "csv": "read_csv", "parquet": "read_parquet", "i2b2": "read_i2b2",
+           "tab": "read_tab", "mbox": "read_mbox", "maildir": "read_maildir", "enron": "read_enron",
+           "txt": "read_txt_folder"}
+#: Every command that reads a corpus, with the arguments it needs besides the reading options.
+CORPUS_COMMANDS = {
+    "identifiers": ["C", "--out", "O"],
+    "rmft": ["C", "--out", "O"],
+    "dedup": ["C", "--out", "O"],
+    "anonymize": ["C", "--out", "O"],
+    "base": ["--kind", "mlm", "--corpus", "C", "--out", "O"],
+    "train": ["--strategy", "mlm", "--corpus", "C", "--base", "B", "--out", "O"],
+    "email-train": ["--technique", "baseline", "--corpus", "C", "--base", "B", "--out", "O"],
+    "probe": ["CKPT", "--corpus", "C", "--identifiers", "I", "--out", "O"],
+    "mia": ["CKPT", "--corpus", "C", "--identifiers", "I", "--out", "O"],
+    "extract": ["RUN", "--prompts", "P", "--corpus", "C", "--out", "O"],
+    "sentences": ["A", "--original", "C", "--out", "O"],
+    "audit": ["MODEL", "--corpus", "C", "--members", "train", "--nonmembers", "heldout", "--out", "O"],
+}
+#: Options naming a corpus (their commands must take the reading options); a secondary corpus read with the defaults
+#: (`probe --base-corpus`, `extract --heldout`) is not listed.
+CORPUS_DESTS = {"corpus", "original"}
+READING = ["--format", "csv", "--text-field", "note", "--person-field", "patient", "--id-field", "note_id",
+           "--split-field", "cohort", "--annotator", "a2", "--person-rule", "^([0-9]+)-", "--on-error", "skip"]
 SECRET = "Zebulon Quayle-Marchetti"
 
 
@@ -35,24 +58,35 @@ def _subparsers():
 
 
 def test_the_reading_options_match_the_readers():
-    assert FORMAT_CHOICES == ("auto", *FORMATS)
+    assert CorpusReading.option("format").metadata["choices"] == ("auto", *FORMATS)
     assert set(READERS) == set(FORMATS)
     routed = {"text_field", "person_field", "id_field", "split_field", "annotator", "person_rule", "person"}
     for fmt, name in READERS.items():
         params = {n for n, p in inspect.signature(getattr(corpus_module, name)).parameters.items()
                   if p.kind is inspect.Parameter.KEYWORD_ONLY}
-        flagged = {keywords[fmt] for _, _, keywords, _ in READ_OPTIONS if fmt in keywords}
+        flagged = {f.metadata["keywords"][fmt] for f in CorpusReading.routed() if fmt in f.metadata["keywords"]}
         assert flagged <= params, fmt  # every routed keyword exists
         assert params & routed == flagged, fmt  # and every such keyword of the reader has its flag
 
 
-def test_every_corpus_command_has_the_reading_options():
+def test_every_command_naming_a_corpus_is_listed():
     sub = _subparsers()
-    flags = {"--format", "--on-error", *(flag for _, flag, _, _ in READ_OPTIONS)}
-    for name in CORPUS_COMMANDS:
-        options = {o for a in sub[name]._actions for o in a.option_strings}
-        assert flags <= options, name
-        assert all(a.help for a in sub[name]._actions), name
+    reading = {name for name, p in sub.items() if {a.dest for a in p._actions} & CORPUS_DESTS}
+    assert reading == set(CORPUS_COMMANDS)
+
+
+@pytest.mark.parametrize("command", sorted(CORPUS_COMMANDS))
+def test_every_corpus_command_parses_the_same_reading(command):
+    parser = build_parser()
+    args = parser.parse_args([command, *CORPUS_COMMANDS[command], *READING])
+    assert reading_from_args(args) == CorpusReading(format="csv", text_field="note", person_field="patient",
+                                                    id_field="note_id", split_field="cohort", annotator="a2",
+                                                    person_rule="^([0-9]+)-", on_error="skip")
+    assert reading_from_args(parser.parse_args([command, *CORPUS_COMMANDS[command]])) == CorpusReading()
+    sub = _subparsers()[command]
+    flags = {f.metadata["flag"] for f in dataclasses.fields(CorpusReading)}
+    assert flags <= {o for a in sub._actions for o in a.option_strings}
+    assert all(a.help for a in sub._actions)
 
 
 def test_csv_without_a_person_column_reads_with_field_mapping(tmp_path, capsys):
@@ -151,3 +185,69 @@ def test_on_error_skip_writes_skipped_jsonl_without_text(tmp_path, capsys):
     assert main(["dedup", str(ENRON), "--out", str(tmp_path / "d.jsonl"), "--on-error", "skip", "--quiet"]) == 0
     assert "skipped 0 bad record(s)" in capsys.readouterr().out
     assert (tmp_path / "d.skipped.jsonl").read_text(encoding="utf-8") == ""
+
+
+def test_reading_rejects_unknown_values():
+    with pytest.raises(corpus_module.ToolkitError, match="unknown --format 'xls'"):
+        CorpusReading(format="xls")
+    with pytest.raises(corpus_module.ToolkitError, match="unknown --on-error 'ignore'"):
+        CorpusReading(on_error="ignore")
+
+
+def _notes_table() -> tuple[pd.DataFrame, list]:
+    """A hospital export of the sample notes: columns note_id, patient, note, cohort (and the gold spans as JSON);
+    4 train and 4 held-out patients, one note each."""
+    notes = load_corpus(ROOT / "data_samples/clinical/notes.jsonl")
+    docs = []
+    for split in ("train", "heldout"):
+        part = notes.filter(split=split)
+        docs += [next(d for d in part if d.person_id == p) for p in part.person_ids[:4]]
+    table = pd.DataFrame({"note_id": [d.doc_id for d in docs], "patient": [d.person_id for d in docs],
+                          "note": [d.text for d in docs], "cohort": [d.split for d in docs],
+                          "spans": [json.dumps([s.to_dict() for s in d.spans]) for d in docs]})
+    return table, docs
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_audit_reads_a_csv_with_named_columns(tmp_path, capsys):
+    """Issue 26: `audit` refused a CSV with columns note_id, patient, note, cohort and its error named flags it did
+    not take; it takes the same reading options as every other command. Its report called the model (fine-tuned
+    outside the toolkit) "finetuned after 0 epochs": the epochs are unknown."""
+    from toolkit.models import TinyModelConfig, init_model, train_tokenizer
+
+    table, docs = _notes_table()
+    table.to_csv(tmp_path / "notes.csv", index=False)
+    tok = train_tokenizer([d.text for d in docs], "clm", 300)
+    model = tmp_path / "external"
+    init_model(tok, TinyModelConfig(kind="clm", vocab_size=300, hidden_size=16, num_layers=1, num_heads=2,
+                                    intermediate_size=32, max_length=64), seed=0).save_pretrained(model)
+    tok.save_pretrained(model)
+    common = [str(model), "--corpus", str(tmp_path / "notes.csv"), "--members", "train", "--nonmembers", "heldout",
+              "--reference", "none", "--detector", "oracle", "--window", "32", "--bootstrap", "0", "--quiet"]
+    assert main(["audit", *common, "--out", str(tmp_path / "refused")]) == 2
+    err = capsys.readouterr().err
+    assert "--text-field" in err and "unrecognized" not in err
+    out = tmp_path / "audit"
+    assert main(["audit", *common, "--text-field", "note", "--person-field", "patient", "--id-field", "note_id",
+                 "--split-field", "cohort", "--out", str(out)]) == 0, capsys.readouterr().err
+    attacks = json.loads((out / "attacks.json").read_text())
+    assert (attacks["n_members"], attacks["n_nonmembers"]) == (4, 4)
+    # a model fine-tuned outside the toolkit: its epochs are unknown, never "0"
+    page = re.sub(r"<script.*?</script>", "", (out / "report.html").read_text(encoding="utf-8"), flags=re.S)
+    text = " ".join(html.unescape(re.sub(r"<[^>]+>", " ", page)).split())
+    assert "external (fine-tuned outside this run: epochs unknown)" in text
+    assert "external (epochs unknown)" in text  # the ROC legend and the TPR table
+    assert "after 0 epochs" not in text and "(epoch 0)" not in text and "epoch None" not in text
+
+
+def test_audited_models_have_unknown_epochs(tmp_path):
+    """An audit folder's models (``audit/<label>/``) were trained outside the run: epoch None, not 0."""
+    from toolkit.results.layout import RunLayout, epoch_text
+
+    for part in ("base", "external", "mlm/epoch-2"):
+        (tmp_path / "audit" / part).mkdir(parents=True)
+        for name in ("metrics.json", "roc.json"):
+            (tmp_path / "audit" / part / name).write_text("{}")
+    assert sorted((k for k, _ in RunLayout(tmp_path).audit_dirs()), key=str) == [
+        ("base", 0), ("external", None), ("mlm", 2)]
+    assert (epoch_text(None), epoch_text(0), epoch_text(8)) == ("epochs unknown", "epoch 0", "epoch 8")

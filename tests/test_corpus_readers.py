@@ -879,9 +879,10 @@ def test_load_corpus_options_and_errors(tmp_path: Path, one_of_each: dict[str, P
     assert load_corpus(one_of_each["txt"], person_rule="parent").person_ids == ["a"]
     assert load_corpus(one_of_each["tab"], annotator="annotator2")[0].labels["annotator"] == "annotator2"
     expect_error(load_corpus, tmp_path / "missing.jsonl", contains=("missing.jsonl", "file not found"))
-    expect_error(load_corpus, write(tmp_path / "x.parquet", b"PAR1"),
-                 contains=("x.parquet", "cannot detect", "--format", "jsonl, csv, i2b2, tab, mbox, maildir, enron, "
-                           "txt"))
+    expect_error(load_corpus, write(tmp_path / "x.docx", b"PK\x03\x04"),
+                 contains=("x.docx", "cannot detect", "--format", "jsonl, csv, parquet, i2b2, tab, mbox, maildir, "
+                           "enron, txt"))
+    expect_error(load_corpus, write(tmp_path / "x.parquet", b"PAR1"), contains=("x.parquet", "not a readable Parquet"))
     expect_error(load_corpus, one_of_each["csv"], format="excel", contains=("unknown format 'excel'", "jsonl"))
     expect_error(load_corpus, one_of_each["csv"], textcolumn="body",
                  contains=("t.csv", "no option(s) textcolumn", "text_field", "on_error"))
@@ -891,7 +892,7 @@ def test_load_corpus_options_and_errors(tmp_path: Path, one_of_each: dict[str, P
 
 
 def test_formats_and_exports():
-    assert FORMATS == ("jsonl", "csv", "i2b2", "tab", "mbox", "maildir", "enron", "txt")
+    assert FORMATS == ("jsonl", "csv", "parquet", "i2b2", "tab", "mbox", "maildir", "enron", "txt")
     assert issubclass(CorpusError, ToolkitError) and Span(0, 1, "X").label == "X"
 
 

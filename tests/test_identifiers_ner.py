@@ -14,6 +14,12 @@ from toolkit.identifiers import SpacyDetector
 from toolkit.identifiers.ner import PieceCache, detect_entities, pieces
 
 
+@pytest.fixture(autouse=True)
+def private_ner_cache(monkeypatch, tmp_path):
+    """The NER cache across runs (tests/test_ner_cache.py) goes to a temporary folder, never the user's."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.text(alphabet=st.sampled_from(list("ab A.!? \t\n\u00a0Dr.J")), max_size=80),
        st.sampled_from(["sentence", "line", "document"]), st.integers(1, 12))
@@ -106,7 +112,7 @@ def test_spacy_sentence_pieces_match_uncached_runs():
     cached = SpacyDetector(n_process=1)
     got = cached.detect(docs, progress=False)
     assert cached.last_stats["distinct_pieces"] < cached.last_stats["pieces"]
-    fresh = SpacyDetector(n_process=1, cache_size=0).detect(docs[::-1], progress=False)[::-1]
+    fresh = SpacyDetector(n_process=1, cache_size=0, persist=False).detect(docs[::-1], progress=False)[::-1]
     assert got == fresh
     assert "John Smith" in {text[s.start:s.end] for s in got[0]}
     assert "Mary Jones" in {docs[1].text[s.start:s.end] for s in got[1]}

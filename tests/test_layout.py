@@ -125,3 +125,86 @@ def test_notebook_twins_define_no_functions(twin):
     defs = [n.name for n in ast.parse(twin.read_text(encoding="utf-8")).body
             if isinstance(n, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))]
     assert defs == []
+
+
+#: the rooms of ``toolkit`` from the bottom up (ARCHITECTURE.md "Direction"): a module imports its own room and the
+#: rooms of lower layers only; rooms of one layer do not import each other. ``toolkit`` is the package's own
+#: ``__init__``, ``__main__`` the ``python -m toolkit`` entry point.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("errors",),
+    ("io", "progress", "threads", "models"),
+    ("corpus",),
+    ("identifiers", "samples"),
+    ("strategies", "metrics"),
+    ("training",),
+    ("audit",),
+    ("scrub", "config"),
+    ("review",),
+    ("results",),
+    ("plots",),
+    ("report",),
+    ("pipelines",),
+    ("cli",),
+    ("toolkit", "__main__"),
+)
+
+
+def room(module: str) -> str:
+    """``toolkit.audit.attacks.loss`` → ``audit``; ``toolkit.errors`` → ``errors``; ``toolkit`` → ``toolkit``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def upward_imports(graph: nx.DiGraph, layers=LAYERS) -> list[str]:
+    """Every edge of ``graph`` that does not go down ``layers`` (to a higher layer, to another room of the same
+    layer, or from or to a room the order does not name)."""
+    level = {r: i for i, rooms in enumerate(layers) for r in rooms}
+    bad = []
+    for src, dst in graph.edges:
+        a, b = room(src), room(dst)
+        if a == b:
+            continue
+        if a not in level or b not in level:
+            bad.append(f"{src} -> {dst} (room not in LAYERS)")
+        elif level[b] >= level[a]:
+            bad.append(f"{src} -> {dst} ({b} is not below {a})")
+    return sorted(bad)
+
+
+def test_the_direction_checker_finds_what_it_looks_for(tmp_path):
+    pkg = tmp_path / "toolkit"
+    for r in ("low", "mid", "side", "top"):
+        (pkg / r).mkdir(parents=True)
+        (pkg / r / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "top" / "x.py").write_text("from toolkit.mid import m\n")            # down: allowed
+    (pkg / "mid" / "m.py").write_text("from toolkit.low import l\nfrom toolkit.mid.n import f\n")  # down, inside
+    (pkg / "mid" / "n.py").write_text("def f(): ...\n")
+    (pkg / "low" / "l.py").write_text("def g():\n    from toolkit.top.x import h\n")  # up, even lazily
+    (pkg / "side" / "s.py").write_text("from toolkit.mid.m import q\n")          # sideways between rooms
+    (pkg / "mid" / "o.py").write_text("import toolkit.extra.e\n")                # a room the order lacks
+    (pkg / "extra").mkdir()
+    (pkg / "extra" / "e.py").write_text("")
+    graph, _, _ = import_graph(pkg)
+    layers = (("low",), ("mid", "side"), ("top",), ("toolkit",))
+    assert upward_imports(graph, layers) == ["toolkit.low.l -> toolkit.top.x (top is not below low)",
+                                             "toolkit.mid.o -> toolkit.extra.e (room not in LAYERS)",
+                                             "toolkit.side.s -> toolkit.mid.m (mid is not below side)"]
+
+
+def test_every_room_is_in_the_order():
+    rooms = {room(m) for m in _modules()}
+    named = {r for layer in LAYERS for r in layer}
+    assert rooms == named
+
+
+def test_every_import_goes_down_the_layers():
+    graph, _, _ = import_graph()
+    assert upward_imports(graph) == []
+
+
+def test_architecture_states_the_same_order():
+    """ARCHITECTURE.md's direction line lists ``LAYERS`` bottom-up (`` < `` between layers, ``/`` inside one)."""
+    text = (ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    stated = " < ".join("/".join(layer) for layer in LAYERS[:-1])
+    assert stated in text

@@ -125,7 +125,7 @@ def _protection_rows():
 
 
 def test_protection_findings_are_computed_from_the_table():
-    from toolkit.pipelines.steps import protection_findings
+    from toolkit.results.tables import protection_findings
 
     lines = protection_findings(_protection_rows())
     assert "ppclm (epoch 12): PII inference top-1 0.250 = 2.5× chance (0.100), above twice chance" in lines

@@ -1,5 +1,5 @@
 """The report's verdicts, attack section, colours and appendix, on attack files written by hand in the layouts of a
-run directory (``attacks/``) and of a ``toolkit audit`` directory (``<label>/`` folders and ``verdicts.json``)."""
+run directory (``attacks/``) and of a ``toolkit audit`` directory (``attacks/<label>/`` folders and ``verdicts.json``)."""
 
 from __future__ import annotations
 
@@ -207,7 +207,7 @@ def test_collect_audit_directory(dirs, tmp_path):
     # a folder without verdict.json takes its verdict from verdicts.json
     copy = tmp_path / "audit"
     shutil.copytree(dirs["audit"], copy)
-    (copy / "bert-ppmlm" / "verdict.json").unlink()
+    (copy / "attacks" / "bert-ppmlm" / "verdict.json").unlink()
     assert collect_run(copy).verdicts["bert-ppmlm"]["level"] == "green"
 
 

@@ -19,7 +19,7 @@ from toolkit.models import TinyModelConfig, init_model, train_tokenizer
 from toolkit.scrub.sentences import MASK, read_sentences, split_dev_test, tag_sentences, word_hash, write_sentences
 from toolkit.scrub.anonymize import AnonymizeConfig, anonymize_corpus, load_anonymized, parse_labels, replace_spans
 from toolkit.scrub.candidates import NameScoreConfig, fill_mask, rank_candidates, token_kind, vocabulary_surfaces
-from toolkit.audit.anonymity import anonymity_test, prediction_count_table
+from toolkit.scrub.anonymity import anonymity_test, prediction_count_table
 from toolkit.scrub.scrub import check_tokenizer_files, names_in_vocabulary, scrub_model
 from toolkit.scrub.candidates import score_tokens, token_statistics
 

@@ -7,7 +7,7 @@ import json
 import pytest
 from test_notebooks import execute
 
-from toolkit.audit.anonymity import ANONYMITY_KEYS
+from toolkit.scrub.anonymity import ANONYMITY_KEYS
 from toolkit.review.store import read_review
 
 

@@ -206,8 +206,9 @@ def test_category_variant_writes_placeholders_and_targets_them():
 def test_surrogate_targets_and_indirect_protection(name, hidden):
     corpus, analysis = clinical()
     strat = get_strategy(name)
-    texts, positions = strategy_inputs(corpus, strat, analysis.positions(), analysis.span_table(), surrogate_key=KEY)
-    tok = tokenizer("clm")
+    tok = tokenizer("clm")  # the training draws surrogate names as long in tokens as the originals under it
+    texts, positions = strategy_inputs(corpus, strat, analysis.positions(), analysis.span_table(), surrogate_key=KEY,
+                                       tokenizer=tok)
     data = training_set(corpus, tok, strat, positions=analysis.positions(), spans=analysis.span_table(),
                         max_length=4096, progress=False, surrogate_key=KEY)
     assert len(data.examples) == len(corpus)

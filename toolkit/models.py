@@ -12,7 +12,7 @@ Hugging Face format, so every later step loads it exactly as it would load ``ber
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -230,3 +230,33 @@ def load_model(name_or_path: str | Path, kind: str | None = None):
     if kind == "clm" and tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     return model, tokenizer
+
+
+def vocabulary_surfaces(tokenizer, ids: Sequence[int] | None = None) -> dict[int, str]:
+    """Surface form of token ids (default: the whole vocabulary): the string the token stands for, without the
+    WordPiece continuation prefix (``##``) or the byte-level space marker, stripped. Special tokens stay as they are."""
+    if ids is None:
+        ids = range(len(tokenizer))
+    ids = [int(i) for i in ids]
+    toks = tokenizer.convert_ids_to_tokens(ids)
+    specials = set(tokenizer.all_special_tokens)
+    prefix = _continuation_prefix(tokenizer)
+    out = {}
+    for i, t in zip(ids, toks):
+        if t is None:
+            out[i] = ""
+        elif t in specials:
+            out[i] = t
+        else:
+            if prefix and t.startswith(prefix) and len(t) > len(prefix):
+                t = t[len(prefix):]
+            out[i] = tokenizer.convert_tokens_to_string([t]).strip()
+    return out
+
+
+def _continuation_prefix(tokenizer) -> str | None:
+    """The WordPiece continuation prefix (``##``) of a fast tokenizer, ``None`` for other models."""
+    from tokenizers import models
+
+    model = getattr(getattr(tokenizer, "backend_tokenizer", None), "model", None)
+    return model.continuing_subword_prefix if isinstance(model, models.WordPiece) else None

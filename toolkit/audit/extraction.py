@@ -7,7 +7,7 @@ Per checkpoint (:func:`extract_checkpoint`):
    ``Ġjane`` —, so a prompt ending in ``To: `` would end on a lone-space token that training text almost never
    puts before an address; measured on a tiny GPT-2 that had memorised an address: with the space it wrote
    ``.man@corp.com``, without it the address**)**, is encoded as the tokenizer encodes a sequence and truncated
-   to ``prompt_tokens`` tokens (the last ones by default, see :class:`~toolkit.config.email.ExtractionConfig`);
+   to ``prompt_tokens`` tokens (the last ones by default, see :class:`ExtractionConfig`);
    special prefix tokens a tokenizer adds (``<s>``) are kept.
 2. Greedy continuation, at most ``max_total_tokens`` in all, batched with left padding and a KV cache
    (:func:`toolkit.audit.generation.generate_ids`, the same strings as prompt-by-prompt generation:
@@ -44,6 +44,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -53,11 +54,45 @@ import pandas as pd
 from toolkit.errors import ToolkitError
 from toolkit.io import atomic_write_json, atomic_write_parquet
 from toolkit.identifiers.addresses import EMAIL_RE
-from toolkit.config.email import ExtractionConfig
 from toolkit.metrics.extraction import ser, ter
 
 EXTRACTION_COLUMNS = ["checkpoint", "step", "epoch", "name", "ter", "ser", "n_leaked", "n_leaked_uncopied",
                       "n_extracted", "n_seen", "n_original", "target_hits", "perplexity", "seconds", "leaked"]
+
+
+@dataclass
+class ExtractionConfig:
+    """The extraction attack and the perplexity evaluation (methods.md §6).
+
+    ``prompt_tokens``: prompts are truncated to this many tokens — the **last** ones by default (``keep="last"``,
+    choice: a prompt cut right before an address keeps its cue ``To: ``; ``"first"`` keeps the beginning as 002's
+    web-crawl prompts). ``max_total_tokens``: prompt + continuation at most (002: 256), so the model writes
+    ``max_total_tokens − prompt_tokens`` new tokens at most (greedy, KV cache, stops at EOS).
+    ``perplexity_max_length``: window of the held-out perplexity (capped by the model).
+    """
+
+    prompt_tokens: int = 50
+    max_total_tokens: int = 256
+    keep: str = "last"
+    batch_size: int = 32
+    perplexity_max_length: int = 512
+    perplexity_batch_size: int = 16
+
+    def __post_init__(self) -> None:
+        if self.prompt_tokens < 1:
+            raise ToolkitError(f"prompt_tokens must be >= 1, got {self.prompt_tokens}")
+        if self.max_total_tokens <= self.prompt_tokens:
+            raise ToolkitError(f"max_total_tokens ({self.max_total_tokens}) must exceed prompt_tokens "
+                               f"({self.prompt_tokens})")
+        if self.keep not in ("last", "first"):
+            raise ToolkitError(f"keep must be 'last' or 'first', got {self.keep!r}")
+        if self.batch_size < 1 or self.perplexity_batch_size < 1 or self.perplexity_max_length < 2:
+            raise ToolkitError("batch sizes must be >= 1 and perplexity_max_length >= 2")
+
+    @property
+    def max_new_tokens(self) -> int:
+        return self.max_total_tokens - self.prompt_tokens
+
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -339,5 +374,5 @@ def load_extraction(out_dir: str | Path) -> dict[str, pd.DataFrame | None]:
     return tables
 
 
-__all__ = ["EXTRACTION_COLUMNS", "encode_prompts", "extract_checkpoint", "extract_from_generations", "extract_run",
+__all__ = ["EXTRACTION_COLUMNS", "ExtractionConfig", "encode_prompts", "extract_checkpoint", "extract_from_generations", "extract_run",
            "extraction_record", "load_extraction", "load_run_addresses", "read_prompts", "run_checkpoints"]

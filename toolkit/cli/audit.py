@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from toolkit.cli.common import add_quiet, add_read_options, csv_list, load_args_corpus, load_corpus_split
+from toolkit.cli.common import add_quiet, add_reading_options, csv_list, load_args_corpus, load_corpus_split
 
 TITLE = "audit"
 
@@ -85,7 +85,7 @@ def cmd_mia(args: argparse.Namespace) -> int:
 def _add_common(s: argparse.ArgumentParser, identifiers_help: str, out_help: str) -> None:
     s.add_argument("checkpoint", help="a checkpoint directory (RUN_DIR/epoch-N) or a base model, masked or causal")
     s.add_argument("--corpus", required=True, help="corpus file or folder holding the probed documents")
-    add_read_options(s, of="--corpus")
+    add_reading_options(s, of="--corpus")
     s.add_argument("--identifiers", required=True, help=identifiers_help)
     s.add_argument("--out", required=True, help=out_help)
     s.add_argument("--max-length", type=int, default=256, help="probe window in tokens (default 256)")

@@ -4,57 +4,28 @@ Errors the toolkit raises on purpose (:class:`~toolkit.errors.ToolkitError`: bad
 one line ``error: …`` naming the problem and exit with status 2; anything else is a bug and keeps its traceback.
 Everything a command writes (also through libraries: checkpoints, trainer states) is private to the user (umask 077).
 
-Every command that reads a corpus takes the same reading options (:func:`add_read_options`): ``--format``, the field
-mapping of CSV/JSONL exports, TAB's ``--annotator``, ``--person-rule`` (routed to the mail readers' ``person`` or to
-``person_rule``) and ``--on-error``; :func:`read_options` checks them against the corpus' format, so an error names
-the flag, and :func:`load_args_corpus` reads the corpus with them.
+Every command that reads a corpus takes the same reading options, declared once as the fields of
+:class:`toolkit.corpus.CorpusReading` (``--format``, the field mapping of CSV/JSONL/Parquet exports, TAB's
+``--annotator``, ``--person-rule``, ``--on-error``): :func:`add_reading_options` adds them to a command,
+:func:`reading_from_args` gives them back as a ``CorpusReading``, and :func:`load_args_corpus` reads the corpus with
+them (errors name the flag).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 import warnings
+from dataclasses import fields
 from pathlib import Path
 
+from toolkit.corpus.reading import CorpusReading
 from toolkit.errors import ToolkitError
 
-CORPUS_HELP = "corpus file or folder (JSONL, CSV, i2b2/n2c2 XML, TAB JSON, mbox, maildir, Enron layout, .txt)"
+CORPUS_HELP = ("corpus file or folder (JSONL, CSV, Parquet, i2b2/n2c2 XML, TAB JSON, mbox, maildir, Enron layout, "
+               ".txt)")
 QUIET_HELP = "no progress bars"
-
-#: Values of ``--format`` (``toolkit.corpus.FORMATS`` and ``auto``; a test keeps the two equal).
-FORMAT_CHOICES = ("auto", "jsonl", "csv", "i2b2", "tab", "mbox", "maildir", "enron", "txt")
-FORMAT_HELP = ("corpus format: auto (default: detect from the path), jsonl, csv, i2b2 (also n2c2 2014), tab, mbox, "
-               "maildir, enron (the Enron corpus' own layout: mailbox folders of files 1., 2., ...), txt")
-#: Values of ``--person-rule`` for the mail formats (their reader's ``person``).
-MAIL_FORMATS = ("mbox", "maildir", "enron")
-PERSON_MODES = ("sender", "owner")
-
-#: The reading options: (attribute, flag, {format: reader keyword}, help). A flag given for a format that is not
-#: listed is an error naming the formats it applies to.
-READ_OPTIONS: tuple[tuple[str, str, dict[str, str], str], ...] = (
-    ("text_field", "--text-field", {"csv": "text_field", "jsonl": "text_field"},
-     "csv/jsonl: the column or field holding the text (default text)"),
-    ("person_field", "--person-field", {"csv": "person_field", "jsonl": "person_field", "tab": "person_field"},
-     "csv/jsonl: the column or field naming the individual (default person_id); @row: none, each record is its own "
-     "individual; tab: the key in a case's meta naming the person (default: one person per case)"),
-    ("id_field", "--id-field", {"csv": "id_field", "jsonl": "id_field"},
-     "csv/jsonl: the column or field holding the document id (default doc_id); @row: ids from the record number"),
-    ("split_field", "--split-field", {"csv": "split_field", "jsonl": "split_field"},
-     "csv/jsonl: the column or field holding the split (default split, optional)"),
-    ("annotator", "--annotator", {"tab": "annotator"},
-     "tab: whose annotations become the gold spans (default per case: the quality-checked annotator)"),
-    ("person_rule", "--person-rule", {"mbox": "person", "maildir": "person", "enron": "person",
-                                      "i2b2": "person_rule", "txt": "person_rule"},
-     "who a document is about. mbox/maildir/enron: sender (the From address; mbox and maildir default) or owner "
-     "(the mailbox; enron default); i2b2: a regex whose first group is the person id (default: record ID, or the "
-     "file name before '-' for n2c2); txt: stem (default), parent, or a regex on the relative path"),
-)
-ON_ERROR_HELP = ("strict (default): stop at the first bad record; skip: leave bad records out, print how many and list "
-                 "them (file, record, reason; never their text) in OUT/skipped.jsonl (OUT_STEM.skipped.jsonl beside "
-                 "an output corpus file)")
 
 
 def csv_list(value: str) -> list[str]:
@@ -70,67 +41,23 @@ def epochs(value: str) -> list[int]:
         raise ToolkitError(f"--epochs must be comma-separated integers such as 2,4,8, got {value!r}") from None
 
 
-def load_corpus_split(path, split: str | None = None, format: str = "auto", *, on_error: str = "strict",
-                      skipped_path: Path | None = None, **options):
-    """The corpus at ``path``, restricted to the comma-separated ``split`` names when given (empty: all).
+def load_corpus_split(path, split: str | None = None, reading: CorpusReading | None = None, *,
+                      skipped_path: Path | None = None):
+    """The corpus at ``path`` read as ``reading`` says (default: format detected, the readers' defaults), restricted
+    to the comma-separated ``split`` names when given (empty: all).
 
-    ``options`` are the reader's keyword options; with ``on_error="skip"`` the skipped records are written to
-    ``skipped_path`` and counted on the terminal."""
-    from toolkit.corpus import CorpusWarning, load_corpus
+    With ``on_error="skip"`` the skipped records are written to ``skipped_path`` and counted on the terminal."""
+    from toolkit.corpus import CorpusWarning
 
+    reading = reading or CorpusReading()
     with warnings.catch_warnings():
         # the command prints the count and the file itself; the reader's warning names the library attribute
         warnings.filterwarnings("ignore", message=r".*\(on_error='skip'\)", category=CorpusWarning)
-        corpus = load_corpus(path, format=format, on_error=on_error, skipped_path=skipped_path, **options)
-    if on_error == "skip":
+        corpus = reading.load(path, skipped_path=skipped_path)
+    if reading.on_error == "skip":
         print(f"skipped {len(corpus.skipped)} bad record(s) (--on-error skip); file, record and reason of each: "
               f"{skipped_path}")
     return corpus.filter(split=csv_list(split)) if split else corpus
-
-
-def read_options(args: argparse.Namespace, path) -> tuple[str, dict[str, str]]:
-    """The format of the corpus at ``path`` (``--format``, else detected) and the reader options its flags name.
-
-    A flag that does not apply to that format, or a ``--person-rule`` that is not ``sender``/``owner`` for a mail
-    format, is a :class:`ToolkitError` naming the flag and the formats it applies to."""
-    from toolkit.corpus import detect_format
-
-    fmt = getattr(args, "format", "auto") or "auto"
-    if fmt not in FORMAT_CHOICES:
-        raise ToolkitError(f"unknown --format {fmt!r}; one of: {', '.join(FORMAT_CHOICES)}")
-    if fmt == "auto":
-        fmt = detect_format(path)
-    options = {}
-    for attr, flag, keywords, _ in READ_OPTIONS:
-        value = getattr(args, attr, None)
-        if value is None:
-            continue
-        if fmt not in keywords:
-            raise ToolkitError(f"{flag} applies to --format {', '.join(keywords)}, not to this corpus ({path}), "
-                               f"read as --format {fmt}")
-        if attr == "person_rule":
-            check_person_rule(value, fmt)
-        options[keywords[fmt]] = value
-    return fmt, options
-
-
-def check_person_rule(value: str, fmt: str) -> None:
-    """A :class:`ToolkitError` naming ``--person-rule`` when ``value`` cannot be a rule for ``fmt``: not ``sender``
-    or ``owner`` for a mail format; for i2b2 and txt (but txt's ``stem``/``parent``), not a regular expression with
-    a capturing group (its first group is the person id)."""
-    if fmt in MAIL_FORMATS:
-        if value not in PERSON_MODES:
-            raise ToolkitError(f"--person-rule for --format {fmt} is {' or '.join(PERSON_MODES)}, got {value!r}")
-        return
-    if fmt == "txt" and value in ("stem", "parent"):
-        return
-    try:
-        groups = re.compile(value).groups
-    except re.error as e:
-        raise ToolkitError(f"--person-rule {value!r} is not a valid regular expression: {e}") from None
-    if groups < 1:
-        raise ToolkitError(f"--person-rule {value!r} has no capturing group; its first group must hold the person id, "
-                           "e.g. '^([0-9]+)-'")
 
 
 def skipped_file(args: argparse.Namespace) -> Path:
@@ -141,14 +68,18 @@ def skipped_file(args: argparse.Namespace) -> Path:
     return with_suffix(out, ".skipped.jsonl") if getattr(args, "skipped_beside", False) else out / "skipped.jsonl"
 
 
+def reading_from_args(args: argparse.Namespace) -> CorpusReading:
+    """The reading options a command was given (:func:`add_reading_options`), as a :class:`CorpusReading`."""
+    return CorpusReading(**{f.name: getattr(args, f.name) for f in fields(CorpusReading)})
+
+
 def load_args_corpus(args: argparse.Namespace, path=None, split: str | None = None):
-    """The command's corpus: ``path`` (default its ``corpus`` option) read with its ``--format``, field, person and
-    ``--on-error`` options, restricted to ``split`` (default its ``--split``)."""
+    """The command's corpus: ``path`` (default its ``corpus`` option) read with its reading options
+    (:func:`reading_from_args`), restricted to ``split`` (default its ``--split``)."""
     path = args.corpus if path is None else path
-    fmt, options = read_options(args, path)
-    on_error = getattr(args, "on_error", "strict")
-    return load_corpus_split(path, args.split if split is None else split, fmt, on_error=on_error,
-                             skipped_path=skipped_file(args) if on_error == "skip" else None, **options)
+    reading = reading_from_args(args)
+    return load_corpus_split(path, args.split if split is None else split, reading,
+                             skipped_path=skipped_file(args) if reading.on_error == "skip" else None)
 
 
 def with_suffix(path: Path, suffix: str) -> Path:
@@ -163,31 +94,31 @@ def require_files(paths: list[str], what: str) -> None:
         raise ToolkitError(f"{what} not found: {', '.join(missing)}")
 
 
-def add_read_options(parser: argparse.ArgumentParser, of: str = "") -> None:
-    """``--format``, the field and person options and ``--on-error`` (how a corpus is read; ``of`` names the corpus
-    option they apply to when the command reads several corpora, e.g. ``"--corpus"``)."""
+def add_reading_options(parser: argparse.ArgumentParser, of: str = "") -> None:
+    """The reading options (the fields of :class:`CorpusReading`: ``--format``, the field and person options,
+    ``--annotator``, ``--on-error``) in one argument group; ``of`` names the corpus option they apply to when the
+    command reads several corpora, e.g. ``"--corpus"``."""
     suffix = f" (applies to {of})" if of else ""
     group = parser.add_argument_group("reading the corpus" + (f" ({of})" if of else ""))
-    group.add_argument("--format", default="auto", choices=FORMAT_CHOICES, metavar="FORMAT",
-                       help=FORMAT_HELP + suffix)
-    for attr, flag, _, helptext in READ_OPTIONS:
-        metavar = "NAME" if attr.endswith("_field") else "RULE" if attr == "person_rule" else None
-        group.add_argument(flag, dest=attr, default=None, metavar=metavar, help=helptext)
-    group.add_argument("--on-error", default="strict", choices=("strict", "skip"), help=ON_ERROR_HELP + suffix)
+    for f in fields(CorpusReading):
+        meta = f.metadata
+        extra = {"choices": meta["choices"]} if "choices" in meta else {}
+        group.add_argument(meta["flag"], dest=f.name, default=f.default, metavar=meta["metavar"],
+                           help=meta["help"] + suffix, **extra)
 
 
 def add_corpus_options(parser: argparse.ArgumentParser, *, positional: bool = False, split: str | None = None,
                        split_help: str = "comma-separated splits to keep (default: all documents)",
                        corpus_help: str = CORPUS_HELP, skipped_beside: bool = False) -> None:
     """The corpus (positional ``corpus`` or required ``--corpus``), ``--split`` and the reading options
-    (:func:`add_read_options`); ``skipped_beside``: ``--on-error skip`` writes its list beside ``--out``, not
+    (:func:`add_reading_options`); ``skipped_beside``: ``--on-error skip`` writes its list beside ``--out``, not
     into it (:func:`skipped_file`)."""
     if positional:
         parser.add_argument("corpus", help=corpus_help)
     else:
         parser.add_argument("--corpus", required=True, help=corpus_help)
     parser.add_argument("--split", default=split, help=split_help)
-    add_read_options(parser)
+    add_reading_options(parser)
     parser.set_defaults(skipped_beside=skipped_beside)
 
 

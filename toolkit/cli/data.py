@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from toolkit.cli.common import (add_corpus_options, add_quiet, csv_list, load_args_corpus, read_options,
+from toolkit.cli.common import (add_corpus_options, add_quiet, csv_list, load_args_corpus, reading_from_args,
                                  skipped_file)
 
 TITLE = "data & identifiers"
@@ -17,8 +17,10 @@ def cmd_identifiers(args: argparse.Namespace) -> int:
 
     cfg = IdentifierConfig(detector=args.detector, k=args.k, n=args.n, lowercase=not args.no_lowercase,
                            generic_ratio=args.generic_ratio, spacy_model=args.spacy_model,
-                           n_process=args.n_process, batch_size=args.batch_size)
-    quality = DetectorQuality.for_corpus(args.corpus, read_options(args, args.corpus)[0], spacy_model=args.spacy_model)
+                           n_process=args.n_process, batch_size=args.batch_size, cache_dir=args.cache_dir,
+                           ner_cache=not args.no_ner_cache)
+    quality = DetectorQuality.for_corpus(args.corpus, reading_from_args(args).resolve(args.corpus)[0],
+                                         spacy_model=args.spacy_model)
     if args.engine == "memory":
         corpus = load_args_corpus(args)
         result = analyze(corpus, cfg, progress=not args.quiet)
@@ -50,24 +52,24 @@ def cmd_identifiers(args: argparse.Namespace) -> int:
 
 
 def _identifiers_out_of_core(args: argparse.Namespace, cfg, on_batch) -> dict:
-    """The DuckDB engine; a JSON Lines corpus is streamed in batches, any other format is read first. ``on_batch``
-    sees every batch's documents, words and detector spans (the detector quality)."""
+    """The DuckDB engine; a JSON Lines or Parquet corpus is streamed in batches, any other format is read first.
+    ``on_batch`` sees every batch's documents, words and detector spans (the detector quality)."""
     import json
 
     from toolkit.identifiers.engine import analyze_to_disk
-    from toolkit.identifiers.stream import JsonlBatches
+    from toolkit.identifiers.stream import streamed
     from toolkit.io import atomic_path
 
-    fmt, options = read_options(args, args.corpus)
+    reading = reading_from_args(args)
+    fmt, options = reading.resolve(args.corpus)
     engine = {"memory_limit": args.memory_limit, "threads": args.threads, "work_dir": args.work_dir,
               "progress": not args.quiet, "on_batch": on_batch}
-    if fmt != "jsonl":
+    source = streamed(args.corpus, fmt, split=csv_list(args.split) if args.split else None,
+                      on_error=reading.on_error, **options)
+    if source is None:
         return analyze_to_disk(load_args_corpus(args), args.out, cfg, **engine)
-    on_error = getattr(args, "on_error", "strict")
-    source = JsonlBatches(args.corpus, split=csv_list(args.split) if args.split else None, on_error=on_error,
-                          **options)
     summary = analyze_to_disk(source, args.out, cfg, **engine)
-    if on_error == "skip":
+    if reading.on_error == "skip":
         path = skipped_file(args)
         with atomic_path(path) as tmp:
             tmp.write_text("".join(json.dumps(r.to_dict(), ensure_ascii=False) + "\n" for r in source.skipped),
@@ -103,6 +105,11 @@ def register(sub) -> None:
     s.add_argument("--n-process", type=int, default=0,
                    help="spaCy worker processes (default 0: from the CPUs available and the amount of text)")
     s.add_argument("--batch-size", type=int, default=64, help="spaCy nlp.pipe batch size")
+    s.add_argument("--cache-dir", default=None,
+                   help="NER cache shared by all runs: spans per text piece keyed by its SHA-256, no text; a piece "
+                        "any run has parsed is not parsed again (default $XDG_CACHE_HOME/lm-anonymity-toolkit/ner, "
+                        "else ~/.cache/...; `toolkit purge --ner-cache` removes it)")
+    s.add_argument("--no-ner-cache", action="store_true", help="parse every piece; read and store no NER cache")
     s.add_argument("--engine", choices=("duckdb", "memory"), default="duckdb",
                    help="duckdb (default): documents streamed in batches, the term graph out of core in DuckDB; "
                         "memory: everything in memory (the reference implementation; small corpora)")

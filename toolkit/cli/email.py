@@ -10,7 +10,7 @@ import argparse
 from dataclasses import replace
 from pathlib import Path
 
-from toolkit.cli.common import (add_corpus_options, add_quiet, add_read_options, epochs, load_args_corpus,
+from toolkit.cli.common import (add_corpus_options, add_quiet, add_reading_options, epochs, load_args_corpus,
                                 load_corpus_split, with_suffix)
 from toolkit.errors import ToolkitError
 
@@ -222,7 +222,7 @@ def _register_extract(sub) -> None:
     s.add_argument("--heldout-split", help="splits of the held-out corpus to use")
     s.add_argument("--corpus", help="original training corpus (only for runs without addresses.json)")
     s.add_argument("--split", default=None, help="splits of --corpus to use")
-    add_read_options(s, of="--corpus")
+    add_reading_options(s, of="--corpus")
     s.add_argument("--profile", default="cpu", help=PROFILE_HELP + "its `email.extraction` section sets the attack")
     s.add_argument("--prompt-tokens", type=int, help="prompts truncated to N tokens (default: the profile's)")
     s.add_argument("--max-total-tokens", type=int,

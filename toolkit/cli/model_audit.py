@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from toolkit.cli.common import FORMAT_HELP, add_quiet, csv_list
+from toolkit.cli.common import add_quiet, add_reading_options, csv_list, load_args_corpus
 
 TITLE = "model audit"
 
@@ -21,7 +21,6 @@ def pll_budget(text: str) -> int | str:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    from toolkit.cli.common import load_corpus_split
     from toolkit.errors import ToolkitError
     from toolkit.pipelines.audit_only import audit_models, check_options
 
@@ -44,7 +43,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
         for line in result.lines():
             print(line, flush=True)
 
-    audit_models(args.models, load_corpus_split(args.corpus, format=args.format), members=csv_list(args.members),
+    audit_models(args.models, load_args_corpus(args, split=""), members=csv_list(args.members),
                  nonmembers=csv_list(args.nonmembers), reference=reference, identifiers=args.identifiers,
                  detector=args.detector, k=args.k, n=args.n, out_dir=args.out, dtype=args.dtype,
                  device_map=args.device_map, window=args.window, n_individuals=args.n_individuals, seed=args.seed,
@@ -59,7 +58,7 @@ def register(sub) -> None:
                                      "verdict (methods.md §10-11)",
                        description="Membership attacks (loss, zlib, Min-K%, Min-K%++, reference, identifier count), "
                                    "PII inference, memorisation and the §4 probe of every MODEL on the members vs "
-                                   "non-members of --corpus; writes OUT/<model>/ (attacks.json, roc.json, "
+                                   "non-members of --corpus; writes OUT/attacks/<model>/ (attacks.json, roc.json, "
                                    "scores.parquet, identifiers.json, verdict.json), OUT/audit/<model>/ (the probe; "
                                    "its predictions as keyed hashes), OUT/verdicts.json and OUT/report.html "
                                    "(PRIVACY.md lists what each holds). One audit per OUT at a time (OUT/.lock); an "
@@ -68,7 +67,7 @@ def register(sub) -> None:
                                    "written.")
     s.add_argument("models", nargs="+", metavar="MODEL", help="Hugging Face model ids or model directories")
     s.add_argument("--corpus", required=True, help="corpus holding the members and the non-members")
-    s.add_argument("--format", default="auto", help=FORMAT_HELP)
+    add_reading_options(s, of="--corpus")
     s.add_argument("--members", required=True, help="split(s) of the members: the models' training documents")
     s.add_argument("--nonmembers", required=True, help="split(s) of the non-members (never trained on)")
     s.add_argument("--reference", help="reference model of the attacks (default: the base named by a checkpoint's "

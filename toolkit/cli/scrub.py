@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from toolkit.cli.common import (add_corpus_options, add_quiet, add_read_options, csv_list, load_args_corpus,
+from toolkit.cli.common import (add_corpus_options, add_quiet, add_reading_options, csv_list, load_args_corpus,
                                 require_files)
 from toolkit.errors import ToolkitError
 
@@ -131,7 +131,7 @@ def names_to_find(names_file: str | None, review_files: list[str] | None, auto: 
 
 
 def cmd_anonymity_test(args: argparse.Namespace) -> int:
-    from toolkit.audit.anonymity import anonymity_test, write_anonymity
+    from toolkit.scrub.anonymity import anonymity_test, write_anonymity
     from toolkit.models import load_model
     from toolkit.scrub.candidates import NameScoreConfig
     from toolkit.scrub.sentences import read_sentences
@@ -185,7 +185,7 @@ def _register_sentences(sub) -> None:
     s.add_argument("--min-words", type=int, default=4, help="shortest sentence kept, in words (default 4)")
     s.add_argument("--max-words", type=int, default=40, help="longest sentence kept, in words (default 40)")
     s.add_argument("--seed", type=int, default=0, help="seed of the random draw of the sentences (default 0)")
-    add_read_options(s, of="--original")
+    add_reading_options(s, of="--original")
     s.set_defaults(func=cmd_sentences)
 
 

@@ -11,42 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from toolkit.audit.extraction import ExtractionConfig  # the attack's own settings (toolkit.audit.extraction)
 from toolkit.errors import ToolkitError
 from toolkit.training import TrainConfig
-
-
-@dataclass
-class ExtractionConfig:
-    """The extraction attack and the perplexity evaluation (methods.md §6).
-
-    ``prompt_tokens``: prompts are truncated to this many tokens — the **last** ones by default (``keep="last"``,
-    choice: a prompt cut right before an address keeps its cue ``To: ``; ``"first"`` keeps the beginning as 002's
-    web-crawl prompts). ``max_total_tokens``: prompt + continuation at most (002: 256), so the model writes
-    ``max_total_tokens − prompt_tokens`` new tokens at most (greedy, KV cache, stops at EOS).
-    ``perplexity_max_length``: window of the held-out perplexity (capped by the model).
-    """
-
-    prompt_tokens: int = 50
-    max_total_tokens: int = 256
-    keep: str = "last"
-    batch_size: int = 32
-    perplexity_max_length: int = 512
-    perplexity_batch_size: int = 16
-
-    def __post_init__(self) -> None:
-        if self.prompt_tokens < 1:
-            raise ToolkitError(f"prompt_tokens must be >= 1, got {self.prompt_tokens}")
-        if self.max_total_tokens <= self.prompt_tokens:
-            raise ToolkitError(f"max_total_tokens ({self.max_total_tokens}) must exceed prompt_tokens "
-                               f"({self.prompt_tokens})")
-        if self.keep not in ("last", "first"):
-            raise ToolkitError(f"keep must be 'last' or 'first', got {self.keep!r}")
-        if self.batch_size < 1 or self.perplexity_batch_size < 1 or self.perplexity_max_length < 2:
-            raise ToolkitError("batch sizes must be >= 1 and perplexity_max_length >= 2")
-
-    @property
-    def max_new_tokens(self) -> int:
-        return self.max_total_tokens - self.prompt_tokens
 
 
 @dataclass

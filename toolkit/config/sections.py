@@ -82,7 +82,13 @@ class AttacksSection:
     (None: adapted to the model, halved on out-of-memory); ``pll_positions``, a masked model's membership scoring:
     ``all`` (exact pseudo-log-likelihood) or N positions per window (budgeted, :mod:`toolkit.audit.pll`), or
     ``pll_copies``: ``all`` or K masked copies per window, every position scored (strided); None in the YAML meaning
-    the profile's (filled in when the config is loaded; at most one of the two may be other than ``all``)."""
+    the profile's (filled in when the config is loaded; at most one of the two may be other than ``all``);
+    ``rmia_references``: reference models of the ``rmia`` attack, trained on the public split (0: no RMIA;
+    :mod:`toolkit.pipelines.reference_models`; None: the profile's, :data:`RMIA_REFERENCES_BY_PROFILE`), ``rmia_offline_a`` its offline coefficient in [0, 1] (None: tuned as
+    ML Privacy Meter does, :func:`toolkit.audit.attacks.rmia.tune_offline_a`); ``one_run_canaries``: m canaries of
+    the one-run audit, each inserted into the members' notes with probability ½ before training
+    (:mod:`toolkit.audit.attacks.one_run`; 0: no audit; None: the profile's default,
+    :data:`ONE_RUN_CANARIES_BY_PROFILE`; they change the training text even with ``enabled: false``)."""
 
     enabled: bool = True
     window: int = 256
@@ -94,11 +100,25 @@ class AttacksSection:
     batch_size: int | None = None
     pll_positions: int | str | None = None
     pll_copies: int | str | None = None
+    rmia_references: int | None = None
+    rmia_offline_a: float | None = None
+    one_run_canaries: int | None = None
 
 
 #: smallest allowed value of each integer option of ``audit.attacks``
 ATTACK_MINIMA = {"window": 8, "pii_candidates": 2, "pii_occurrences": 1, "pii_window": 24,
-                  "memorisation_occurrences": 1, "canary_references": 10}
+                  "memorisation_occurrences": 1, "canary_references": 10, "rmia_references": 0,
+                  "one_run_canaries": 0}
+
+#: ``audit.attacks.one_run_canaries`` left out: two canaries per member individual (about one inserted each, a few
+#: tokens beside a note's hundreds), at most this many, for a run of this profile; other profiles: no one-run audit
+#: unless configured (their runs reproduce the papers' training text)
+ONE_RUN_CANARIES_BY_PROFILE = {"cpu": 1000}
+
+#: ``audit.attacks.rmia_references`` left out: reference models of RMIA per profile (others: 2). The CPU profile
+#: trains one (each costs as much as one audited model's fine-tuning; the paper's offline RMIA works from one).
+RMIA_REFERENCES_BY_PROFILE = {"cpu": 1}
+DEFAULT_RMIA_REFERENCES = 2
 
 
 @dataclass
@@ -118,5 +138,6 @@ class AuditSection:
     reference: str | None = None
 
 
-__all__ = ["ATTACK_MINIMA", "AttacksSection", "AuditSection", "CanariesSection", "CorpusSection", "ModelSection",
-           "RegurgitationSection", "TrainingSection"]
+__all__ = ["ATTACK_MINIMA", "DEFAULT_RMIA_REFERENCES", "ONE_RUN_CANARIES_BY_PROFILE", "RMIA_REFERENCES_BY_PROFILE",
+           "AttacksSection", "AuditSection", "CanariesSection",
+           "CorpusSection", "ModelSection", "RegurgitationSection", "TrainingSection"]

@@ -11,6 +11,7 @@ Supported formats (:data:`FORMATS`):
 ========== ===================================================================================================
 ``jsonl``  the native format, one document per line (:func:`read_jsonl`, :func:`write_jsonl`)
 ``csv``    a CSV table with a header (:func:`read_csv`)
+``parquet`` an Apache Parquet table, one document per row (:func:`read_parquet`)
 ``i2b2``   i2b2 2006 / n2c2 2014 de-identification XML, a file or a folder (:func:`read_i2b2`)
 ``tab``    Text Anonymization Benchmark JSON (:func:`read_tab`)
 ``mbox``   a Unix mbox file (:func:`read_mbox`)
@@ -47,16 +48,18 @@ from toolkit.corpus.formats.enron import looks_like_enron, read_enron
 from toolkit.corpus.formats.i2b2 import read_i2b2
 from toolkit.corpus.formats.jsonl import read_jsonl
 from toolkit.corpus.formats.mail import read_maildir, read_mbox
+from toolkit.corpus.formats.parquet import read_parquet
 from toolkit.corpus.formats.tab import read_tab
 from toolkit.corpus.formats.txt import read_txt_folder
 
 __all__ = ["FORMATS", "detect_format", "load_corpus"]
 
-FORMATS: tuple[str, ...] = ("jsonl", "csv", "i2b2", "tab", "mbox", "maildir", "enron", "txt")
+FORMATS: tuple[str, ...] = ("jsonl", "csv", "parquet", "i2b2", "tab", "mbox", "maildir", "enron", "txt")
 
 _READERS: dict[str, Callable[..., Corpus]] = {
     "jsonl": read_jsonl,
     "csv": read_csv,
+    "parquet": read_parquet,
     "i2b2": read_i2b2,
     "tab": read_tab,
     "mbox": read_mbox,
@@ -65,15 +68,15 @@ _READERS: dict[str, Callable[..., Corpus]] = {
     "txt": read_txt_folder,
 }
 
-_SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".xml": "i2b2", ".json": "tab",
+_SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".parquet": "parquet", ".xml": "i2b2", ".json": "tab",
              ".mbox": "mbox", ".txt": "txt"}
 
 
 def detect_format(path: PathLike) -> str:
     """Guess the format of ``path`` (one of :data:`FORMATS`).
 
-    Files by suffix: ``.jsonl``/``.ndjson`` → jsonl, ``.csv`` → csv, ``.xml`` → i2b2, ``.json`` → tab,
-    ``.mbox`` → mbox (also a suffix-less file starting with ``"From "``), ``.txt`` → txt. Folders: with ``cur/``
+    Files by suffix: ``.jsonl``/``.ndjson`` → jsonl, ``.csv`` → csv, ``.parquet`` → parquet, ``.xml`` → i2b2,
+    ``.json`` → tab, ``.mbox`` → mbox (also a suffix-less file starting with ``"From "``), ``.txt`` → txt. Folders: with ``cur/``
     and ``new/`` → maildir; else holding files named ``1.``, ``2.`` ... of which the first found starts with a mail
     header → enron; else containing ``.xml`` files → i2b2; else containing ``.txt`` files → txt.
 
@@ -115,7 +118,7 @@ def load_corpus(path: PathLike, format: str = "auto", *, on_error: str = "strict
     path : str or os.PathLike
         File or folder.
     format : str, default "auto"
-        One of :data:`FORMATS` (``"jsonl"``, ``"csv"``, ``"i2b2"``, ``"tab"``, ``"mbox"``, ``"maildir"``,
+        One of :data:`FORMATS` (``"jsonl"``, ``"csv"``, ``"parquet"``, ``"i2b2"``, ``"tab"``, ``"mbox"``, ``"maildir"``,
         ``"enron"``, ``"txt"``) or ``"auto"`` to detect it with :func:`detect_format` (CLI ``--format``).
     on_error : {"strict", "skip"}, default "strict"
         Passed to the reader (CLI ``--on-error``): ``"skip"`` leaves bad records out and lists them in

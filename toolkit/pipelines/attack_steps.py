@@ -2,16 +2,20 @@
 canaries inserted into the members' texts before identifiers and training, and the cached ``attacks/…`` step of the base
 model and of the last checkpoint of every strategy.
 
-Layout in the run directory::
+Layout in the run directory (:class:`toolkit.results.layout.RunLayout`)::
 
     canaries/canaries.parquet            the inserted canaries (made-up names and numbers, where they went)
     attacks/base/                        the base model, audited without a reference
     attacks/<strategy>/epoch-<N>/        the last checkpoint, the base model as reference
+    rmia_references/                     RMIA's reference models (:mod:`toolkit.pipelines.reference_models`)
         attacks.json roc.json scores.parquet identifiers.json verdict.json
                                          (written by :func:`toolkit.pipelines.steps.attack_model`)
+        one_run.parquet                  the one-run audit's canaries and scores (when on; ``one_run`` in
+                                         attacks.json, :func:`insert_one_run_canaries`)
 
 An attack step's key covers the model, the reference, the §4 audit it takes the ``identifier_count`` scores and the
-novel privacy from, the regurgitation step, the identifiers, the data, the canaries and ``audit.attacks``.
+novel privacy from, the regurgitation step, the identifiers, the data, the canaries, ``audit.attacks`` and RMIA's
+reference models.
 """
 
 from __future__ import annotations
@@ -31,11 +35,12 @@ def run_canaries(cfg, data: dict[str, Any], cache, run_dir: Path) -> tuple[pd.Da
     ``(None, None)`` without canaries."""
     from toolkit.audit.attacks import canaries_into_corpus
     from toolkit.io import atomic_write_parquet
+    from toolkit.results.layout import RunLayout
     from toolkit.training import corpus_fingerprint
 
     spec = cfg.training.canaries if cfg.training is not None else None
     if spec is None:
-        return None, None
+        return insert_one_run_canaries(cfg, data, None), None
     members = data["members"]
     try:
         data["members"], table = canaries_into_corpus(members, spec.n, spec.repeats, seed=cfg.seed)
@@ -43,14 +48,73 @@ def run_canaries(cfg, data: dict[str, Any], cache, run_dir: Path) -> tuple[pd.Da
         raise ToolkitError(f"{cfg.source or '<config>'}: training.canaries: {exc} (the members have "
                            f"{len(members)} documents)") from None
     inputs = {"canaries": asdict(spec), "seed": cfg.seed, "members": corpus_fingerprint(members)}
-    d = run_dir / "canaries"
+    layout = RunLayout(run_dir)
+    d = layout.canaries
 
     def save() -> pd.DataFrame:
-        atomic_write_parquet(table, d / "canaries.parquet")
+        atomic_write_parquet(table, layout.canary_table)
         return table
 
     cache.run("canaries", d, inputs, save, lambda: table, check="canaries.parquet")
-    return table, cache.key("canaries", inputs)
+    return insert_one_run_canaries(cfg, data, table), cache.key("canaries", inputs)
+
+
+def one_run_canary_count(cfg, members) -> int:
+    """m of the one-run audit: ``audit.attacks.one_run_canaries``, else the profile's default (two per member
+    individual, capped: :data:`~toolkit.config.sections.ONE_RUN_CANARIES_BY_PROFILE`); 0 without training."""
+    from toolkit.config.experiment import experiment_profile
+    from toolkit.config.sections import ONE_RUN_CANARIES_BY_PROFILE
+
+    if cfg.training is None:
+        return 0
+    m = cfg.audit.attacks.one_run_canaries
+    if m is None:
+        m = min(ONE_RUN_CANARIES_BY_PROFILE.get(experiment_profile(cfg).name, 0), 2 * len(members.person_ids))
+    return int(m)
+
+
+def insert_one_run_canaries(cfg, data: dict[str, Any], table: pd.DataFrame | None) -> pd.DataFrame | None:
+    """Insert the one-run audit's canaries (each with probability ½, :mod:`toolkit.audit.attacks.one_run`) into
+    ``data["members"]`` after the exposure canaries of ``table`` (never inside one), their table in
+    ``data["one_run_canaries"]``. Returns every inserted canary (``table``'s and the audit's: what the identifiers
+    step leaves out), or ``table`` unchanged when the audit is off. Deterministic from the seed and the members, so the
+    members' fingerprint (in every later step's key) covers it."""
+    from toolkit.audit.attacks import canary_ranges
+    from toolkit.audit.attacks.one_run import one_run_canaries_into_corpus
+
+    m = one_run_canary_count(cfg, data["members"])
+    data["one_run_canaries"] = None
+    if m <= 0:
+        return table
+    avoid = canary_ranges(data["members"], table, with_separator=True) if table is not None else None
+    data["members"], one = one_run_canaries_into_corpus(data["members"], m, seed=cfg.seed, avoid=avoid)
+    data["one_run_canaries"] = one
+    return one if table is None else pd.concat([table, one], ignore_index=True)
+
+
+def _one_run_step(res: dict, model, reference, table: pd.DataFrame, out_dir: Path, *, opts, novel_privacy,
+                  regurgitation, progress: bool) -> dict:
+    """Add the one-run audit of ``model`` to an :func:`~toolkit.pipelines.steps.attack_model` result: ``one_run``
+    in ``attacks.json``, the verdict recomputed with it (the same inputs plus ``one_run``) and ``one_run.parquet``
+    (per canary: id, host individual, inclusion, insertions, score; made-up records only)."""
+    from toolkit.audit.attacks.one_run import accountant_privacy, one_run_audit
+    from toolkit.audit.verdict import verdict
+    from toolkit.io import atomic_write_json, atomic_write_parquet
+    from toolkit.pipelines import steps
+
+    (f, tok), ref = steps.load_models(model, reference)
+    audit = one_run_audit(f, tok, table, reference=ref, accountant=accountant_privacy(model),
+                          batch_size=opts.batch_size, progress=progress)
+    res["attacks"]["one_run"] = audit.to_json()
+    ids = res.get("identifiers") or {}
+    v = verdict(attacks=res["attacks"], pii=ids.get("pii_inference"), novel_privacy=novel_privacy,
+                regurgitation=regurgitation, canaries=ids.get("canaries"), one_run=audit).to_dict()
+    res["verdict"] = v
+    atomic_write_parquet(audit.scores.assign(person_id=list(table["person_id"]), repeats=list(table["repeats"])),
+                         Path(out_dir) / "one_run.parquet")
+    atomic_write_json(res["attacks"], Path(out_dir) / "attacks.json")
+    atomic_write_json(v, Path(out_dir) / "verdict.json")
+    return res
 
 
 def run_attacks(cfg, cache, run_dir: Path, *, data: dict[str, Any], tables: dict[str, dict], audits: dict,
@@ -61,38 +125,65 @@ def run_attacks(cfg, cache, run_dir: Path, *, data: dict[str, Any], tables: dict
     from toolkit.corpus import Corpus
     from toolkit.pipelines import steps
     from toolkit.pipelines.cache import read_step
+    from toolkit.results.layout import RunLayout
+    from toolkit.pipelines.reference_models import rmia_inputs, run_reference_models
+
+    from toolkit.audit.attacks.one_run import without_canaries
 
     opts = cfg.audit.attacks
     if not opts.enabled:
         return {}
+    one = data.get("one_run_canaries")  # the one-run audit's canaries (insert_one_run_canaries), None when off
     both = Corpus(list(data["members"]) + list(data["nonmembers"]))
     targets = [("base", 0, base, base_key, None)] if cfg.audit.base_model else []
     targets += [(n, c[-1][0], c[-1][1], train_keys[n], base) for n, c in checkpoints.items() if c]
-    out = {}
+    refs = run_reference_models(cfg, cache, run_dir, public=data.get("public"), base=base, base_key=base_key,
+                                public_fingerprint=fingerprints.get("public"), progress=progress,
+                                n_train=len(set(data["members"].person_ids)),
+                                n_population=len(set(data["nonmembers"].person_ids)))
+    loaded: dict = {}  # the reference models, loaded once for every attack step that runs
+
+    def rmia():
+        if refs is not None and "refs" not in loaded:
+            loaded["refs"] = rmia_inputs(refs, data["public"], lambda p: steps.load_models(p)[0],
+                                         offline_a=opts.rmia_offline_a)
+        return loaded.get("refs")
+
+    out, layout = {}, RunLayout(run_dir)
     for name, epoch, path, key, ref in targets:
-        sub = "base" if name == "base" else f"{name}/epoch-{epoch}"
-        d = run_dir / "attacks" / sub
+        d = layout.attacks(name, epoch)
         audit = audits[(name, epoch)]
         reg = regurgitation.get(name)
         inputs = {"model": key, "epoch": epoch, "reference": base_key if ref is not None else None,
-                  "audit": (read_step(run_dir / "audit" / sub) or {}).get("key"),
-                  "regurgitation": (read_step(run_dir / "regurgitation" / name) or {}).get("key") if reg else None,
+                  "audit": (read_step(layout.audit(name, epoch)) or {}).get("key"),
+                  "regurgitation": (read_step(layout.regurgitation(name)) or {}).get("key") if reg else None,
                   "identifiers_members": identifier_keys["members"], "identifiers_all": identifier_keys["all"],
                   "members": fingerprints["members"], "nonmembers": fingerprints["nonmembers"],
                   "canaries": canary_key, "attacks": asdict(opts), "n_bootstrap": cfg.audit.n_bootstrap,
-                  "seed": cfg.seed}
+                  "seed": cfg.seed, "rmia_references": refs.key if refs is not None else None}
 
         def attack(path=path, ref=ref, d=d, audit=audit, reg=reg):
             counts = membership_scores(audit["mia_predictions"], tables["all"], both)
-            return steps.attack_model(path, data["members"], data["nonmembers"], tables["members"], out_dir=d,
-                                      reference=ref, identifier_count=counts.to_dict(), canaries=canaries,
-                                      novel_privacy=audit["metrics"].get("novel_privacy"),
-                                      regurgitation=(reg or {}).get("share_reproduced"), options=opts,
-                                      n_bootstrap=cfg.audit.n_bootstrap, seed=cfg.seed, progress=progress)
+            members, ids, exposed = data["members"], tables["members"], canaries
+            if one is not None:  # audit canaries are no membership evidence: the battery sees notes without them
+                members, ids = without_canaries(members, one, ids)
+                exposed = canaries[~canaries["canary_id"].isin(one["canary_id"])] if canaries is not None else None
+            res = steps.attack_model(path, members, data["nonmembers"], ids, out_dir=d,
+                                     reference=ref, identifier_count=counts.to_dict(),
+                                     canaries=exposed if exposed is not None and len(exposed) else None,
+                                     novel_privacy=audit["metrics"].get("novel_privacy"),
+                                     regurgitation=(reg or {}).get("share_reproduced"), options=opts,
+                                     n_bootstrap=cfg.audit.n_bootstrap, seed=cfg.seed, rmia=rmia(),
+                                     progress=progress)
+            if one is None:
+                return res
+            return _one_run_step(res, path, ref, one, d, opts=opts, progress=progress,
+                                 novel_privacy=audit["metrics"].get("novel_privacy"),
+                                 regurgitation=(reg or {}).get("share_reproduced"))
 
-        out[(name, epoch)] = cache.run(f"attacks/{sub}", d, inputs, attack, lambda d=d: steps.load_attacks(d),
+        out[(name, epoch)] = cache.run(layout.step("attacks", name, epoch), d, inputs, attack, lambda d=d: steps.load_attacks(d),
                                        check="verdict.json")
     return out
 
 
-__all__ = ["run_attacks", "run_canaries"]
+__all__ = ["insert_one_run_canaries", "one_run_canary_count", "run_attacks", "run_canaries"]

@@ -13,12 +13,13 @@ non-members of a corpus:
 
 The reference model is the one given, else the base named by the checkpoint's training record (``run.json`` of the
 model directory or of the run directory holding an ``epoch-N`` checkpoint; ``training_log.json``), else none.
-Every step is cached by the one cache rule (:mod:`toolkit.pipelines.cache`). Layout of ``out_dir``::
+Every step is cached by the one cache rule (:mod:`toolkit.pipelines.cache`). Layout of ``out_dir`` (the run layout,
+:class:`toolkit.results.layout.RunLayout`, with each model stored under its label)::
 
     identifiers_members/ identifiers_all/      identifier analyses (when made here from a detector, k, n)
     audit/<label>/                             metrics.json, roc.json, predictions.hashed.parquet,
                                                mia_predictions.hashed.parquet (the §4 probe; keyed hashes)
-    <label>/                                   attacks.json, roc.json, scores.parquet, identifiers.json, verdict.json
+    attacks/<label>/                           attacks.json, roc.json, scores.parquet, identifiers.json, verdict.json
     attacks.json identifiers.json verdicts.json report.html   .hash_key (the hashes' key)
 
 (``attacks.json`` / ``identifiers.json``: the model's own for one model, ``{label: …}`` for several.
@@ -54,9 +55,7 @@ from toolkit.config.sections import ATTACK_MINIMA, AttacksSection
 from toolkit.corpus import Corpus
 from toolkit.errors import ToolkitError
 from toolkit.pipelines.audit_outputs import check_int, writing
-
-#: folder names of ``out_dir`` that a model label may not take
-RESERVED = {"audit", "attacks", "identifiers_members", "identifiers_all", "runs", "regurgitation"}
+from toolkit.results.layout import RESERVED, RunLayout
 _CHECKPOINT = re.compile(r"(epoch|step|checkpoint)-\d+")
 _HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?")
 
@@ -130,20 +129,20 @@ class AuditResult:
         folder: a one-line :class:`ToolkitError` naming the file (:func:`~toolkit.pipelines.audit_outputs.writing`)."""
         from toolkit.io import atomic_write_json
 
-        one = len(self.attacks) == 1
+        one, layout = len(self.attacks) == 1, RunLayout(self.out_dir)
         att = {label: a["attacks"] for label, a in self.attacks.items()}
         ids = {label: a["identifiers"] for label, a in self.attacks.items()}
         files = {"attacks": next(iter(att.values())) if one else att,
                  "identifiers": next(iter(ids.values())) if one else ids, "verdicts": self.verdicts}
         out = {}
         for name, obj in files.items():
-            with writing(self.out_dir / f"{name}.json"):
-                out[name] = atomic_write_json(obj, self.out_dir / f"{name}.json")
+            with writing(layout.summary(name)):
+                out[name] = atomic_write_json(obj, layout.summary(name))
         if report:
             from toolkit.report import build_report
 
-            with writing(self.out_dir / "report.html"):
-                out["report"] = build_report([self.out_dir], self.out_dir / "report.html")
+            with writing(layout.report):
+                out["report"] = build_report([self.out_dir], layout.report)
         return out
 
 
@@ -319,7 +318,7 @@ def _audit(models, out: Path, mem: Corpus, non: Corpus, *, reference, identifier
     from toolkit.pipelines.audit_outputs import (hash_predictions, hashed_membership_scores, position_limit,
                                                  remove_stale)
     from toolkit.pipelines.cache import is_current, step_key
-    from toolkit.pipelines.manifest import model_fingerprint
+    from toolkit.training.provenance import model_fingerprint
     from toolkit.training import corpus_fingerprint
 
     def step(name: str, what: str, d: Path, inputs: dict, compute, load, check: str):
@@ -349,7 +348,7 @@ def _audit(models, out: Path, mem: Corpus, non: Corpus, *, reference, identifier
     def fingerprint(src) -> str:
         return model_fingerprint(src) if Path(src).is_dir() else str(src)
 
-    result, plans = AuditResult(out_dir=out, models={}), []
+    result, plans, layout = AuditResult(out_dir=out, models={}), [], RunLayout(out)
     for src in models:
         label = model_label(src)
         while label in result.models:
@@ -368,10 +367,11 @@ def _audit(models, out: Path, mem: Corpus, non: Corpus, *, reference, identifier
                         "audit": {"max_length": probe_window, "n_bootstrap": n_bootstrap, "batch_size": batch_size,
                                   "seed": seed, "base_vocabulary": corpus_fingerprint(public) if public is not None
                                   else None}}
-        keys[f"audit/{label}"] = step_key(f"audit/{label}", audit_inputs)
+        audit_step, attack_step = layout.step("audit", label), layout.step("attacks", label)
+        keys[audit_step] = step_key(audit_step, audit_inputs)
         inputs = {"model": audit_inputs["model"], "reference": fingerprint(ref) if ref else None, **data,
-                  "audit": keys[f"audit/{label}"], "attacks": asdict(opts), "n_bootstrap": n_bootstrap, "seed": seed}
-        keys[f"attacks/{label}"] = step_key(f"attacks/{label}", inputs)
+                  "audit": keys[audit_step], "attacks": asdict(opts), "n_bootstrap": n_bootstrap, "seed": seed}
+        keys[attack_step] = step_key(attack_step, inputs)
         pll = getattr(opts, "pll_positions", None)
         settings = {"window": opts.window, "window_requested": options.window, "n_bootstrap": n_bootstrap,
                     "auc_ci_method": method, "pll_positions": "all" if pll is None else pll,
@@ -384,25 +384,25 @@ def _audit(models, out: Path, mem: Corpus, non: Corpus, *, reference, identifier
 
     # --- run
     ids_m, ids_a = (given, given) if given is not None else [
-        step(name, WHAT[name], out / name, inputs,
-             lambda d=out / name, docs=docs, cfg=cfg: steps.identifiers(docs, d, **cfg),
-             lambda d=out / name: load_identifiers(d), "summary.json")
-        for name, (inputs, docs, cfg) in analyses.items()]
+        step(name, WHAT[name], d, inputs, lambda d=d, docs=docs, cfg=cfg: steps.identifiers(docs, d, **cfg),
+             lambda d=d: load_identifiers(d), "summary.json")
+        for name, (inputs, docs, cfg) in analyses.items()
+        for d in [layout.identifiers(name.removeprefix("identifiers_"))]]
     vocab = corpus_word_types(public) if public is not None else None
     for label, src, ref, probe_window, opts, audit_inputs, inputs, settings in plans:
         probe_kw = {"batch_size": batch_size, "seed": seed}
         if device_map is None and torch.cuda.is_available():
             probe_kw["device"] = "cuda"
-        d_audit = out / "audit" / label
+        d_audit = layout.audit(label)
         redact = (lambda frame: hash_predictions(frame, hash_key)) if hash_key is not None else None
-        audit = step(f"audit/{label}", f"{label}: §4 probe (privacy, utility, count attack)", d_audit, audit_inputs,
+        audit = step(layout.step("audit", label), f"{label}: §4 probe (privacy, utility, count attack)", d_audit, audit_inputs,
                      lambda src=src, d=d_audit, w=probe_window: steps.audit_checkpoint(
                          src, mem, non, ids_m, ids_a, out_dir=d, base_vocabulary=vocab, max_length=w,
                          n_bootstrap=n_bootstrap, progress=progress, dtype=dtype, device_map=device_map,
                          redact=redact, **probe_kw),
                      lambda d=d_audit: steps.load_audit(d), "metrics.json")
         result.audits[label] = audit
-        d = out / label
+        d = layout.attacks(label)
 
         def attack(src=src, ref=ref, d=d, audit=audit, opts=opts, settings=settings):
             counts = (hashed_membership_scores(audit["mia_predictions"], ids_a, both, hash_key) if hash_key
@@ -423,7 +423,7 @@ def _audit(models, out: Path, mem: Corpus, non: Corpus, *, reference, identifier
                 atomic_write_json(merged, d / "attacks.json")
             return {**res, "attacks": merged}
 
-        result.attacks[label] = step(f"attacks/{label}", f"{label}: membership battery, PII inference, memorisation",
+        result.attacks[label] = step(layout.step("attacks", label), f"{label}: membership battery, PII inference, memorisation",
                                      d, inputs, attack, load, "verdict.json")
     if on_verdicts is not None:
         on_verdicts(result)

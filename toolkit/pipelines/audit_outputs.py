@@ -16,7 +16,6 @@ among a corpus' few thousand types has probability ≈ n² / 2⁴⁹), the count
 from __future__ import annotations
 
 import errno
-import json
 import os
 import shutil
 from collections.abc import Iterator
@@ -27,6 +26,7 @@ from typing import Any
 import pandas as pd
 
 from toolkit.errors import ToolkitError
+from toolkit.results.layout import RunLayout
 
 #: errors of writing that mean "this folder cannot take the outputs", turned into one line naming the file
 WRITE_ERRORS = {errno.ENOSPC: "no space left on the device (free some space or choose another --out)",
@@ -121,23 +121,18 @@ def hashed_membership_scores(predictions: pd.DataFrame, ids: dict[str, Any], cor
     return mia_scores(predictions, by_person)
 
 
-def _step(d: Path) -> dict | None:
-    try:
-        info = json.loads((d / "step.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return info if isinstance(info, dict) and isinstance(info.get("step"), str) else None
-
-
 def remove_stale(out: Path, expected: dict[str, str], keep: tuple[str | Path, ...] = ()) -> list[str]:
     """Remove from the audit folder ``out`` what an earlier audit left and this one will not rewrite as it is: the
     top-level outputs (:data:`TOP_FILES`, written again at the end), and every step folder — ``identifiers_*``,
-    ``audit/<label>``, ``<label>`` (a folder holding a ``step.json`` of those steps) — whose step and key are not
-    in ``expected`` (``step name → key`` of this audit). Called before any new work, so an interrupted audit never
-    leaves the previous audit's verdicts beside its own half-done folders. Folders without a ``step.json`` of an
-    audit step (anything the audit did not write) are left alone, and so is a folder holding or inside one of
-    ``keep`` (this audit's inputs, e.g. ``--identifiers OUT/identifiers_members``). Returns the removed paths,
-    relative to ``out``."""
+    ``audit/<label>``, ``attacks/<label>`` or a top-level ``<label>`` (a folder holding a ``step.json`` of those
+    steps) — whose step and key are not in ``expected`` (``step name → key`` of this audit), or that is not where
+    the run layout puts its step (:class:`~toolkit.results.layout.RunLayout`: the step's name is its path; e.g. a
+    ``<label>/`` folder of an audit made before the attacks moved to ``attacks/<label>/``). Called before any new
+    work, so an interrupted audit never leaves the previous audit's verdicts beside its own half-done folders.
+    Folders without a ``step.json`` of an audit step (anything the audit did not write) are left alone, and so is a
+    folder holding or inside one of ``keep`` (this audit's inputs, e.g. ``--identifiers OUT/identifiers_members``).
+    Returns the removed paths, relative to ``out``."""
+    layout = RunLayout(out)
     kept = [Path(k).resolve() for k in keep]
     removed = []
     for name in TOP_FILES:
@@ -146,40 +141,20 @@ def remove_stale(out: Path, expected: dict[str, str], keep: tuple[str | Path, ..
             p.unlink()
             removed.append(name)
     candidates = [d for d in out.iterdir() if d.is_dir() and not d.is_symlink()] if out.is_dir() else []
-    if (out / "audit").is_dir():
-        candidates += [d for d in (out / "audit").iterdir() if d.is_dir() and not d.is_symlink()]
+    for sub in (layout.audit_root, layout.attacks_root):
+        if sub.is_dir():
+            candidates += [d for d in sub.iterdir() if d.is_dir() and not d.is_symlink()]
     for d in candidates:
-        info = _step(d)
+        info = layout.step_info(d)
         if info is None or not info["step"].startswith(("identifiers_", "audit/", "attacks/")):
             continue
         inside = any(k.is_relative_to(d.resolve()) or d.resolve().is_relative_to(k) for k in kept)
-        if expected.get(info["step"]) != info.get("key") and not inside:
+        misplaced = layout.relative(d) != info["step"]
+        if (misplaced or expected.get(info["step"]) != info.get("key")) and not inside:
             shutil.rmtree(d)
             removed.append(os.path.relpath(d, out))
     return removed
 
 
-def unfinished_models(out: str | Path) -> list[str]:
-    """Labels of the models an audit folder started on but holds no verdict for: an ``audit/<label>`` or
-    ``<label>`` step folder without a finished ``<label>/verdict.json`` (interrupted, or stopped by an error). A run
-    directory (``manifest.json``: its own record of what finished, :func:`toolkit.report.render.run_status_warnings`)
-    has none."""
-    root = Path(out)
-    if (root / "manifest.json").exists():
-        return []
-    labels = []
-    for parent, prefix in ((root / "audit", "audit/"), (root, "attacks/")):
-        for d in sorted(parent.iterdir()) if parent.is_dir() else []:
-            info = _step(d) if d.is_dir() else None
-            if info is not None and info["step"].startswith(prefix):
-                labels.append(info["step"][len(prefix):])
-    out_labels = []
-    for label in dict.fromkeys(labels):
-        info = _step(root / label)
-        if not (info and info.get("status") == "done" and (root / label / "verdict.json").is_file()):
-            out_labels.append(label)
-    return out_labels
-
-
 __all__ = ["TOP_FILES", "WRITE_ERRORS", "check_int", "hash_predictions", "hashed_membership_scores",
-           "position_limit", "remove_stale", "unfinished_models", "writing"]
+           "position_limit", "remove_stale", "writing"]

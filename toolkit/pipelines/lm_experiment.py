@@ -19,7 +19,8 @@ section and of the keys of the steps it depends on (corpus fingerprints for the 
 the training of ``clm``. Every run writes ``manifest.json`` (versions, seeds, config, data fingerprints, per-step
 status and timings, git commit).
 
-Layout of a run directory (the same as the work directories of notebooks 02 and 03, so the report reads both)::
+Layout of a run directory (:class:`toolkit.results.layout.RunLayout`, the same as the work directories of notebooks
+02 and 03, so the report reads both)::
 
     RUN_DIR/
       manifest.json  config.yaml
@@ -35,7 +36,6 @@ Layout of a run directory (the same as the work directories of notebooks 02 and 
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from dataclasses import asdict, dataclass, field
@@ -136,7 +136,8 @@ def base_step(cfg: ExperimentConfig, settings: dict[str, Any], data: dict[str, A
     from ``model.prebuilt`` when a base of the same key was built before, :mod:`toolkit.pipelines.prebuilt`)."""
     from toolkit.pipelines import steps
     from toolkit.pipelines.cache import StepCache
-    from toolkit.pipelines.manifest import model_fingerprint
+    from toolkit.results.layout import RunLayout
+    from toolkit.training.provenance import model_fingerprint
 
     kind, spec = cfg.model.kind, settings["base"]
     if isinstance(spec, str):
@@ -145,7 +146,7 @@ def base_step(cfg: ExperimentConfig, settings: dict[str, Any], data: dict[str, A
         manifest.record("base", "external", 0.0, key=StepCache.digest(base_key), output=str(spec))
         return base, base_key
     base_inputs = tiny_base_inputs(settings, fp["public"])
-    base_dir = run_dir / f"base_{kind}"
+    base_dir = RunLayout(run_dir).base(kind)
     key = cache.key("base", base_inputs)
     if state is not None and not cache.is_current(base_dir, key, "config.json"):
         # building a tiny base is itself a training run: do it once on one process (then it is cached)
@@ -180,11 +181,13 @@ def run_experiment(cfg: ExperimentConfig, out_dir: str | Path, *, progress: bool
     from toolkit.pipelines.cache import StepCache
     from toolkit.pipelines.lock import run_lock
     from toolkit.pipelines.manifest import Manifest, corpus_files_fingerprint
+    from toolkit.results.layout import RunLayout, read_json
     from toolkit.strategies import get_strategy
     from toolkit.training import checkpoint_dirs, corpus_fingerprint
 
     with private_umask(), keyed_hashing(out_dir), ExitStack() as held:  # owner-only files; the run's hash key
         run_dir = make_private_dir(out_dir)
+        layout = RunLayout(run_dir)
         state = _distributed_state()
         main = state is None or state.is_main_process
         if main:
@@ -194,7 +197,7 @@ def run_experiment(cfg: ExperimentConfig, out_dir: str | Path, *, progress: bool
         manifest = Manifest(run_dir, cfg, settings, write=main)
         cache = StepCache(manifest, echo=echo and main, state=state)
         if main:
-            atomic_write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False, allow_unicode=True), run_dir / "config.yaml")
+            atomic_write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False, allow_unicode=True), layout.config)
 
         try:
             # data
@@ -228,9 +231,11 @@ def run_experiment(cfg: ExperimentConfig, out_dir: str | Path, *, progress: bool
             ids, tables = {}, {}
             excluded = canary_ranges(data["members"], canaries) if canaries is not None else None
             for part, docs in (("members", data["members"]), ("all", both)):
-                inputs = {"identifiers": id_cfg, "documents": corpus_fingerprint(docs),
+                # where the NER cache lives changes no output: not part of the key
+                key_cfg = {k: v for k, v in id_cfg.items() if k not in ("cache_dir", "ner_cache")}
+                inputs = {"identifiers": key_cfg, "documents": corpus_fingerprint(docs),
                           **({"canaries": canary_key} if canary_key else {})}
-                d = run_dir / f"identifiers_{part}"
+                d = layout.identifiers(part)
                 with first():
                     tables[part] = cache.run(f"identifiers_{part}", d, inputs,
                                              lambda d=d, docs=docs: steps.identifiers(docs, d, exclude=excluded, **id_cfg),
@@ -248,7 +253,7 @@ def run_experiment(cfg: ExperimentConfig, out_dir: str | Path, *, progress: bool
                 inputs = {"strategy": name, "train": asdict(tcfg), "base": base_key, "members": fp["members"]}
                 if strat.protect or strat.text != "original":
                     inputs["identifiers"] = ids["members"]  # only these strategies read positions / spans
-                d = run_dir / "runs" / name
+                d = layout.train(name)
 
                 def train_one(d=d, strat=strat, tcfg=tcfg):
                     from toolkit.training import train
@@ -287,13 +292,21 @@ def run_experiment(cfg: ExperimentConfig, out_dir: str | Path, *, progress: bool
                 for name, ckpts in checkpoints.items():
                     chosen = ckpts if cfg.audit.checkpoints == "all" else ckpts[-1:]
                     targets += [(name, e, p, {"model": train_keys[name], "epoch": e}) for e, p in chosen]
+                # the one-run audit's canaries are no evidence of a note's membership: the §4 probe, like the attack
+                # battery, sees the members' notes without them (identifier offsets moved back)
+                audit_members, audit_train, audit_all = data["members"], ids_train, ids_all
+                if data.get("one_run_canaries") is not None:
+                    from toolkit.audit.attacks.one_run import without_canaries
+
+                    audit_members, audit_train = without_canaries(data["members"], data["one_run_canaries"], ids_train)
+                    _, audit_all = without_canaries(both, data["one_run_canaries"], ids_all)
                 for name, epoch, path, model_key in targets:
-                    d = run_dir / "audit" / name if name == "base" else run_dir / "audit" / name / f"epoch-{epoch}"
+                    d = layout.audit(name, epoch)
                     inputs = {**model_key, **common}
                     audits[(name, epoch)] = cache.run(
-                        f"audit/{name}" + ("" if name == "base" else f"/epoch-{epoch}"), d, inputs,
+                        layout.step("audit", name, epoch), d, inputs,
                         lambda path=path, d=d: steps.audit_checkpoint(
-                            path, data["members"], data["nonmembers"], ids_train, ids_all, out_dir=d,
+                            path, audit_members, data["nonmembers"], audit_train, audit_all, out_dir=d,
                             base_vocabulary=base_vocabulary, max_length=cfg.audit.max_length,
                             n_bootstrap=cfg.audit.n_bootstrap, progress=progress, **probe_kw),
                         lambda d=d: steps.load_audit(d), check="metrics.json")
@@ -306,7 +319,7 @@ def run_experiment(cfg: ExperimentConfig, out_dir: str | Path, *, progress: bool
                     models = ([("base", base, base_key)] if cfg.audit.base_model else []) + \
                              [(n, c[-1][1], train_keys[n]) for n, c in checkpoints.items() if c]
                     for name, path, key in models:
-                        d = run_dir / "regurgitation" / name
+                        d = layout.regurgitation(name)
                         inputs = {"model": key, "identifiers_members": ids["members"], "regurgitation": asdict(reg),
                                   "epoch": None if name == "base" else checkpoints[name][-1][0]}
 
@@ -319,12 +332,12 @@ def run_experiment(cfg: ExperimentConfig, out_dir: str | Path, *, progress: bool
                                                    max_new_tokens=reg.max_new_tokens, progress=progress)
                             r["strategy"] = name
                             r["epoch"] = inputs["epoch"]
-                            atomic_write_json(r, d / "regurgitation.json")
+                            atomic_write_json(r, layout.regurgitation_file(name))
                             return r
 
                         regurgitation[name] = cache.run(
-                            f"regurgitation/{name}", d, inputs, regurgitate,
-                            lambda d=d: json.loads((d / "regurgitation.json").read_text(encoding="utf-8")),
+                            layout.step("regurgitation", name), d, inputs, regurgitate,
+                            lambda name=name: read_json(layout.regurgitation_file(name)),
                             check="regurgitation.json")
 
                 # attacks (methods.md §10–11): the base model and the last checkpoint of every strategy

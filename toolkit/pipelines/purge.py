@@ -12,6 +12,9 @@ content="keyed-hash">``); a report built with ``--show-identifiers``, or by a ve
 removed. Folders left empty are removed. Symbolic links are removed as links; what they point to is not touched.
 
 Files are unlinked, not overwritten: copies in backups, snapshots or elsewhere on disk are not reached.
+
+:func:`purge_ner_cache` (``python -m toolkit purge --ner-cache``) removes the NER cache shared by all runs (outside
+any run directory: spans keyed by SHA-256 of text pieces, :mod:`toolkit.identifiers.ner_cache`).
 """
 
 from __future__ import annotations
@@ -150,4 +153,55 @@ def purge_run(run_dir: str | Path, *, keep_report: bool = False, dry_run: bool =
     return result
 
 
-__all__ = ["KEEP", "PurgeResult", "purge_run"]
+@dataclass
+class NerCachePurge:
+    """What :func:`purge_ner_cache` removed (or, with ``dry_run``, would remove): counts only."""
+
+    cache_dir: Path
+    n_files: int = 0
+    bytes_removed: int = 0
+    n_models: int = 0
+    dry_run: bool = False
+
+
+_NAMESPACE = re.compile(r"^[0-9a-f]{32}$")
+_CACHE_FILE = re.compile(r"^(?:part-[0-9a-f]{32}\.parquet|\.part-[0-9a-f]{32}\.parquet\.tmp|namespace\.json|"
+                         r"\.namespace\.json\..*\.tmp)$")
+
+
+def purge_ner_cache(cache_dir: str | Path | None = None, *, dry_run: bool = False) -> NerCachePurge:
+    """Remove the NER cache shared by all runs (:mod:`toolkit.identifiers.ner_cache`: spans keyed by SHA-256 of
+    text pieces; ``cache_dir`` None: the default folder). Only the cache's own files go (part files, namespace
+    records, the ``CACHEDIR.TAG``, then the folders left empty); a folder without the toolkit's ``CACHEDIR.TAG`` is
+    refused, nothing removed. A missing folder is an empty cache. Another run writing meanwhile may add a file
+    after the purge."""
+    from toolkit.identifiers.ner_cache import TAG, resolve_cache_dir
+
+    root = resolve_cache_dir(cache_dir)
+    result = NerCachePurge(root, dry_run=dry_run)
+    if not root.exists() and not root.is_symlink():
+        return result
+    tag = root / TAG
+    if root.is_symlink() or not root.is_dir() or not tag.is_file() or b"lm-anonymity-toolkit" not in tag.read_bytes():
+        raise ToolkitError(f"{root}: not an NER cache of this toolkit (no CACHEDIR.TAG of lm-anonymity-toolkit "
+                           "inside): nothing removed")
+    doomed: list[Path] = []
+    spaces = [d for d in sorted(root.iterdir()) if _NAMESPACE.match(d.name) and d.is_dir() and not d.is_symlink()]
+    for d in spaces:
+        doomed += [p for p in sorted(d.iterdir()) if _CACHE_FILE.match(p.name) and p.is_file()
+                   and not p.is_symlink()]
+    doomed.append(tag)
+    result.n_models = len(spaces)
+    result.n_files = len(doomed)
+    result.bytes_removed = sum(p.stat().st_size for p in doomed)
+    if dry_run:
+        return result
+    for p in doomed:
+        p.unlink(missing_ok=True)
+    for d in spaces + [root]:
+        if not any(d.iterdir()):
+            d.rmdir()
+    return result
+
+
+__all__ = ["KEEP", "NerCachePurge", "PurgeResult", "purge_ner_cache", "purge_run"]

@@ -39,16 +39,20 @@ def identifiers(corpus: Corpus, out_dir: str | Path, *, exclude: dict[str, list[
 
     ``exclude`` (``doc_id -> [(start, end), ...]``, e.g. where canaries were inserted) are not identifiers: protected
     positions and detector spans overlapping them are dropped, and a term all of whose protected occurrences lie
-    there is no longer direct or indirect (the summary's counts follow; ``canaries_excluded`` says how many)."""
-    from toolkit.identifiers import IdentifierConfig, analyze, load_identifiers
+    there is no longer direct or indirect (the summary's counts follow; ``canaries_excluded`` says how many).
+
+    The analysis runs on the out-of-core engine (:func:`~toolkit.identifiers.engine.analyze_to_disk`), as
+    ``python -m toolkit identifiers`` does: the same tables as the in-memory analysis, memory bounded."""
+    from toolkit.identifiers import IdentifierConfig, load_identifiers
+    from toolkit.identifiers.engine import analyze_to_disk
     from toolkit.identifiers.storage import save_identifiers
 
-    res = analyze(corpus, IdentifierConfig(**config), progress=False)
+    analyze_to_disk(corpus, out_dir, IdentifierConfig(**config), progress=False)
+    res = load_identifiers(out_dir)
     if not exclude:
-        res.save(out_dir)
-        return load_identifiers(out_dir)
-    tables = {"terms": res.terms.copy(), "individuals": res.individuals, "positions": res.positions(),
-              "spans": res.span_table(), "documents": res.documents()}
+        return res
+    tables = {name: res[name] for name in ("terms", "individuals", "positions", "spans", "documents")}
+    tables["terms"] = tables["terms"].copy()
 
     def inside(frame: pd.DataFrame) -> np.ndarray:
         hit = np.zeros(len(frame), dtype=bool)
@@ -68,9 +72,9 @@ def identifiers(corpus: Corpus, out_dir: str | Path, *, exclude: dict[str, list[
     tables["positions"] = pos[~out].reset_index(drop=True)
     tables["spans"] = tables["spans"][~inside(tables["spans"])].reset_index(drop=True)
     kept, uni = tables["positions"], terms[terms["n"] == 1]
-    summary = {**res.summary, "n_direct_positions": int(kept["direct"].sum()),
+    summary = {**res["summary"], "n_direct_positions": int(kept["direct"].sum()),
                "n_indirect_positions": int(kept["indirect"].sum()), "n_protected_positions": int(len(kept)),
-               "share_protected_positions": float(len(kept) / max(res.summary["n_words"], 1)),
+               "share_protected_positions": float(len(kept) / max(res["summary"]["n_words"], 1)),
                "n_I_direct": int(uni["direct"].sum()), "n_I_indirect": int(uni["indirect"].sum()),
                "n_I": int((uni["direct"] | uni["indirect"]).sum()),
                "canaries_excluded": {"n_positions": int(out.sum()), "n_terms": int(only.sum())}}
@@ -174,7 +178,7 @@ def attack_model(model: str | Path, members: Corpus, nonmembers: Corpus, identif
                  out_dir: str | Path, reference: str | Path | None = None,
                  identifier_count: dict[str, float] | None = None, canaries: pd.DataFrame | None = None,
                  novel_privacy: float | None = None, regurgitation: float | None = None, options=None,
-                 n_bootstrap: int = 1000, seed: int = 0, dtype=None, device_map=None,
+                 n_bootstrap: int = 1000, seed: int = 0, dtype=None, device_map=None, rmia=None,
                  progress: bool = False) -> dict[str, Any]:
     """The attack battery on one model (methods.md §10–11) and its verdict, written into ``out_dir``.
 
@@ -185,7 +189,7 @@ def attack_model(model: str | Path, members: Corpus, nonmembers: Corpus, identif
     every identifier type of their ``positions`` (with a reference only), the exposure of inserted ``canaries``, then
     :func:`toolkit.audit.verdict.verdict` with the §4 audit's ``novel_privacy`` and the free-running
     ``regurgitation`` share. ``options``: an :class:`~toolkit.config.sections.AttacksSection` (window, candidates,
-    sample sizes).
+    sample sizes). ``rmia``: :class:`~toolkit.audit.attacks.rmia.RMIAReferences` (the ``rmia`` attack), optional.
 
     Files: ``attacks.json`` / ``roc.json`` / ``scores.parquet`` (the battery), ``identifiers.json``
     (``pii_inference``, ``memorisation``, ``canaries`` when inserted; aggregates only, never an identifier) and
@@ -209,7 +213,7 @@ def attack_model(model: str | Path, members: Corpus, nonmembers: Corpus, identif
     battery = run_battery(f, tok, members, nonmembers, reference=ref, extra_scores=extra, window=opt.window,
                           seed=seed, n_bootstrap=n_bootstrap, batch_size=opt.batch_size, reference_name=ref_name,
                           exclude=canary_text, pll_positions=opt.pll_positions,
-                          pll_copies=getattr(opt, "pll_copies", None), progress=progress)
+                          pll_copies=getattr(opt, "pll_copies", None), rmia=rmia, progress=progress)
     pii = pii_inference(f, tok, members, identifiers["spans"], reference=ref, n_candidates=opt.pii_candidates,
                         max_occurrences=opt.pii_occurrences, window=opt.pii_window, seed=seed,
                         batch_size=opt.batch_size, reference_name=ref_name, progress=progress)
@@ -246,108 +250,4 @@ def load_attacks(out_dir: str | Path) -> dict[str, Any]:
             "identifiers": read("identifiers.json"), "verdict": read("verdict.json")}
 
 
-def results_table(audits: dict[tuple[str, int], dict[str, Any]]) -> pd.DataFrame:
-    """One row per (strategy, epoch) audit: utility, privacy variants, leaks and the attack's AUC / TPR@FPR."""
-    rows = []
-    for (name, epoch), a in audits.items():
-        m, r = a["metrics"], a["roc"]
-        rows.append({"strategy": name, "epoch": epoch, "utility": m["utility"],
-                     "heldout_utility": m.get("heldout_utility"), "token_accuracy": m.get("token_accuracy"),
-                     "privacy": m["privacy"],
-                     "novel_privacy": m.get("novel_privacy"), "direct_privacy": m["direct_privacy"],
-                     "indirect_privacy": m["indirect_privacy"], "n_leaked": m["n_leaked"], "mia_auc": r["auc"],
-                     "tpr@1%": r["tpr_at_fpr"]["0.01"], "tpr@10%": r["tpr_at_fpr"]["0.1"]})
-    return pd.DataFrame(rows).dropna(axis=1, how="all")
-
-
-def protection_table(audits: dict[tuple[str, int], dict[str, Any]],
-                     attacks: dict[tuple[str, int], dict[str, Any]]) -> pd.DataFrame:
-    """What each strategy protects: one row per attacked model (the base model, each strategy's last checkpoint) with
-    the papers' privacy (methods.md §4), novel privacy, utility on the training notes and on held-out ones (§4), the
-    strongest membership attack and its AUC (§10),
-    PII inference top-1 with its chance level and the reference (base) model's top-1 (§10), the largest canary
-    exposure in bits (when the run inserted canaries) and the verdict (§11). Figures only, no identifier."""
-    rows = []
-    for (name, epoch), att in attacks.items():
-        m = (audits.get((name, epoch)) or {}).get("metrics") or {}
-        battery = att.get("attacks") or {}
-        best = battery.get("strongest")
-        pii = ((att.get("identifiers") or {}).get("pii_inference") or {}).get("overall") or {}
-        can = (att.get("identifiers") or {}).get("canaries") or {}
-        exposures = [v.get("max") for v in (can.get("by_repeats") or {}).values() if v.get("max") is not None]
-        rows.append({"model": name if name == "base" else f"{name} (epoch {epoch})", "strategy": name,
-                     "privacy": m.get("privacy"), "novel privacy": m.get("novel_privacy"),
-                     "utility": m.get("utility"), "held-out utility": m.get("heldout_utility"),
-                     "strongest membership attack": best,
-                     "membership AUC": battery["attacks"][best]["auc"] if best else None,
-                     "PII inference top-1": pii.get("top1"), "PII chance": pii.get("chance"),
-                     "PII reference top-1": pii.get("reference_top1"),
-                     "canary max exposure (bits)": max(exposures) if exposures else None,
-                     "verdict": (att.get("verdict") or {}).get("level")})
-    return pd.DataFrame(rows).set_index("model") if rows else pd.DataFrame()
-
-
-def findings(results: pd.DataFrame) -> str:
-    """Markdown bullets: each strategy's privacy, utility and MIA AUC from its first to its last checkpoint."""
-    trained = results[results["strategy"] != "base"].sort_values("epoch")
-    lines = []
-    for name, g in trained.groupby("strategy", sort=False):
-        a, b = g.iloc[0], g.iloc[-1]
-        lines.append(f"- **{name}**: privacy {a['privacy']:.3f} at epoch {a['epoch']} → {b['privacy']:.3f} at epoch "
-                     f"{b['epoch']} (indirect {b['indirect_privacy']:.3f}); utility {b['utility']:.3f}; "
-                     f"MIA AUC {b['mia_auc']:.3f}")
-    return "\n".join(lines)
-
-
-def protection_findings(table: pd.DataFrame) -> list[str]:
-    """Sentences read off :func:`protection_table`, computed for this run (plain text: the report lists them, a
-    notebook joins them into bullets): each model's PII inference top-1 against chance (within 2× chance or not,
-    methods.md §10), and each strategy that rewrites the input (``*_surrogate``, ``*_category``, ``*_pseudo``)
-    against the PP strategy of its kind (``ppclm`` / ``ppmlm``): utility on the training notes and on held-out notes
-    as a ratio of PP's (§4)."""
-    from toolkit.strategies import STRATEGIES
-
-    if not len(table):
-        return []
-
-    def num(v) -> float | None:
-        return None if v is None or pd.isna(v) else float(v)
-
-    def pii(r) -> str:
-        top1, chance = num(r.get("PII inference top-1")), num(r.get("PII chance"))
-        if top1 is None or not chance:
-            return "PII inference not measured"
-        ratio = top1 / chance
-        return (f"PII inference top-1 {top1:.3f} = {ratio:.1f}× chance ({chance:.3f}), "
-                + ("within" if ratio <= 2 else "above") + " twice chance")
-
-    lines = [f"{label}: {pii(r)}" for label, r in table.iterrows()]
-    last = {r["strategy"]: (label, r) for label, r in table.iterrows()}
-    for name, (label, r) in last.items():
-        strat = STRATEGIES.get(name)
-        pp = "ppclm" if strat is not None and strat.kind == "clm" else "ppmlm"
-        if strat is None or strat.text == "original" or pp not in last:
-            continue
-        ratios = []
-        for col, where in (("utility", "training notes"), ("held-out utility", "held-out notes")):
-            mine, theirs = num(r.get(col)), num(last[pp][1].get(col))
-            if mine is not None and theirs:
-                ratios.append(f"{mine:.3f} vs {theirs:.3f} on {where} ({mine / theirs:.2f}×)")
-        if ratios:
-            lines.append(f"{label} against {last[pp][0]}: utility " + "; ".join(ratios))
-    return lines
-
-
-def runs_table(runs: dict[str, list[tuple[int, Path]]], run_root: str | Path) -> pd.DataFrame:
-    """Checkpoints, training seconds, tokens/s and (DP) spent ε of each run, from its ``run.json``."""
-    rows = {}
-    for name, ckpts in runs.items():
-        info = json.loads((Path(run_root) / name / "run.json").read_text())
-        rows[name] = {"checkpoints": ", ".join(str(e) for e, _ in ckpts), "seconds": info.get("seconds"),
-                      "tokens/s": info.get("tokens_per_second"),
-                      "spent ε": (info.get("dp") or {}).get("spent_epsilon")}
-    return pd.DataFrame(rows).T
-
-
-__all__ = ["attack_model", "audit_checkpoint", "base_model", "findings", "identifiers", "load_attacks", "load_audit",
-           "load_models", "protection_findings", "protection_table", "results_table", "runs_table"]
+__all__ = ["attack_model", "audit_checkpoint", "base_model", "identifiers", "load_attacks", "load_audit", "load_models"]

@@ -26,6 +26,7 @@ ATTACK_NAMES = {
     "min_k": "Min-K%",
     "min_k_plus_plus": "Min-K%++",
     "reference": "Reference model",
+    "rmia": "RMIA (reference models)",
     "identifier_count": "Predicted rare words (papers' attack)",
     "pii_inference": "PII inference",
     "canaries": "Canaries",
@@ -43,6 +44,8 @@ ATTACK_GLOSSARY = {
                        "(Zhang et al. 2024; causal models only)",
     "reference": "how much better the audited model predicts the notes than the base model it started from "
                  "(Carlini et al. 2021)",
+    "rmia": "how much better the audited model predicts a person's notes than models trained on other people's notes "
+            "do, compared note by note with many notes of people nobody trained on (Zarifzadeh et al. 2024)",
     "identifier_count": "how many of a person's rare words (indirect identifiers) the model predicts on their own "
                         "notes: the count-based attack of the papers",
     "pii_inference": "an attacker who knows a note with one identifier blanked out ranks candidate identifiers by "
@@ -53,7 +56,7 @@ ATTACK_GLOSSARY = {
                     "model does (log-likelihood ratio; > 0: learnt in fine-tuning)",
 }
 ATTACK_COLORS = {"loss": "#1f77b4", "zlib": "#ff7f0e", "min_k": "#2ca02c", "min_k_plus_plus": "#9467bd",
-                 "reference": "#d62728", "identifier_count": "#8c564b"}
+                 "reference": "#d62728", "identifier_count": "#8c564b", "rmia": "#393b79"}
 _OTHER = ("#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
 
 
@@ -192,7 +195,7 @@ def strongest_auc_figure(models: Mapping[str, Mapping], *, detectable: Mapping[s
 
 
 def protection_figure(table: pd.DataFrame) -> go.Figure:
-    """What each strategy protects (:func:`toolkit.pipelines.steps.protection_table`), four panels sharing the
+    """What each strategy protects (:func:`toolkit.results.tables.protection_table`), four panels sharing the
     models: the papers' privacy (novel identifiers where measured), the strongest membership attack's AUC (chance
     0.5 dashed), PII inference top-1 (the chance level as a black tick, the base model's top-1 as a grey one), and
     what it costs: utility on the training notes (bar) and on held-out notes (diamond), methods.md §4.

@@ -205,7 +205,7 @@ def _checkpoint_traces(points: pd.DataFrame, x_col: str, y_col: str, colors: dic
     dashes = run_dashes(pd.unique(points["strategy"]))
     for strategy, g in points.groupby("strategy", sort=False):
         g = g.sort_values("epoch") if "epoch" in g else g
-        labels = g["epoch"].astype(str) if "epoch" in g else None
+        labels = g["epoch"].map(lambda e: "unknown" if pd.isna(e) else str(int(e))) if "epoch" in g else None
         traces.append(go.Scatter(
             x=g[x_col], y=g[y_col], mode="lines+markers" + ("+text" if labels is not None else ""),
             text=labels, textposition="top center", name=str(strategy), legendgroup=str(strategy),

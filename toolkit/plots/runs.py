@@ -14,7 +14,7 @@ from toolkit.plots.audit import TEMPLATE, strategy_color
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from toolkit.report.collect import RunData
+    from toolkit.results.collect import RunData
 
 GROUP_COLUMNS = ("technique", "strategy", "method")
 
@@ -89,6 +89,8 @@ def roc_reports(run: RunData, strategies: list[str] | None = None, epoch: int | 
                 include_base: bool = True, prefix: str = "") -> dict[str, dict]:
     """``name → roc.json`` of the chosen checkpoints (``"last"``, or an epoch: strategies without it are skipped),
     ready for ``toolkit.plots.roc_curves`` / ``tpr_table``."""
+    from toolkit.results.layout import epoch_text
+
     out = {}
     if include_base and ("base", 0) in run.audits:
         out[f"{prefix}base (epoch 0)"] = run.audits[("base", 0)]["roc"]
@@ -102,13 +104,13 @@ def roc_reports(run: RunData, strategies: list[str] | None = None, epoch: int | 
             e, a = int(epoch), run.audits[(s, int(epoch))]
         else:
             continue
-        out[f"{prefix}{s} (epoch {e})"] = a["roc"]
+        out[f"{prefix}{s} ({epoch_text(e)})"] = a["roc"]
     return out
 
 
 def results_frame(runs: list[RunData]) -> pd.DataFrame:
-    """Every audited checkpoint of every run: ``run`` column plus ``toolkit.pipelines.steps.results_table``'s."""
-    from toolkit.pipelines.steps import results_table
+    """Every audited checkpoint of every run: ``run`` column plus ``toolkit.results.tables.results_table``'s."""
+    from toolkit.results.tables import results_table
 
     frames = [results_table(r.audits).assign(run=r.label) for r in runs if r.audits]
     if not frames:
@@ -123,7 +125,8 @@ def last_checkpoints(runs: list[RunData]) -> pd.DataFrame:
     if res.empty:
         return res
     last = res.groupby(["run", "strategy"], sort=False)["epoch"].transform("max")
-    return res[res["epoch"] == last].reset_index(drop=True)  # runs in the given order, strategies in audit order
+    # runs in the given order, strategies in audit order; an audited model (epochs unknown) is its own last
+    return res[(res["epoch"] == last) | last.isna()].reset_index(drop=True)
 
 
 __all__ = ["aurc_by_group", "extraction_figure", "group_column", "last_checkpoints", "maxter_figure",

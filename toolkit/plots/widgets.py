@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from toolkit.identifiers.graph import TermGraph
-    from toolkit.report.collect import RunData
+    from toolkit.results.collect import RunData
 
 
 def indirect_share_explorer(graph: TermGraph, *, k: int, n: int, max_k: int, max_n: int):
@@ -35,7 +35,7 @@ def indirect_share_explorer(graph: TermGraph, *, k: int, n: int, max_k: int, max
 
 def roc_explorer(runs: list[RunData]):
     """Pickers for a run, its strategies and a checkpoint, redrawing the membership attack's ROC (log-log axes) and
-    the TPR at fixed FPR below them. ``runs`` are runs with audits (:class:`~toolkit.report.collect.RunData`)."""
+    the TPR at fixed FPR below them. ``runs`` are runs with audits (:class:`~toolkit.results.collect.RunData`)."""
     import ipywidgets as widgets
     from IPython.display import display
 

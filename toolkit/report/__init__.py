@@ -8,7 +8,7 @@
 * :func:`verdicts_html` / :func:`verdicts_frame` show the verdicts in a notebook.
 """
 
-from toolkit.report.collect import RunData, collect_run, read_review_log
+from toolkit.results.collect import RunData, collect_run, read_review_log
 from toolkit.report.render import EDPB, READING, build_report, render_report, run_findings
 from toolkit.report.sections import APPENDIX, SECTIONS
 from toolkit.report.verdicts import thresholds_html, verdicts_frame, verdicts_html

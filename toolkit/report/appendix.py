@@ -8,7 +8,7 @@ import json
 
 import pandas as pd
 
-from toolkit.report.collect import RunData
+from toolkit.results.collect import RunData
 from toolkit.report.formatting import block, fmt, table
 
 

@@ -1,5 +1,5 @@
 """The report's "Attacks" section: the membership-inference battery and the identifier attacks of every audited model
-(``attacks.json``, ``roc.json``, ``identifiers.json`` of :mod:`toolkit.report.attack_files`).
+(``attacks.json``, ``roc.json``, ``identifiers.json`` of :mod:`toolkit.results.attack_files`).
 
 For a run: the strongest attack per model (bars in the strategy's colour) and the AUC of every attack at every
 checkpoint; then, for the base model and each strategy's last checkpoint, one ROC figure with every attack (log-log,
@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from toolkit.plots import attacks as aplots
-from toolkit.report.collect import RunData
+from toolkit.results.collect import RunData
 from toolkit.report.formatting import block, figure, fmt, table
 
 INTRO = ("Each attack gives every person a score from the model alone; people whose notes trained the model "
@@ -45,6 +45,18 @@ def scoring_line(att: dict) -> str:
     if sc.get("kind") == "mlm":
         return " Token losses: exact pseudo-log-likelihood (every position of the window)."
     return " Token losses: exact log-likelihood." if sc.get("kind") == "clm" else ""
+
+
+def one_run_line(one: dict) -> str:
+    """The one-run audit (``attacks.json``'s ``one_run``, methods.md §10) in one sentence: the ε lower bound, its
+    confidence and δ, the guesses, and the accountant's ε it is compared with."""
+    acc = one.get("accountant_epsilon")
+    return (f"One-run audit (Steinke et al. 2023): ε ≥ {one['epsilon_lower_bound']:.2f} at "
+            f"{one.get('confidence', 0.95):.0%} confidence (δ = {one.get('delta', 0):.0e}), from "
+            f"{one.get('n_correct')} right of {one.get('n_guesses')} membership guesses on {one.get('m')} canaries "
+            f"({one.get('n_included')} inserted, each with probability ½; {one.get('attack')} score). "
+            + (f"The DP accountant's ε is {acc:.2f}: a lower bound above it would be a broken DP implementation."
+               if acc is not None else "No DP claim: the bound is what the audit proves about an inserted record."))
 
 
 def _model_blocks(label: str, m: dict) -> list[dict]:
@@ -84,16 +96,18 @@ def _model_blocks(label: str, m: dict) -> list[dict]:
         blocks.append(block("table", table(can, digits=2),
                             "Canary exposure in bits: how much more likely the model finds a made-up record's number "
                             "than random numbers; about 1 bit is chance, the maximum is log2 |R|."))
+    if (att or {}).get("one_run"):
+        blocks.append(block("p", one_run_line(att["one_run"])))
     if len(blocks) == 1:
         blocks.append(block("absent", "No attack table for this model (attacks.json missing)."))
     return blocks
 
 
 def _protection(run: RunData, models: dict) -> pd.DataFrame | None:
-    """:func:`toolkit.pipelines.steps.protection_table` of a run's attacked models (None for fewer than two)."""
-    from toolkit.pipelines.steps import protection_table
+    """:func:`toolkit.results.tables.protection_table` of a run's attacked models (None for fewer than two)."""
+    from toolkit.results.tables import protection_table
 
-    keys = {(m["strategy"], m["epoch"] or 0): m for m in models.values() if m.get("strategy")}
+    keys = {(m["strategy"], m["epoch"]): m for m in models.values() if m.get("strategy")}
     if len(keys) < 2:
         return None
     audits = {k: {"metrics": (run.audits.get(k) or {}).get("metrics") or {}} for k in keys}
@@ -114,7 +128,7 @@ def attacks_section(run: RunData) -> list[dict]:
                             "below the black tick is within what this many people cannot tell from chance."))
     protection = _protection(run, with_att)
     if protection is not None:
-        from toolkit.pipelines.steps import protection_findings
+        from toolkit.results.tables import protection_findings
 
         blocks.append(block("h", "What each strategy protects"))
         blocks.append(block("table", table(protection.drop(columns=["strategy"]), digits=3),
@@ -146,4 +160,4 @@ def attacks_section(run: RunData) -> list[dict]:
     return blocks
 
 
-__all__ = ["ABSENT", "INTRO", "attacks_section", "scoring_line"]
+__all__ = ["ABSENT", "INTRO", "attacks_section", "one_run_line", "scoring_line"]

@@ -19,10 +19,10 @@ import pandas as pd
 from toolkit.audit.hashing import run_key
 from toolkit.errors import ToolkitError
 from toolkit.io import atomic_write_text
-from toolkit.pipelines.audit_outputs import unfinished_models
 from toolkit.plots import runs as figures
 from toolkit.plots.attacks import attack_name
-from toolkit.report.collect import RunData, collect_run
+from toolkit.results.collect import RunData, collect_run
+from toolkit.results.layout import RunLayout
 from toolkit.report.formatting import Identifiers, fmt, pct
 from toolkit.report.glossary import colour_key, glossary
 from toolkit.report.sections import audit_results, run_sections
@@ -51,7 +51,8 @@ def run_findings(run: RunData, results: pd.DataFrame | None) -> list[str]:
         for strat in run.strategies:
             e, a = run.last(strat)
             m, r = a["metrics"], a["roc"]
-            text = (f"{strat} after {e} epochs: privacy {m['privacy']:.3f} ({m['n_leaked']} of "
+            trained = f"after {e} epochs" if e is not None else "(fine-tuned outside this run: epochs unknown)"
+            text = (f"{strat} {trained}: privacy {m['privacy']:.3f} ({m['n_leaked']} of "
                     f"{m['n_identifiers']} identifier types predicted"
                     + (f"; novel identifiers {m['novel_privacy']:.3f}" if m.get("novel_privacy") is not None else "")
                     + f"), utility {m['utility']:.3f}"
@@ -194,7 +195,7 @@ def _run_context(run: RunData, i: int, show_identifiers: bool) -> dict[str, Any]
 def run_status_warnings(runs: list[RunData]) -> list[str]:
     """One sentence per run whose ``manifest.json`` does not say ``done``: a run killed or still going
     (``running``) or stopped by an error (``failed``); one per model an audit folder started on and holds no verdict
-    for (:func:`~toolkit.pipelines.audit_outputs.unfinished_models`). The report then covers only the steps that
+    for (:meth:`~toolkit.results.layout.RunLayout.unfinished_models`). The report then covers only the steps that
     finished."""
     out = []
     for run in runs:
@@ -211,11 +212,21 @@ def run_status_warnings(runs: list[RunData]) -> list[str]:
         out.append(f"Run {run.label} {what}. Only the {n_steps} steps it recorded are reported; figures, verdicts "
                    "and strategies of the steps it did not reach are missing, not passed.")
     for run in runs:  # an audit folder (`python -m toolkit audit`): a model started on and left without a verdict
-        for label in unfinished_models(run.path):
+        for label in RunLayout(run.path).unfinished_models():
             out.append(f"The audit of model {label} did not finish (interrupted, or stopped by an error, before its "
                        "attacks were done): it has no verdict — missing, not passed. Run the audit again to finish "
                        "it.")
     return out
+
+
+def _toolkit_version() -> str:
+    """The installed toolkit's version ("" when it is not installed as a package)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("lm-anonymity-toolkit")
+    except PackageNotFoundError:
+        return ""
 
 
 def render_report(runs: list[RunData], *, show_identifiers: bool = False, title: str | None = None) -> str:
@@ -223,7 +234,6 @@ def render_report(runs: list[RunData], *, show_identifiers: bool = False, title:
     import jinja2
     from plotly.offline import get_plotlyjs
 
-    from toolkit.pipelines.manifest import package_versions
     from toolkit.report.template import TEMPLATE
 
     if not runs:
@@ -236,7 +246,7 @@ def render_report(runs: list[RunData], *, show_identifiers: bool = False, title:
         incomplete=run_status_warnings(runs),
         verdicts_html=markup(verdicts_html(runs, show_run=len(runs) > 1 or not runs[0].verdicts)),
         thresholds_html=markup(thresholds_html()), glossary=glossary(), colours=colour_key(strategies),
-        title=title or "Language-model anonymity audit report", version=package_versions(["lm-anonymity-toolkit"])["lm-anonymity-toolkit"] or "",
+        title=title or "Language-model anonymity audit report", version=_toolkit_version(),
         generated=time.strftime("%Y-%m-%d %H:%M:%S %Z"), show_identifiers=show_identifiers,
         plotly_js=jinja2.utils.markupsafe.Markup(get_plotlyjs()),
         runs=[_run_context(r, i, show_identifiers) for i, r in enumerate(runs)], reading=READING, edpb=EDPB)

@@ -25,7 +25,8 @@ import pandas as pd
 from toolkit.plots import runs as figures
 from toolkit.report.appendix import manifest_section
 from toolkit.report.attack_sections import attacks_section
-from toolkit.report.collect import RunData
+from toolkit.results.collect import RunData
+from toolkit.results.layout import epoch_text
 from toolkit.report.formatting import Identifiers, as_int, block, figure, fmt, fmt_lr, pct, table
 
 SECTIONS = [("attacks", "Attacks: can the model give away who was in its training data?"),
@@ -87,7 +88,8 @@ def _strategies_section(run: RunData) -> list[dict]:
         info = run.train_runs.get(s, {})
         cfg = info.get("config") or {}
         rows[s] = {"what it does": STRATEGIES[s].description if s in STRATEGIES else "",
-                   "checkpoint epochs audited": ", ".join(map(str, run.epochs(s))) or "none",
+                   "checkpoint epochs audited": ", ".join("unknown" if e is None else str(e) for e in run.epochs(s))
+                                                or "none",
                    "batch": fmt(cfg.get("batch_size")), "learning rate": fmt_lr(cfg.get("learning_rate")),
                    "training s": fmt(info.get("seconds"), 1), "tokens/s": fmt(as_int(info.get("tokens_per_second"))),
                    "spent ε (DP)": fmt((info.get("dp") or {}).get("spent_epsilon"))
@@ -99,7 +101,7 @@ def _strategies_section(run: RunData) -> list[dict]:
 
 
 def audit_results(run: RunData) -> pd.DataFrame | None:
-    from toolkit.pipelines.steps import results_table
+    from toolkit.results.tables import results_table
 
     if not run.audits:
         return None
@@ -118,7 +120,8 @@ def _tradeoff_section(run: RunData, results: pd.DataFrame | None) -> list[dict]:
                          "training documents; privacy = 1 − share of identifier types the model predicts anywhere "
                          "when every word is probed once (methods.md §4). Novel privacy counts only identifiers absent "
                          "from the base model's own training data. Epoch 0 is the base model before fine-tuning."),
-              block("table", table(results, index=False))]
+              block("table", table(results.assign(epoch=["unknown" if pd.isna(e) else int(e)
+                                                         for e in results["epoch"]]), index=False))]
     points = results[results["strategy"] != "base"]
     if len(points):
         blocks.append(block("figure", figure(plots.privacy_utility(points)),
@@ -138,7 +141,7 @@ def _mia_section(run: RunData) -> list[dict]:
         reports["base (epoch 0)"] = run.audits[("base", 0)]["roc"]
     for s in run.strategies:
         e, a = run.last(s)
-        reports[f"{s} (epoch {e})"] = a["roc"]
+        reports[f"{s} ({epoch_text(e)})"] = a["roc"]
     if not reports:
         return [block("absent", "No membership inference results in this run.")]
     any_roc = next(iter(reports.values()))
@@ -173,7 +176,7 @@ def _regurgitation_section(run: RunData, ids: Identifiers) -> list[dict]:
             if preds is None:
                 continue
             t = regurgitation(preds[preds["person_id"].astype(str).isin(members)], ids_train)
-            name = "base" if s == "base" else f"{s} (epoch {e})"
+            name = "base" if s == "base" else f"{s} ({epoch_text(e)})"
             tables[name] = t
             leaked = t[t["n_predicted"] > 0]
             for r in leaked.head(15).itertuples():

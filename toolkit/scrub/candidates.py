@@ -32,41 +32,12 @@ import pandas as pd
 
 from toolkit.errors import ToolkitError
 from toolkit.identifiers.detectors import DEFAULT_SPACY_MODEL
+from toolkit.models import vocabulary_surfaces
 from toolkit.scrub.sentences import MASK, with_model_mask
 
 SCRUBBED_RE = re.compile(r"unk\d{13}")
 WORD_RE = re.compile(r"[^\W\d_]{2,}(?:['’-][^\W\d_]+)*|[^\W\d_](?:['’-][^\W\d_]+)+")
 PREDICTION_COLUMNS = ["sentence_index", "rank", "token_id", "token", "prob"]
-
-
-def vocabulary_surfaces(tokenizer, ids: Sequence[int] | None = None) -> dict[int, str]:
-    """Surface form of token ids (default: the whole vocabulary): the string the token stands for, without the
-    WordPiece continuation prefix (``##``) or the byte-level space marker, stripped. Special tokens stay as they are."""
-    if ids is None:
-        ids = range(len(tokenizer))
-    ids = [int(i) for i in ids]
-    toks = tokenizer.convert_ids_to_tokens(ids)
-    specials = set(tokenizer.all_special_tokens)
-    prefix = _continuation_prefix(tokenizer)
-    out = {}
-    for i, t in zip(ids, toks):
-        if t is None:
-            out[i] = ""
-        elif t in specials:
-            out[i] = t
-        else:
-            if prefix and t.startswith(prefix) and len(t) > len(prefix):
-                t = t[len(prefix):]
-            out[i] = tokenizer.convert_tokens_to_string([t]).strip()
-    return out
-
-
-def _continuation_prefix(tokenizer) -> str | None:
-    """The WordPiece continuation prefix (``##``) of a fast tokenizer, ``None`` for other models."""
-    from tokenizers import models
-
-    model = getattr(getattr(tokenizer, "backend_tokenizer", None), "model", None)
-    return model.continuing_subword_prefix if isinstance(model, models.WordPiece) else None
 
 
 def token_kind(surface: str, *, specials: set[str] = frozenset(), tags: Sequence[str] = ("PERSON", "GPE")) -> str:

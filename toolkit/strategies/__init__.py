@@ -4,9 +4,10 @@ Every strategy shares one data pipeline (:func:`training_examples`) and one trai
 is data — the text variant, the protected identifier kinds, whether DP-SGD is used — not code.
 
 Masked LM (whole-word masking, 15% of eligible words afresh each epoch, 80/10/10): ``mlm``, ``mlm_pseudo``,
-``ppmlm``, ``dppmlm``, ``ippmlm``, ``mlm_dp``, ``ppmlm_category``, ``ppmlm_surrogate``, ``ppmlm_surrogate_targets``.
+``ppmlm``, ``dppmlm``, ``ippmlm``, ``mlm_dp``, ``ppmlm_category``, ``ppmlm_surrogate``, ``ppmlm_surrogate_targets``,
+``ppmlm_surrogate_dp``.
 Causal LM (protected tokens stay in the input with label -100): ``clm``, ``clm_pseudo``, ``ppclm``, ``dppclm``,
-``ippclm``, ``clm_dp``, ``ppclm_category``, ``ppclm_surrogate``, ``ppclm_surrogate_targets``.
+``ippclm``, ``clm_dp``, ``ppclm_category``, ``ppclm_surrogate``, ``ppclm_surrogate_targets``, ``ppclm_surrogate_dp``.
 
 Text variants (:data:`TEXT_VARIANTS`): ``original``; ``pseudo`` (every PII span becomes ``X``); ``category`` (it
 becomes its category, ``[NAME]``, ``[DATE]`` …); ``surrogate`` (a made-up value of its category, consistent per
@@ -19,6 +20,10 @@ and a candidate-ranking attacker recovers them (PII inference); ``*_category`` a
 the input as well. Surrogates are not targets by default (``*_surrogate``; ``*_surrogate_targets`` lets the model
 learn them): on the quick-start setup the two were alike in PII inference and utility, while learning surrogate
 dates and names made the model emit words that are identifier types elsewhere (audit privacy 0.95 against 0.985).
+
+``*_surrogate_dp`` trains the ``*_surrogate`` text (surrogates in the input, never targets; indirect identifiers
+protected) with DP-SGD (:mod:`toolkit.training.dp`, privacy unit: the individual): surrogates close the context leak
+that DP's noise only bounds, DP bounds membership, which surrogates leave open (issue 27's frontier).
 """
 
 from __future__ import annotations
@@ -103,6 +108,11 @@ STRATEGIES: dict[str, Strategy] = {s.name: s for s in [
                          "label -100; indirect identifiers protected"),
     Strategy("ppclm_surrogate_targets", "clm", text="surrogate", protect=("indirect",),
              description="as ppclm_surrogate, but surrogate tokens are targets"),
+    # surrogates (the context leak) + person-level DP-SGD (membership)
+    Strategy("ppmlm_surrogate_dp", "mlm", text="surrogate", protect=("direct", "indirect"), dp=True,
+             description="ppmlm_surrogate trained with DP-SGD (Opacus), an individual as the privacy unit"),
+    Strategy("ppclm_surrogate_dp", "clm", text="surrogate", protect=("direct", "indirect"), dp=True,
+             description="ppclm_surrogate trained with DP-SGD (Opacus), an individual as the privacy unit"),
 ]}
 
 
@@ -150,21 +160,22 @@ def protected_words(words: WordTable, doc_ids: list[str], positions: pd.DataFram
 
 
 def strategy_inputs(corpus: Corpus, strategy: Strategy, positions: pd.DataFrame | None, spans: pd.DataFrame | None,
-                    *, surrogate_key: bytes | None = None) -> tuple[list[str], pd.DataFrame | None]:
+                    *, surrogate_key: bytes | None = None, tokenizer=None) -> tuple[list[str], pd.DataFrame | None]:
     """The training texts of a strategy and the identifier positions on them: the documents' texts and
     ``positions`` as they are (``original``), or rewritten (:func:`toolkit.strategies.pseudonymize.rewrite_corpus`:
-    ``surrogate_key`` seeds the surrogates, None: a fresh random key)."""
+    ``surrogate_key`` seeds the surrogates, None: a fresh random key; ``tokenizer``, the training model's, makes
+    surrogate names as many tokens long as the originals)."""
     if strategy.text == "original":
         return [d.text for d in corpus], positions
     if spans is None:
         raise ToolkitError(f"strategy {strategy.name} needs the detector's PII spans (spans.parquet)")
-    return rewrite_corpus(corpus, strategy.text, spans, positions, surrogate_key=surrogate_key)
+    return rewrite_corpus(corpus, strategy.text, spans, positions, surrogate_key=surrogate_key, tokenizer=tokenizer)
 
 
 def strategy_texts(corpus: Corpus, strategy: Strategy, spans: pd.DataFrame | None, *,
-                   surrogate_key: bytes | None = None) -> list[str]:
+                   surrogate_key: bytes | None = None, tokenizer=None) -> list[str]:
     """The training texts of a strategy (:func:`strategy_inputs` without positions)."""
-    return strategy_inputs(corpus, strategy, None, spans, surrogate_key=surrogate_key)[0]
+    return strategy_inputs(corpus, strategy, None, spans, surrogate_key=surrogate_key, tokenizer=tokenizer)[0]
 
 
 def require_identifiers(corpus: Corpus, strategy: Strategy, positions: pd.DataFrame | None,
@@ -202,7 +213,7 @@ def training_set(corpus: Corpus, tokenizer, strategy: Strategy | str, *, positio
     if strategy.protect and strategy.reads_spans:  # the positions must fit the original texts before moving
         word_rows_of_positions(segment_corpus([d.text for d in corpus], progress=False), doc_ids, positions)
     texts, positions = strategy_inputs(corpus, strategy, positions if strategy.protect else None, spans,
-                                       surrogate_key=surrogate_key)
+                                       surrogate_key=surrogate_key, tokenizer=tokenizer)
     words = segment_corpus(texts, progress=False)
     protected = protected_words(words, doc_ids, positions, strategy.protect)
     enc = encode_corpus(texts, tokenizer, max_length=max_length, words=words, progress=progress)

@@ -129,13 +129,14 @@ def remap_arrays(start: np.ndarray, end: np.ndarray, direct: np.ndarray, indirec
 
 
 def plan_replacements(corpus, variant: str, spans: pd.DataFrame, *, surrogate_key: bytes | None = None,
-                      avoid: Iterable[str] = ()) -> list[list[tuple[int, int, str, str]]]:
+                      avoid: Iterable[str] = (), tokenizer=None) -> list[list[tuple[int, int, str, str]]]:
     """Per document of ``corpus`` (in order), ``(start, end, category, replacement)`` of each region of its spans
     (``doc_id, start, end`` and ``category`` or ``label``), regions as :func:`word_regions` makes them.
 
     ``variant``: ``pseudo`` (``X``), ``category`` (``[NAME]`` …) or ``surrogate`` (a made-up value of the category,
     consistent per individual, drawn under ``surrogate_key``; None: a fresh random key, so surrogates differ from
-    call to call; :mod:`toolkit.strategies.surrogates`) whose words avoid the normalised words ``avoid``.
+    call to call; :mod:`toolkit.strategies.surrogates`) whose words avoid the normalised words ``avoid`` and, with
+    ``tokenizer``, are as many tokens long as the original's (names, hospital names).
     """
     if variant not in ("pseudo", "category", "surrogate"):
         raise ValueError(f"unknown text variant {variant!r}")
@@ -148,7 +149,7 @@ def plan_replacements(corpus, variant: str, spans: pd.DataFrame, *, surrogate_ke
     if variant == "surrogate":
         maker = SurrogateMaker(surrogate_key if surrogate_key is not None else os.urandom(32),
                                ((d.person_id, c, d.text[s:e]) for d in corpus for s, e, c in regions[d.doc_id]),
-                               outside_words(corpus, regions), avoid)
+                               outside_words(corpus, regions), avoid, tokenizer=tokenizer)
         return [[(s, e, c, maker.surrogate(d.person_id, c, d.text[s:e])) for s, e, c in regions[d.doc_id]]
                 for d in corpus]
     return [[(s, e, c, "X" if variant == "pseudo" else placeholder(c)) for s, e, c in regions[d.doc_id]]
@@ -156,7 +157,7 @@ def plan_replacements(corpus, variant: str, spans: pd.DataFrame, *, surrogate_ke
 
 
 def rewrite_corpus(corpus, variant: str, spans: pd.DataFrame, positions: pd.DataFrame | None = None, *,
-                   surrogate_key: bytes | None = None) -> tuple[list[str], pd.DataFrame | None]:
+                   surrogate_key: bytes | None = None, tokenizer=None) -> tuple[list[str], pd.DataFrame | None]:
     """The texts of ``corpus`` with the regions of ``spans`` replaced as :func:`plan_replacements` says, and
     ``positions`` (when given) carried over to them (:func:`remap_positions`).
 
@@ -167,7 +168,7 @@ def rewrite_corpus(corpus, variant: str, spans: pd.DataFrame, positions: pd.Data
     avoid = set()
     if positions is not None and "term" in positions:
         avoid = {normalize_term(str(w)) for w in positions.loc[positions["indirect"].astype(bool), "term"].unique()}
-    plan = plan_replacements(corpus, variant, spans, surrogate_key=surrogate_key, avoid=avoid)
+    plan = plan_replacements(corpus, variant, spans, surrogate_key=surrogate_key, avoid=avoid, tokenizer=tokenizer)
     if positions is not None:  # the columns of the positions, grouped by document in corpus order
         index = positions["doc_id"].astype(str).map({d.doc_id: i for i, d in enumerate(corpus)})
         index = index.fillna(len(corpus)).to_numpy(dtype=np.int64)

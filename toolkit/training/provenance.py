@@ -4,7 +4,7 @@ A run resumes from its last full training state; resumed with another base model
 continue training one model on two different inputs (a hybrid that matches neither). ``run.json`` therefore holds,
 besides the corpus fingerprint and the strategy:
 
-* ``base_fingerprint`` — the base model's: :func:`toolkit.pipelines.manifest.model_fingerprint` of a local model
+* ``base_fingerprint`` — the base model's: :func:`model_fingerprint` of a local model
   folder (SHA-256 of its files; name and size of files over 64 MiB), of the locally cached snapshot of a hub id,
   or a SHA-256 of the weights and the tokenizer's vocabulary of a model passed as objects;
 * ``identifiers_fingerprint`` — a SHA-256 of the identifier rows the strategy reads (``positions``: doc_id, start,
@@ -58,6 +58,27 @@ def identifiers_fingerprint(positions: pd.DataFrame | None, spans: pd.DataFrame 
     return h.hexdigest()
 
 
+def file_sha256(path: str | Path, chunk: int = 1 << 20) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(chunk), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def model_fingerprint(path: str | Path, full_hash_limit: int = 64 << 20) -> str:
+    """A local model directory's fingerprint: SHA-256 of every file up to ``full_hash_limit`` bytes (configs,
+    tokenizer, small weights) and of the name and size of larger files (weights of big models)."""
+    p = Path(path)
+    h = hashlib.sha256()
+    for f in sorted(q for q in p.rglob("*") if q.is_file() and q.name != "step.json"):
+        size = f.stat().st_size
+        h.update(str(f.relative_to(p)).encode() + b"\0" + str(size).encode() + b"\0")
+        if size <= full_hash_limit:
+            h.update(file_sha256(f).encode())
+    return h.hexdigest()
+
+
 def _weights_digest(model, tokenizer=None) -> str:
     import json
 
@@ -78,8 +99,6 @@ def base_fingerprint(base: str | Path, model=None, tokenizer=None) -> str:
     """Fingerprint of the base a run starts from: the weights of ``model`` and the vocabulary of ``tokenizer`` when
     they are passed, else the files of the local folder ``base``, else those of the locally cached snapshot of hub
     id ``base`` (its name when none is cached: nothing is downloaded)."""
-    from toolkit.pipelines.manifest import model_fingerprint
-
     if model is not None:
         return _weights_digest(model, tokenizer)
     p = Path(base)
@@ -106,4 +125,4 @@ def check_same_inputs(recorded: dict[str, Any], *, base: str, identifiers: str |
                            f"epochs already trained: pass the same identifiers or use a new run directory")
 
 
-__all__ = ["base_fingerprint", "check_same_inputs", "identifiers_fingerprint"]
+__all__ = ["base_fingerprint", "check_same_inputs", "file_sha256", "identifiers_fingerprint", "model_fingerprint"]

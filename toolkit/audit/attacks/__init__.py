@@ -6,12 +6,14 @@ Membership attacks (higher score = more likely a member), all computed from one
 
 * ``loss`` (Yeom et al. 2018), ``zlib`` (Carlini et al. 2021), ``min_k`` (Shi et al. 2024), ``min_k_plus_plus``
   (Zhang et al. 2024; masked models: under the masked position's distribution), ``reference`` (needs a reference
-  model);
+  model), ``rmia`` (Zarifzadeh et al. 2024, as ML Privacy Meter; needs reference models trained on population data,
+  :class:`RMIAReferences`);
 * precomputed scores such as ``identifier_count`` (:func:`toolkit.metrics.mia_scores`) join the battery through
   ``run_battery(..., extra_scores=...)``.
 
 Identifier attacks: :func:`pii_inference` (Lukas et al. 2023), :func:`memorisation_scores` and canary
-:func:`exposure` (Carlini et al. 2019).
+:func:`exposure` (Carlini et al. 2019). Privacy audit: :func:`one_run_audit`, the ε lower bound of Steinke et al.
+(2023) from canaries each inserted with probability ½ (:func:`one_run_canaries_into_corpus`).
 
 >>> res = run_battery(model, tokenizer, members, nonmembers, reference=(base, base_tok))   # doctest: +SKIP
 >>> res.save("out/audit"); res.strongest                                                  # doctest: +SKIP
@@ -38,14 +40,21 @@ from toolkit.audit.attacks.canaries import (
     make_canaries,
 )
 from toolkit.audit.attacks.memorisation import memorisation_scores
+from toolkit.audit.attacks.one_run import (one_run_audit, one_run_canaries_into_corpus, one_run_scores,
+                                           without_canaries)
 from toolkit.audit.attacks.pii_inference import identifier_occurrences, occurrence_window, pii_inference
+from toolkit.audit.attacks.rmia import RMIAReferences, rmia_score, tune_offline_a
 
 #: attacks on identifiers (not score-threshold membership attacks)
 IDENTIFIER_ATTACKS = {"pii_inference": pii_inference, "memorisation": memorisation_scores, "canary_exposure": exposure}
+#: empirical privacy audits: an ε lower bound from canaries inserted before training (Steinke et al. 2023)
+PRIVACY_AUDITS = {"one_run": one_run_audit}
 
 __all__ = [
     "ATTACKS", "FPRS", "IDENTIFIER_ATTACKS", "BatteryResult", "battery_from_scores", "canaries_into_corpus",
     "canary_ranges", "exposure",
     "exposure_from_samples", "exposure_summary", "identifier_occurrences", "insert_canaries", "make_canaries",
     "membership_scores", "memorisation_scores", "occurrence_window", "person_scores", "pii_inference", "run_battery",
+    "RMIAReferences", "rmia_score", "tune_offline_a",
+    "PRIVACY_AUDITS", "one_run_audit", "one_run_canaries_into_corpus", "one_run_scores", "without_canaries",
 ]

@@ -25,6 +25,7 @@ from toolkit.audit.attacks.loss import loss_score
 from toolkit.audit.attacks.min_k import min_k_score
 from toolkit.audit.attacks.min_k_plus_plus import min_k_plus_plus_score
 from toolkit.audit.attacks.reference import reference_score
+from toolkit.audit.attacks.rmia import RMIAReferences, RMIASignals, rmia_attack, rmia_signals
 from toolkit.audit.attacks.zlib import zlib_score
 from toolkit.audit.losses import TokenLosses, model_max_tokens, model_name, token_losses
 from toolkit.corpus import Corpus
@@ -38,6 +39,7 @@ ATTACKS: dict[str, Callable[..., np.ndarray]] = {
     "min_k": min_k_score,
     "min_k_plus_plus": min_k_plus_plus_score,
     "reference": reference_score,
+    "rmia": rmia_attack,
 }
 FPRS = (0.001, 0.01, 0.1)
 UNITS = ("individual", "document")
@@ -45,13 +47,14 @@ UNITS = ("individual", "document")
 
 def membership_scores(losses: TokenLosses, texts: Sequence[str] | None = None, *,
                       reference_losses: TokenLosses | None = None, k: float = 0.2,
-                      reference_normalisation: str = "token-mean") -> pd.DataFrame:
+                      reference_normalisation: str = "token-mean", rmia: RMIASignals | None = None) -> pd.DataFrame:
     """Document-level scores of every applicable attack (one column each, one row per document).
 
     ``min_k_plus_plus`` needs losses with moments (causal or masked), ``reference`` needs ``reference_losses``
-    (normalised per token or per byte, :func:`~toolkit.audit.attacks.reference.reference_score`); the others always
-    run. ``texts`` (optional) are the documents the losses were computed on; zlib always compresses the audited
-    window (``losses.window_texts``), which must be a prefix of each text.
+    (normalised per token or per byte, :func:`~toolkit.audit.attacks.reference.reference_score`), ``rmia`` the
+    reference models' signals (:func:`~toolkit.audit.attacks.rmia.rmia_signals`); the others always run. ``texts``
+    (optional) are the documents the losses were computed on; zlib always compresses the audited window
+    (``losses.window_texts``), which must be a prefix of each text.
     """
     if texts is not None:
         if len(texts) != len(losses):
@@ -65,8 +68,10 @@ def membership_scores(losses: TokenLosses, texts: Sequence[str] | None = None, *
             continue
         if name == "reference" and reference_losses is None:
             continue
+        if name == "rmia" and rmia is None:
+            continue
         extra = {"normalisation": reference_normalisation} if name == "reference" else {}
-        cols[name] = fn(losses, reference_losses=reference_losses, k=k, **extra)
+        cols[name] = fn(losses, reference_losses=reference_losses, k=k, rmia=rmia, **extra)
     return pd.DataFrame(cols)
 
 
@@ -173,7 +178,8 @@ class BatteryResult:
         """The summary written as ``attacks.json``: per attack its AUC, interval (and how it was computed), TPR at
         FPR and the numbers of members and non-members it scored; the units left out as unscoreable (ids only), the
         tokens excluded (e.g. canaries), how the reference attack was normalised and how the token losses were
-        computed (``scoring``: model kind, exact, budgeted (N) or strided (K copies) pseudo-log-likelihood)."""
+        computed (``scoring``: model kind, exact, budgeted (N) or strided (K copies) pseudo-log-likelihood), and
+        ``rmia``: RMIA's reference models, population size and offline ``a`` (only where RMIA ran)."""
         m = self.meta
         return {"unit": self.unit, "n_members": self.n_members, "n_nonmembers": self.n_nonmembers,
                 "reference": self.reference, "reference_normalisation": m.get("reference_normalisation"),
@@ -181,6 +187,7 @@ class BatteryResult:
                 "n_unscoreable": int(m.get("n_unscoreable", 0)),
                 "unscoreable": m.get("unscoreable", {"documents": [], "individuals": []}),
                 "n_excluded_tokens": int(m.get("n_excluded_tokens", 0)), "scoring": m.get("scoring"),
+                **({"rmia": m["rmia"]} if m.get("rmia") else {}),
                 "attacks": {a: {"auc": r["auc"], "auc_ci": r["auc_ci"], "auc_ci_method": r.get("auc_ci_method"),
                                 "tpr_at_fpr": r["tpr_at_fpr"], "n_members": r["n_members"],
                                 "n_nonmembers": r["n_nonmembers"]}
@@ -237,7 +244,7 @@ def run_battery(model, tokenizer, members: Corpus, nonmembers: Corpus, *, refere
                 k: float = 0.2, seed: int = 0, n_bootstrap: int = 1000, batch_size: int | None = None,
                 reference_name: str | None = None, exclude: Mapping[str, Sequence[tuple[int, int]]] | None = None,
                 pll_positions: int | str | None = None, pll_copies: int | str | None = None,
-                progress: bool = True) -> BatteryResult:
+                rmia: RMIAReferences | None = None, progress: bool = True) -> BatteryResult:
     """Run every membership attack on ``members`` against ``nonmembers``.
 
     Parameters
@@ -267,6 +274,9 @@ def run_battery(model, tokenizer, members: Corpus, nonmembers: Corpus, *, refere
     pll_copies : int, "all" or None
         Masked models: strided pseudo-log-likelihood, every position scored from K masked copies per window
         (:func:`toolkit.audit.pll.strided_groups`); not together with ``pll_positions``.
+    rmia : RMIAReferences, optional
+        Reference models trained on population data and the population documents: adds the ``rmia`` attack
+        (:mod:`toolkit.audit.attacks.rmia`), its settings in ``meta["rmia"]``.
 
     Token losses are computed once per model and document (:func:`toolkit.audit.losses.token_losses`). A document
     without a scored token (after exclusion, under either model) is unscoreable, and so is an individual all of whose
@@ -301,11 +311,18 @@ def run_battery(model, tokenizer, members: Corpus, nonmembers: Corpus, *, refere
                               moments=False, progress=progress, label="membership (reference)", **pll)
         ref_name = reference_name or model_name(ref_model)
         norm = "token-mean" if same_vocabulary(tokenizer, ref_tok) else "per-byte"
-    doc = membership_scores(tl, reference_losses=ref_tl, k=k, reference_normalisation=norm or "token-mean")
+    rmia_sig = None
+    if rmia is not None:
+        rmia_sig = rmia_signals(model, tokenizer, tl.window_texts, rmia, window=window, batch_size=batch_size,
+                                pll=pll, progress=progress)
+    doc = membership_scores(tl, reference_losses=ref_tl, k=k, reference_normalisation=norm or "token-mean",
+                            rmia=rmia_sig)
     doc.index = pd.Index(doc_ids, name="doc_id")
     scoreable = tl.n_tokens > 0
     if ref_tl is not None:
         scoreable &= ref_tl.n_tokens > 0
+    if rmia_sig is not None:
+        scoreable &= rmia_sig.n_tokens_x > 0
     doc.loc[~scoreable, :] = np.nan  # the same documents are out of every attack
     any_ok = pd.Series(scoreable).groupby(pd.Series(person_of, dtype=object), sort=False).any()
     people_out = list(any_ok.index[~any_ok.to_numpy()])
@@ -336,6 +353,7 @@ def run_battery(model, tokenizer, members: Corpus, nonmembers: Corpus, *, refere
     out_docs = [i for i, ok in zip(doc_ids, scoreable) if not ok]
     res.meta.update({"window": window, "k": k, "model": tl.model_name, "n_truncated": tl.n_truncated,
                      "n_excluded_tokens": n_excluded, "reference_normalisation": norm,
+                     "rmia": None if rmia_sig is None else rmia_sig.meta,
                      "scoring": {"kind": tl.kind, **tl.meta.get("pll", {"estimator": "exact"})},
                      "n_unscoreable": int((~keep).sum()),
                      "unscoreable": {"documents": [str(i) for i in out_docs],

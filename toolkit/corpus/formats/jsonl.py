@@ -14,7 +14,7 @@ from toolkit.corpus.model import Corpus, Document, make_document
 from toolkit.corpus.formats.common import (ROW, Builder, PathLike, decode, existing, read_bytes, short,
                                            undecodable)
 
-__all__ = ["read_jsonl", "write_jsonl"]
+__all__ = ["JsonlFields", "jsonl_line_document", "parse_json_line", "read_jsonl", "write_jsonl"]
 
 _JSONL_FIELDS = ("doc_id", "person_id", "text", "spans", "split", "labels")
 _JSONL_REQUIRED = ("doc_id", "person_id", "text")
@@ -71,15 +71,14 @@ def read_jsonl(path: PathLike, *, text_field: str = "text", person_field: str = 
     """
     p = existing(path)
     builder = Builder(p, on_error)
-    fields = _Fields(text_field, person_field, id_field, split_field, p)
+    fields = JsonlFields(text_field, person_field, id_field, split_field, p)
     text = decode(read_bytes(p), p, hint="re-encode the file as UTF-8", lenient=builder.lenient)
 
     def one(line: str, lineno: int) -> None:
         bad = undecodable(line) if builder.lenient else None
         if bad is not None:
             raise CorpusError(bad.replace("of the record", "of the line"), p, line=lineno)
-        obj = _parse_json_line(line, p, lineno)
-        builder.add(fields.document(obj, p, lineno), line=lineno)
+        builder.add(fields.document(parse_json_line(line, p, lineno), p, lineno), line=lineno)
 
     for lineno, line in enumerate(text.split("\n"), start=1):
         if line.strip(" \t\r"):
@@ -87,8 +86,9 @@ def read_jsonl(path: PathLike, *, text_field: str = "text", person_field: str = 
     return builder.corpus()
 
 
-class _Fields:
-    """The field mapping of :func:`read_jsonl`: which JSON field holds which part of a document."""
+class JsonlFields:
+    """The field mapping of :func:`read_jsonl` (and of the streamed reader,
+    :class:`toolkit.identifiers.stream.JsonlBatches`): which JSON field holds which part of a document."""
 
     def __init__(self, text: str, person: str, doc_id: str | None, split: str | None, path: Path):
         for name, value in (("text_field", text), ("person_field", person), ("id_field", doc_id),
@@ -145,7 +145,9 @@ def _make(obj: dict[str, Any], doc_id: Any, person: Any, text: Any, split: Any, 
     return make_document(doc_id, person, text, spans, split, obj.get("labels"), path=path, line=lineno)
 
 
-def _parse_json_line(line: str, path: Path, lineno: int) -> dict[str, Any]:
+def parse_json_line(line: str, path: Path, lineno: int) -> dict[str, Any]:
+    """One line of a JSON Lines corpus as a JSON object: the one parser of the format (a duplicate key, invalid JSON,
+    nesting beyond the recursion limit or a value that is not an object is a :class:`CorpusError` naming the line)."""
     try:
         obj = json.loads(line, object_pairs_hook=_json_object_no_duplicates)
     except json.JSONDecodeError as e:
@@ -158,6 +160,26 @@ def _parse_json_line(line: str, path: Path, lineno: int) -> dict[str, Any]:
         raise CorpusError(f"expected a JSON object with fields {', '.join(_JSONL_FIELDS)}; got a "
                           f"{type(obj).__name__}", path, line=lineno)
     return obj
+
+
+def jsonl_line_document(raw: bytes, path: Path, lineno: int, fields: JsonlFields) -> Document | None:
+    """The document of one line of a JSON Lines file read in binary (its ``\\n`` included), or ``None`` for a blank
+    line: for readers that go line by line instead of decoding the whole file (:mod:`toolkit.identifiers.stream`).
+
+    The same rules as :func:`read_jsonl`: strict UTF-8 (an invalid byte names its position in the line), a leading
+    byte-order mark on line 1 dropped, lines end at ``\\n`` only, :func:`parse_json_line`, then ``fields``."""
+    if raw.endswith(b"\n"):
+        raw = raw[:-1]
+    if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
+        raw = raw[3:]
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise CorpusError(f"not valid utf-8: byte(s) {raw[e.start:e.end].hex(' ')} at byte {e.start + 1} of the "
+                          f"line: {e.reason}; re-encode the file as UTF-8", path, line=lineno) from e
+    if not line.strip(" \t\r"):
+        return None
+    return fields.document(parse_json_line(line, path, lineno), path, lineno)
 
 
 def write_jsonl(corpus: Iterable[Document], path: PathLike) -> Path:

@@ -3,8 +3,8 @@
 A run directory is what ``python -m toolkit run`` writes, or the work directory of notebooks 02/03 (same layout
 without ``manifest.json``); e-mail extraction (``extraction.parquet``, ``maxter.parquet``, ``aurc.json``, methods.md §6)
 and vocabulary scrubbing outputs (review log ``*review*.jsonl|csv``, ``anonymity.json``, methods.md §7) are picked up
-anywhere below it. The attack battery and verdict files (``attacks/`` of a run, or the model folders of a
-``python -m toolkit audit`` directory) are read by :mod:`toolkit.report.attack_files`. Every part is optional;
+anywhere below it. Every path is the run layout's (:class:`~toolkit.results.layout.RunLayout`); the attack battery
+and verdict files (``attacks/``) are read by :mod:`toolkit.results.attack_files`. Every part is optional;
 :func:`collect_run` fails only when nothing recognisable is found.
 """
 
@@ -19,7 +19,8 @@ import pandas as pd
 import yaml
 
 from toolkit.errors import ToolkitError
-from toolkit.report.attack_files import collect_attacks, order_models
+from toolkit.results.attack_files import collect_attacks, order_models
+from toolkit.results.layout import RunLayout, read_json
 
 REVIEW_COLUMNS = {"token", "decision"}
 _SKIP_DIRS = {"trainer", ".git", "__pycache__"}
@@ -27,8 +28,9 @@ _SKIP_DIRS = {"trainer", ".git", "__pycache__"}
 
 @dataclass
 class RunData:
-    """One run's outputs. ``audits`` maps ``(strategy, epoch)`` (``("base", 0)`` for the base model) to
-    ``{"metrics", "roc", "dir"}``; predictions are read on demand with :meth:`predictions`."""
+    """One run's outputs. ``audits`` maps ``(strategy, epoch)`` (``("base", 0)`` for the base model, ``(label, None)``
+    for an audited model, whose epochs are unknown) to ``{"metrics", "roc", "dir"}``; predictions are read on demand
+    with :meth:`predictions`."""
 
     path: Path
     label: str
@@ -53,13 +55,13 @@ class RunData:
         """Fine-tuned strategies with at least one audit, in config order when known."""
         from toolkit.strategies import STRATEGIES
 
-        found = list(dict.fromkeys(s for s, _ in sorted(self.audits, key=lambda k: (k[0], k[1])) if s != "base"))
+        found = list(dict.fromkeys(s for s, _ in sorted(self.audits, key=lambda k: (k[0], k[1] or 0)) if s != "base"))
         # the config's order; for a notebook work directory (no config) the toolkit's own (mlm, mlm_pseudo, ppmlm …)
         order = ((self.config or {}).get("training") or {}).get("strategies") or list(STRATEGIES)
         return [s for s in order if s in found] + [s for s in found if s not in order]
 
-    def epochs(self, strategy: str) -> list[int]:
-        return sorted(e for s, e in self.audits if s == strategy)
+    def epochs(self, strategy: str) -> list[int | None]:
+        return sorted((e for s, e in self.audits if s == strategy), key=lambda e: -1 if e is None else e)
 
     def last(self, strategy: str) -> tuple[int, dict[str, Any]] | None:
         eps = self.epochs(strategy)
@@ -73,7 +75,7 @@ class RunData:
         """``load_identifiers`` of ``identifiers_{part}`` (None when absent)."""
         from toolkit.identifiers import load_identifiers
 
-        d = self.path / f"identifiers_{part}"
+        d = RunLayout(self.path).identifiers(part)
         try:
             return load_identifiers(d) if d.is_dir() else None
         except ToolkitError:
@@ -86,20 +88,13 @@ class RunData:
     def attack_models(self, last_only: bool = True) -> dict[str, dict[str, Any]]:
         """Models with attack results (``attacks/`` of a run, or an audit directory), the base model first, then
         each strategy's last checkpoint (every checkpoint with ``last_only=False``); see
-        :mod:`toolkit.report.attack_files` for an entry's keys."""
+        :mod:`toolkit.results.attack_files` for an entry's keys."""
         return order_models(self.attacks, self.strategies, last_only)
 
     @property
     def verdicts(self) -> dict[str, dict[str, Any]]:
         """``label → verdict.json`` of :meth:`attack_models` (models without a verdict left out)."""
         return {label: m["verdict"] for label, m in self.attack_models().items() if m.get("verdict")}
-
-
-def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ToolkitError(f"{path}: cannot read JSON ({exc})") from None
 
 
 def _walk(root: Path):
@@ -171,12 +166,13 @@ def collect_run(path: str | Path, label: str | None = None) -> RunData:
         raise ToolkitError(f"{root}: not a directory (expected a run directory of `python -m toolkit run` or a "
                            f"notebook work directory)")
     run = RunData(path=root, label=label or root.name)
-    if (root / "manifest.json").is_file():
-        run.manifest = _read_json(root / "manifest.json")
+    layout = RunLayout(root)
+    if layout.manifest.is_file():
+        run.manifest = read_json(layout.manifest)
         run.config = run.manifest.get("config")
         run.label = label or run.manifest.get("name") or root.name
-    elif (root / "config.yaml").is_file():
-        run.config = yaml.safe_load((root / "config.yaml").read_text(encoding="utf-8"))
+    elif layout.config.is_file():
+        run.config = yaml.safe_load(layout.config.read_text(encoding="utf-8"))
     if run.config:
         run.kind = (run.config.get("model") or {}).get("kind")
     # with a manifest, only the outputs of the current configuration count (a changed config can leave the
@@ -189,49 +185,33 @@ def collect_run(path: str | Path, label: str | None = None) -> RunData:
         return current is None or str(d.relative_to(root)) in current
 
     for part in ("members", "all"):
-        s = root / f"identifiers_{part}" / "summary.json"
+        s = layout.identifiers(part) / "summary.json"
         if s.is_file():
-            run.ids_summary[part] = _read_json(s)
-    ind = root / "identifiers_members" / "individuals.parquet"
+            run.ids_summary[part] = read_json(s)
+    ind = layout.identifiers("members") / "individuals.parquet"
     if ind.is_file():
         run.individuals = pd.read_parquet(ind)
-    terms = root / "identifiers_members" / "terms.parquet"
+    terms = layout.identifiers("members") / "terms.parquet"
     if terms.is_file():
         run.terms = pd.read_parquet(terms)
 
-    for rj in sorted((root / "runs").glob("*/run.json")) if (root / "runs").is_dir() else []:
+    for strategy, rj in layout.train_records():
         if _current(rj.parent):
-            run.train_runs[rj.parent.name] = _read_json(rj)
+            run.train_runs[strategy] = read_json(rj)
 
-    audit_root = root / "audit"
-    if audit_root.is_dir():
-        for m in sorted(audit_root.glob("**/metrics.json")):
-            d = m.parent
-            roc = d / "roc.json"
-            if not roc.is_file() or not _current(d):
-                continue
-            rel = d.relative_to(audit_root).parts
-            if rel == ("base",):
-                key = ("base", 0)
-            elif len(rel) == 1:  # an audit directory (`python -m toolkit audit`): audit/<model label>/
-                key = (rel[0], 0)
-            elif len(rel) == 2 and rel[1].startswith("epoch-") and rel[1][6:].isdigit():
-                key = (rel[0], int(rel[1][6:]))
-            else:
-                continue
-            run.audits[key] = {"metrics": _read_json(m), "roc": _read_json(roc), "dir": d}
-    run.audits = dict(sorted(run.audits.items(), key=lambda kv: (kv[0][0] != "base", kv[0][0], kv[0][1])))
+    for key, d in layout.audit_dirs():
+        if _current(d):
+            run.audits[key] = {"metrics": read_json(d / "metrics.json"), "roc": read_json(d / "roc.json"), "dir": d}
+    run.audits = dict(sorted(run.audits.items(), key=lambda kv: (kv[0][0] != "base", kv[0][0], kv[0][1] or 0)))
     if run.kind is None and run.audits:
         any_metrics = next(iter(run.audits.values()))["metrics"]
         run.kind = "clm" if "token_accuracy" in any_metrics else "mlm"
 
     run.attacks = collect_attacks(root, current)
 
-    reg_root = root / "regurgitation"
-    if reg_root.is_dir():
-        for f in sorted(reg_root.glob("*/regurgitation.json")):
-            if _current(f.parent):
-                run.regurgitation[f.parent.name] = _read_json(f)
+    for strategy, f in layout.regurgitation_files():
+        if _current(f.parent):
+            run.regurgitation[strategy] = read_json(f)
 
     extraction, maxter = [], []
     for f in _walk(root):
@@ -241,9 +221,9 @@ def collect_run(path: str | Path, label: str | None = None) -> RunData:
         elif name == "maxter.parquet":
             maxter.append(pd.read_parquet(f).assign(source=_group_label(f, root)))
         elif name == "aurc.json":
-            run.aurc.append({"source": _group_label(f, root), "data": _read_json(f)})
+            run.aurc.append({"source": _group_label(f, root), "data": read_json(f)})
         elif name == "anonymity.json":
-            run.anonymity.append({"source": _group_label(f, root), "data": _read_json(f)})
+            run.anonymity.append({"source": _group_label(f, root), "data": read_json(f)})
         elif "review" in name.lower() and f.suffix in (".jsonl", ".csv"):
             log = read_review_log(f)
             if log is not None:

@@ -1,0 +1,151 @@
+"""The frontier (issue 27): its config, the table built from run results, the figure, and one tiny run end to end."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from toolkit.errors import ToolkitError
+from toolkit.pipelines.frontier import (FrontierPoint, FrontierResult, best_recipes, experiment_for, frontier_table,
+                                        load_frontier)
+from toolkit.plots.frontier import GREEN_AUC, GREEN_UTILITY, frontier_figure
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTES = ROOT / "data_samples" / "clinical" / "notes.jsonl"
+
+
+def point(size, eps, strategy, heldout, *, utility=0.5, aucs=(0.9, 0.7), tprs=(0.4, 0.2), verdict="red",
+          pii=(0.2, 0.05), exposures=(3.0, 21.5), one_run=None, spent=None) -> FrontierPoint:
+    """A model as a run would have written it: two attacks, PII inference, canaries, one-run audit, DP block."""
+    battery = {"strongest": "loss" if aucs[0] >= aucs[1] else "zlib",
+               "attacks": {"loss": {"auc": aucs[0], "tpr_at_fpr": {"0.01": tprs[0], "0.1": 0.9}},
+                           "zlib": {"auc": aucs[1], "tpr_at_fpr": {"0.01": tprs[1], "0.1": 0.9}}}}
+    if one_run is not None:
+        battery["one_run"] = {"epsilon_lower_bound": one_run, "confidence": 0.95}
+    identifiers = {"pii_inference": {"overall": {"top1": pii[0], "chance": pii[1]}},
+                   "canaries": {"by_repeats": {str(r): {"max": e} for r, e in zip((1, 16), exposures)}}}
+    dp = None if spent is None else {"unit": "individual", "spent_epsilon": spent, "target_epsilon": eps}
+    return FrontierPoint(size=size, epsilon=eps, strategy=strategy, epoch=8, utility=utility,
+                         heldout_utility=heldout, battery=battery, identifiers=identifiers,
+                         verdict={"level": verdict}, dp=dp, run_dir=f"size-{size}")
+
+
+def fake_points() -> list[FrontierPoint]:
+    inf = math.inf
+    return [point(100, inf, "clm", 0.25, utility=0.6), point(100, inf, "ppclm_surrogate", 0.18, utility=0.4),
+            point(100, 8.0, "ppclm_surrogate_dp", 0.10, aucs=(0.52, 0.50), tprs=(0.0, 0.01), verdict="green",
+                  pii=(0.05, 0.05), exposures=(2.0, 4.0), one_run=0.3, spent=7.9),
+            point(1000, inf, "clm", 0.40), point(1000, 16.0, "ppclm_surrogate_dp", 0.38, aucs=(0.51, 0.53),
+                                                  verdict="green", spent=15.8),
+            point(1000, 4.0, "ppclm_surrogate_dp", 0.30, aucs=(float("nan"),) * 2, verdict="incomplete",
+                  spent=3.9)]
+
+
+def test_table_reads_every_figure_and_divides_by_plain_at_the_same_size():
+    t = frontier_table(fake_points())
+    assert list(t[["size", "strategy", "epsilon"]].itertuples(index=False, name=None))[:3] == \
+        [(100, "clm", math.inf), (100, "ppclm_surrogate", math.inf), (100, "ppclm_surrogate_dp", 8.0)]
+    row = t[(t["size"] == 100) & (t["strategy"] == "ppclm_surrogate")].iloc[0]
+    assert row["heldout_utility_vs_plain"] == pytest.approx(0.18 / 0.25)
+    assert row["utility_vs_plain"] == pytest.approx(0.4 / 0.6)
+    assert row["strongest_attack"] == "loss" and row["attack_auc"] == 0.9
+    assert row["attack_tpr_at_1pct_fpr"] == 0.4  # the largest over the battery's attacks
+    assert (row["pii_top1"], row["pii_chance"], row["canary_max_exposure"]) == (0.2, 0.05, 21.5)
+    assert pd.isna(row["empirical_epsilon"]) and pd.isna(row["accountant_epsilon"]) and not row["dp"]
+    dp = t[(t["size"] == 100) & (t["strategy"] == "ppclm_surrogate_dp")].iloc[0]
+    assert dp["dp"] and dp["accountant_epsilon"] == 7.9 and dp["empirical_epsilon"] == 0.3
+    assert dp["heldout_utility_vs_plain"] == pytest.approx(0.4) and dp["attack_tpr_at_1pct_fpr"] == 0.01
+    big = t[t["size"] == 1000].set_index("epsilon")
+    assert big.loc[16.0, "heldout_utility_vs_plain"] == pytest.approx(0.95)  # 1000's clm, not 100's
+    assert big.loc[4.0, "strongest_attack"] == "zlib" and pd.isna(big.loc[4.0, "attack_auc"])  # as recorded
+    assert t["size"].is_monotonic_increasing and len(t) == 6
+
+
+def test_best_recipe_per_size_and_the_saved_files(tmp_path):
+    t = frontier_table(fake_points())
+    best = best_recipes(t)
+    assert best[1000] == {"found": True, "strategy": "ppclm_surrogate_dp", "epsilon": 16.0,
+                          "heldout_utility_vs_plain": pytest.approx(0.95), "attack_auc": 0.53, "verdict": "green"}
+    # at 100 the only green model is far from 0.9x: named as the closest, not found
+    assert best[100]["found"] is False and best[100]["strategy"] == "ppclm_surrogate_dp"
+    FrontierResult(t, [], {"size-100/eps-inf": 1.5}).save(tmp_path)
+    saved = json.loads((tmp_path / "frontier.json").read_text())
+    assert [r["epsilon"] for r in saved["rows"] if r["strategy"] == "clm"] == [None, None]  # ∞ written as null
+    assert saved["best"]["1000"]["found"] is True and saved["seconds"] == {"size-100/eps-inf": 1.5}
+    assert len(pd.read_csv(tmp_path / "frontier.csv")) == 6
+
+
+def test_figure_marker_per_strategy_line_per_size_green_region():
+    t = frontier_table(fake_points())
+    fig = frontier_figure(t)
+    lines = [tr for tr in fig.data if tr.mode == "lines"]
+    markers = {tr.name: tr for tr in fig.data if "markers" in tr.mode}
+    assert [tr.name for tr in lines] == ["100 individuals", "1000 individuals"]
+    assert set(markers) == {"clm", "ppclm_surrogate", "ppclm_surrogate_dp"}
+    assert len({tr.marker.symbol for tr in markers.values()}) == 3
+    assert len(markers["ppclm_surrogate_dp"].x) == 2  # the row without an AUC is left out
+    assert "ε=∞" in markers["clm"].text and "ε=16" in markers["ppclm_surrogate_dp"].text
+    (rect,) = fig.layout.shapes
+    assert rect.x1 == GREEN_AUC and rect.y0 == GREEN_UTILITY and rect.x0 < 0.5
+
+
+def write(tmp_path, **changes) -> Path:
+    raw = yaml.safe_load((ROOT / "configs" / "frontier.yaml").read_text())
+    raw.update(changes)
+    p = tmp_path / "f.yaml"
+    p.write_text(yaml.safe_dump(raw))
+    return p
+
+
+def test_config_plans_plain_strategies_once_and_dp_ones_per_epsilon(tmp_path):
+    cfg = load_frontier(ROOT / "configs" / "frontier.yaml")
+    runs = cfg.runs()
+    assert [(s, e) for s, e, _ in runs][:5] == [(100, math.inf), (100, 1.0), (100, 4.0), (100, 8.0), (100, 16.0)]
+    assert runs[0][2] == ["clm", "ppclm", "ppclm_surrogate"] and runs[1][2] == ["clm_dp", "ppclm_surrogate_dp"]
+    exp = experiment_for(cfg, 100, 4.0, runs[1][2], NOTES, prebuilt=tmp_path / "bases")
+    assert exp.corpus.n_individuals == 100 and exp.training.schedule["dp"]["epsilon"] == 4.0
+    assert exp.training.strategies == ["clm_dp", "ppclm_surrogate_dp"] and exp.model.prebuilt
+    assert "dp" not in experiment_for(cfg, 100, math.inf, runs[0][2], NOTES).training.schedule
+    for changes, message in (({"strategies": ["ppclm", "clm_dp"]}, "needs clm"),
+                             ({"epsilons": [1, 8]}, "needs clm"), ({"strategies": ["clm", "nope"]}, "unknown"),
+                             ({"strategies": ["clm", "mlm"]}, "trains a mlm model"),
+                             ({"sizes": [1]}, "sizes"), ({"epsilons": [0, ".inf"]}, "epsilons"),
+                             ({"colour": 1}, "unknown key")):
+        with pytest.raises(ToolkitError, match=message):
+            load_frontier(write(tmp_path, **changes))
+
+
+@pytest.mark.slow
+def test_tiny_frontier_end_to_end(tmp_path):
+    from toolkit.cli import main
+
+    experiment = {"profile": "cpu", "seed": 0,
+                  "corpus": {"public_split": "public", "member_split": "train", "nonmember_split": "heldout",
+                             "n_public": 8},
+                  "identifiers": {"detector": "oracle", "k": 2, "n": 1},
+                  "model": {"kind": "clm", "architecture": {"vocab_size": 600, "hidden_size": 32, "num_layers": 1,
+                                                            "intermediate_size": 64},
+                            "pretrain": {"epochs": [1]}},
+                  "training": {"epochs": [1], "max_length": 128},
+                  "audit": {"checkpoints": "last", "base_model": False, "n_bootstrap": 0, "max_length": 128,
+                            "attacks": {"pii_candidates": 4, "pii_occurrences": 10, "pii_window": 32, "window": 128,
+                                        "memorisation_occurrences": 10, "rmia_references": 0,
+                                        "one_run_canaries": 0}}}
+    cfg = {"name": "tiny", "sizes": [6], "epsilons": [8, ".inf"], "strategies": ["clm", "ppclm_surrogate_dp"],
+           "corpus": {"path": str(NOTES)}, "experiment": experiment}
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump(cfg).replace("'.inf'", ".inf"))
+    assert main(["frontier", str(path), "--out", str(tmp_path / "out"), "--quiet"]) == 0
+    t = pd.read_csv(tmp_path / "out" / "frontier.csv")
+    assert list(zip(t["strategy"], t["epsilon"])) == [("clm", math.inf), ("ppclm_surrogate_dp", 8.0)]
+    dp = t.set_index("strategy").loc["ppclm_surrogate_dp"]
+    assert 0 < dp["accountant_epsilon"] <= 8.0 + 1e-6 and 0 <= dp["attack_auc"] <= 1
+    assert dp["heldout_utility_vs_plain"] > 0 and (tmp_path / "out" / "frontier.html").is_file()
+    # the DP run fine-tuned the base the first run built, copied, not pre-trained again
+    manifest = json.loads((tmp_path / "out" / "size-6" / "eps-8" / "manifest.json").read_text())
+    assert {s["name"]: s["status"] for s in manifest["steps"]}["base"] == "prebuilt"

@@ -1,0 +1,69 @@
+"""The privacy–utility frontier: ``frontier`` (issue 27, :mod:`toolkit.pipelines.frontier`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+
+from toolkit.cli.common import add_quiet
+
+TITLE = "privacy-utility"
+
+
+def generated_corpus(out_dir: Path, n_individuals: int, seed: int) -> Path:
+    """``OUT/corpus/notes.jsonl``: the sample generator's clinical notes of ``n_individuals`` patients (public /
+    train / heldout / test, a quarter each), written once per (size, seed) and reused."""
+    from toolkit.io import atomic_write_json
+    from toolkit.samples import generate_clinical
+    from toolkit.samples.text import write_records
+
+    folder = out_dir / "corpus"
+    path, spec_path = folder / "notes.jsonl", folder / "generated.json"
+    spec = {"generator": "toolkit.samples.generate_clinical", "n_individuals": n_individuals, "seed": seed}
+    if path.is_file() and spec_path.is_file() and json.loads(spec_path.read_text(encoding="utf-8")) == spec:
+        return path
+    write_records(generate_clinical(n_individuals=n_individuals, seed=seed), path)
+    atomic_write_json(spec, spec_path)
+    return path
+
+
+def cmd_frontier(args: argparse.Namespace) -> int:
+    from toolkit.pipelines.frontier import best_recipes, load_frontier, run_frontier
+    from toolkit.plots.frontier import frontier_figure
+    from toolkit.threads import use_cores
+
+    use_cores()
+    cfg = load_frontier(args.config)
+    out = Path(args.out) if args.out else Path("runs") / cfg.name
+    corpus = cfg.corpus_path
+    if corpus is None:  # four splits of equal size: the largest size's members, non-members, public and test
+        corpus = generated_corpus(out, 4 * max(cfg.sizes), int(cfg.generate_seed or 0))
+    result = run_frontier(cfg, out, corpus_path=corpus, progress=not args.quiet, echo=not args.quiet)
+    fig = frontier_figure(result.table)
+    fig.write_html(out / "frontier.html", include_plotlyjs=True)
+    t = result.table
+    print(f"{cfg.name}: {len(result.runs)} runs, {len(t)} models in {sum(result.seconds.values()):.0f} s; "
+          f"wrote {out / 'frontier.csv'}, frontier.json, frontier.html")
+    for r in t.itertuples(index=False):
+        eps = "∞" if math.isinf(r.epsilon) else f"{r.epsilon:g}"
+        ratio = "-" if r.heldout_utility_vs_plain is None or r.heldout_utility_vs_plain != r.heldout_utility_vs_plain \
+            else f"{r.heldout_utility_vs_plain:.2f}×"
+        auc = "-" if r.attack_auc is None or r.attack_auc != r.attack_auc else f"{r.attack_auc:.3f}"
+        print(f"  {r.size:>6}  {r.strategy:<22} ε={eps:<4} held-out {ratio:<6} AUC {auc:<6} {r.verdict or '-'}")
+    for size, best in best_recipes(t).items() if len(t) else ():
+        found = "green at ≥ 0.9× held-out utility" if best["found"] else "no green model at ≥ 0.9× held-out utility"
+        print(f"  best at {size}: {best['strategy']} (ε={best['epsilon']:g}): {found}")
+    return 0
+
+
+def register(sub) -> None:
+    s = sub.add_parser("frontier", help="the privacy-utility frontier: every strategy per corpus size and ε",
+                       description="One experiment per corpus size and DP target ε from configs/frontier.yaml "
+                                   "(cached, resumable); writes DIR/frontier.csv, frontier.json and frontier.html "
+                                   "(held-out utility vs strongest membership attack).")
+    s.add_argument("config", help="frontier YAML (configs/frontier.yaml)")
+    s.add_argument("--out", help="output directory (default runs/NAME)")
+    add_quiet(s, "no progress bars and no line per step: only the table")
+    s.set_defaults(func=cmd_frontier)

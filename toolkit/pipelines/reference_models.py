@@ -1,0 +1,164 @@
+"""The reference models of the ``rmia`` attack (methods.md §10; :mod:`toolkit.audit.attacks.rmia`): a cached step of a
+training run, shared by every audited model of the run.
+
+The public split's individuals are shuffled (seeded by the run's seed): a third of them (at least one) is the
+*population* — documents no model of the run is fine-tuned on, the ``z`` of RMIA, as ML Privacy Meter's population
+set, which is OUT for the target and every reference model. Each reference model trains on its own seeded random half
+of the others (independent halves: a reference model's membership tells nothing of another's, which the tuning of
+``a`` needs — complementary pairs would give it away). Each reference model fine-tunes the run's base model with
+the plain strategy of its kind (``clm`` / ``mlm``) and the run's fine-tuning schedule up to its last epoch, so it is
+trained as the audited models are, on other individuals: OUT for every member and non-member. The halves also give
+each reference model documents of known membership, on which the offline coefficient ``a`` is tuned.
+
+Layout::
+
+    rmia_references/ref-<i>/              a training run (:func:`toolkit.training.train`)
+    rmia_references/references.json       the checkpoints used and the sizes of the split (counts only)
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from toolkit.corpus import Corpus
+from toolkit.errors import ToolkitError
+
+#: share of the public split's individuals kept as RMIA's population (never trained on)
+POPULATION_SHARE = 1 / 3
+
+
+@dataclass
+class ReferenceSplit:
+    """Individuals (person ids) of the population and of each reference model's training half."""
+
+    population: list
+    training: list[list]
+
+    @property
+    def pool(self) -> list:
+        """The individuals the reference models train on (each in some of them)."""
+        seen = dict.fromkeys(p for half in self.training for p in half)
+        return list(seen)
+
+
+def reference_split(person_ids, n_references: int, seed: int, population_share: float = POPULATION_SHARE,
+                    *, n_train: int | None = None, n_population: int | None = None) -> ReferenceSplit:
+    """The seeded split of the module docstring over ``person_ids`` (in their given order). ``n_train`` caps each
+    reference model's individuals (the audited models' member count: a reference model is trained as they are, on a
+    dataset of the same size, as shadow models are [Shokri et al. 2017; Zarifzadeh et al. 2024]); ``n_population``
+    caps the population (the non-member count: as many z as the attack scores x). None: no cap."""
+    people = list(person_ids)
+    if n_references < 1:
+        raise ValueError(f"n_references must be >= 1, got {n_references}")
+    if len(people) < 3:
+        raise ToolkitError(f"audit.attacks.rmia_references: the public split has {len(people)} individual(s); RMIA "
+                           "needs at least 3 (a population and two halves to train on)")
+    rng = np.random.default_rng([int(seed), 0x524D4941])  # "RMIA": a stream of its own
+    order = [people[i] for i in rng.permutation(len(people))]
+    n_pop = min(max(1, int(round(population_share * len(people)))), len(people) - 2)
+    if n_population is not None:
+        n_pop = max(1, min(n_pop, int(n_population)))
+    population, pool = order[:n_pop], order[n_pop:]
+    half = len(pool) // 2 if n_train is None else max(1, min(len(pool) // 2, int(n_train)))
+    training = [[pool[i] for i in sorted(rng.permutation(len(pool))[:half])] for _ in range(n_references)]
+    return ReferenceSplit(population=population, training=training)
+
+
+def _docs_of(corpus: Corpus, people) -> Corpus:
+    keep = set(people)
+    return Corpus([d for d in corpus if d.person_id in keep])
+
+
+@dataclass
+class ReferenceModels:
+    """The trained reference models (last checkpoints, in reference order), the split and the step's key."""
+
+    paths: list[Path]
+    split: ReferenceSplit
+    key: str
+
+
+def rmia_reference_count(cfg) -> int:
+    """``audit.attacks.rmia_references``, else the profile's default
+    (:data:`~toolkit.config.sections.RMIA_REFERENCES_BY_PROFILE`, otherwise ``DEFAULT_RMIA_REFERENCES``)."""
+    from toolkit.config.experiment import experiment_profile
+    from toolkit.config.sections import DEFAULT_RMIA_REFERENCES, RMIA_REFERENCES_BY_PROFILE
+
+    n = cfg.audit.attacks.rmia_references
+    if n is None:
+        n = RMIA_REFERENCES_BY_PROFILE.get(experiment_profile(cfg).name, DEFAULT_RMIA_REFERENCES)
+    return int(n)
+
+
+def run_reference_models(cfg, cache, run_dir: Path, *, public: Corpus | None, base, base_key: str,
+                         public_fingerprint, progress: bool = True, n_train: int | None = None,
+                         n_population: int | None = None) -> ReferenceModels | None:
+    """Train (or load) ``audit.attacks.rmia_references`` reference models as the cached step ``rmia_references``;
+    None when that is 0 or the run has no public split (then no ``rmia`` attack). ``n_train`` / ``n_population``:
+    :func:`reference_split`'s caps (the run passes its member and non-member counts)."""
+    from toolkit.config.experiment import resolved_settings
+    from toolkit.io import atomic_write_json
+    from toolkit.training import train
+
+    n = rmia_reference_count(cfg)
+    a = cfg.audit.attacks.rmia_offline_a
+    if a is not None and (isinstance(a, bool) or not isinstance(a, (int, float)) or not 0 <= a <= 1):
+        raise ToolkitError(f"{cfg.source or '<config>'}: audit.attacks.rmia_offline_a: a number in [0, 1] or null "
+                           f"(tuned), got {a!r}")
+    if not n or public is None:  # no public split (corpus.public_split: null): nothing to train them on
+        return None
+    finetune = resolved_settings(cfg)["finetune"]
+    tcfg = replace(finetune, epochs=[max(finetune.epochs)], checkpoints_per_epoch=0)
+    split = reference_split(public.person_ids, n, cfg.seed, n_train=n_train, n_population=n_population)
+    kind = cfg.model.kind
+    inputs = {"references": n, "population_share": POPULATION_SHARE, "split": "independent halves",
+              "n_train": n_train, "n_population": n_population,
+              "seed": cfg.seed, "strategy": kind,
+              "train": asdict(tcfg), "base": base_key, "public": public_fingerprint}
+    d = Path(run_dir) / "rmia_references"
+
+    def compute() -> list[Path]:
+        paths = []
+        for i, people in enumerate(split.training):
+            ckpts = train(_docs_of(public, people), base, d / f"ref-{i}", kind, tcfg, progress=progress)
+            paths.append(Path(ckpts[-1][1]))
+        atomic_write_json({"checkpoints": [str(p.relative_to(d)) for p in paths],
+                           "n_population_individuals": len(split.population),
+                           "n_training_individuals": [len(t) for t in split.training],
+                           "epochs": tcfg.epochs[-1], "strategy": kind}, d / "references.json")
+        return paths
+
+    def load() -> list[Path]:
+        import json
+
+        rel = json.loads((d / "references.json").read_text(encoding="utf-8"))["checkpoints"]
+        return [d / r for r in rel]
+
+    paths = cache.run("rmia_references", d, inputs, compute, load, resumable=True, check="references.json")
+    return ReferenceModels(paths=list(paths), split=split, key=cache.key("rmia_references", inputs))
+
+
+def rmia_inputs(refs: ReferenceModels, public: Corpus, load, offline_a: float | None = None):
+    """:class:`~toolkit.audit.attacks.rmia.RMIAReferences` of ``refs``: each model loaded by ``load(path)`` (→ model,
+    tokenizer), the population's texts, ``offline_a`` (None: tuned) and the pool's texts with the IN flags that tune
+    it."""
+    from toolkit.audit.attacks.rmia import RMIAReferences
+
+    population = [d.text for d in _docs_of(public, refs.split.population)]
+    pool = list(_docs_of(public, refs.split.pool))
+    halves = [set(t) for t in refs.split.training]
+    tune_in = np.array([[d.person_id in h for h in halves] for d in pool], dtype=bool).reshape(len(pool), len(halves))
+    meta = {"population": "public split, held out from every reference model",
+            "n_population_individuals": len(refs.split.population),
+            "n_training_individuals": [len(t) for t in refs.split.training]}
+    return RMIAReferences(models=[load(p) for p in refs.paths], population=population,
+                          offline_a=None if offline_a is None else float(offline_a),
+                          tune_texts=[d.text for d in pool], tune_in=tune_in, meta=meta)
+
+
+__all__ = ["POPULATION_SHARE", "ReferenceModels", "ReferenceSplit", "reference_split", "rmia_inputs",
+           "rmia_reference_count",
+           "run_reference_models"]
