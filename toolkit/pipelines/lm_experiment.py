@@ -292,21 +292,13 @@ def run_experiment(cfg: ExperimentConfig, out_dir: str | Path, *, progress: bool
                 for name, ckpts in checkpoints.items():
                     chosen = ckpts if cfg.audit.checkpoints == "all" else ckpts[-1:]
                     targets += [(name, e, p, {"model": train_keys[name], "epoch": e}) for e, p in chosen]
-                # the one-run audit's canaries are no evidence of a note's membership: the §4 probe, like the attack
-                # battery, sees the members' notes without them (identifier offsets moved back)
-                audit_members, audit_train, audit_all = data["members"], ids_train, ids_all
-                if data.get("one_run_canaries") is not None:
-                    from toolkit.audit.attacks.one_run import without_canaries
-
-                    audit_members, audit_train = without_canaries(data["members"], data["one_run_canaries"], ids_train)
-                    _, audit_all = without_canaries(both, data["one_run_canaries"], ids_all)
                 for name, epoch, path, model_key in targets:
                     d = layout.audit(name, epoch)
                     inputs = {**model_key, **common}
                     audits[(name, epoch)] = cache.run(
                         layout.step("audit", name, epoch), d, inputs,
                         lambda path=path, d=d: steps.audit_checkpoint(
-                            path, audit_members, data["nonmembers"], audit_train, audit_all, out_dir=d,
+                            path, data["members"], data["nonmembers"], ids_train, ids_all, out_dir=d,
                             base_vocabulary=base_vocabulary, max_length=cfg.audit.max_length,
                             n_bootstrap=cfg.audit.n_bootstrap, progress=progress, **probe_kw),
                         lambda d=d: steps.load_audit(d), check="metrics.json")
