@@ -154,9 +154,14 @@ def run_attacks(cfg, cache, run_dir: Path, *, data: dict[str, Any], tables: dict
         d = layout.attacks(name, epoch)
         audit = audits[(name, epoch)]
         reg = regurgitation.get(name)
+        base_reg = regurgitation.get("base") if name != "base" else None
+        if reg is not None:  # judged against the base model's regurgitation where it was measured (verdict rule)
+            reg = {**reg, "reference": base_reg}
         inputs = {"model": key, "epoch": epoch, "reference": base_key if ref is not None else None,
                   "audit": (read_step(layout.audit(name, epoch)) or {}).get("key"),
                   "regurgitation": (read_step(layout.regurgitation(name)) or {}).get("key") if reg else None,
+                  "regurgitation_reference": (read_step(layout.regurgitation("base")) or {}).get("key")
+                  if reg and base_reg else None,
                   "identifiers_members": identifier_keys["members"], "identifiers_all": identifier_keys["all"],
                   "members": fingerprints["members"], "nonmembers": fingerprints["nonmembers"],
                   "canaries": canary_key, "attacks": asdict(opts), "n_bootstrap": cfg.audit.n_bootstrap,
@@ -172,14 +177,14 @@ def run_attacks(cfg, cache, run_dir: Path, *, data: dict[str, Any], tables: dict
                                      reference=ref, identifier_count=counts.to_dict(),
                                      canaries=exposed if exposed is not None and len(exposed) else None,
                                      novel_privacy=audit["metrics"].get("novel_privacy"),
-                                     regurgitation=(reg or {}).get("share_reproduced"), options=opts,
+                                     regurgitation=reg, options=opts,
                                      n_bootstrap=cfg.audit.n_bootstrap, seed=cfg.seed, rmia=rmia(),
                                      progress=progress)
             if one is None:
                 return res
             return _one_run_step(res, path, ref, one, d, opts=opts, progress=progress,
                                  novel_privacy=audit["metrics"].get("novel_privacy"),
-                                 regurgitation=(reg or {}).get("share_reproduced"))
+                                 regurgitation=reg)
 
         out[(name, epoch)] = cache.run(layout.step("attacks", name, epoch), d, inputs, attack, lambda d=d: steps.load_attacks(d),
                                        check="verdict.json")

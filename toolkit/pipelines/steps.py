@@ -177,7 +177,7 @@ def load_models(name: str | Path, reference: str | Path | None = None, *, dtype=
 def attack_model(model: str | Path, members: Corpus, nonmembers: Corpus, identifiers: dict[str, Any], *,
                  out_dir: str | Path, reference: str | Path | None = None,
                  identifier_count: dict[str, float] | None = None, canaries: pd.DataFrame | None = None,
-                 novel_privacy: float | None = None, regurgitation: float | None = None, options=None,
+                 novel_privacy: float | None = None, regurgitation: float | dict | None = None, options=None,
                  n_bootstrap: int = 1000, seed: int = 0, dtype=None, device_map=None, rmia=None,
                  progress: bool = False) -> dict[str, Any]:
     """The attack battery on one model (methods.md §10–11) and its verdict, written into ``out_dir``.
