@@ -16,7 +16,8 @@ from sklearn.metrics import roc_auc_score, roc_curve
 
 from toolkit.metrics.probing import check_columns, norm_set, normalize_word, prediction_words
 
-__all__ = ["auxiliary_knowledge_identifiable", "hanley_mcneil_ci", "mia_report", "mia_scores", "roc", "tpr_at_fpr"]
+__all__ = ["auxiliary_knowledge_identifiable", "detectable_auc", "hanley_mcneil_ci", "mia_report", "mia_scores", "roc",
+           "tpr_at_fpr"]
 
 #: relative tolerance when comparing FPRs (k / n computed in floating point) with a target FPR
 _FPR_TOL = 1e-9
@@ -199,6 +200,17 @@ def _stats_from_counts(count_m: np.ndarray, count_n: np.ndarray, fprs: Sequence[
     for j, target in enumerate(fprs):
         out[:, j] = np.where(fpr <= target * (1.0 + _FPR_TOL), tpr, 0.0).max(axis=1)
     return auc, out
+
+
+def detectable_auc(n_members: int, n_nonmembers: int, confidence: float = 0.95) -> float:
+    """Smallest AUC distinguishable from 0.5: ``min(1, 0.5 + z sqrt((n_m + n_n + 1) / (12 n_m n_n)))``, the half-width
+    of the AUC's interval under no leakage (Hanley & McNeil 1982); 1.0 (nothing detectable) when either count is 0."""
+    from scipy.stats import norm
+
+    if n_members < 1 or n_nonmembers < 1:
+        return 1.0
+    z = float(norm.ppf(0.5 + confidence / 2))
+    return min(1.0, 0.5 + z * float(np.sqrt((n_members + n_nonmembers + 1) / (12.0 * n_members * n_nonmembers))))
 
 
 def hanley_mcneil_ci(auc: float, n_pos: int, n_neg: int, confidence: float = 0.95) -> list[float]:
