@@ -20,19 +20,10 @@ from toolkit.identifiers.ner import pieces
 from toolkit.identifiers.ner_cache import default_cache_dir
 from toolkit.pipelines.purge import purge_ner_cache
 from test_identifiers_engine import assert_same_sets
+from test_identifiers_ner import _Ent, _Parsed  # the stand-in spaCy results
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTES = ROOT / "data_samples" / "clinical" / "notes.jsonl"
-
-
-class _Ent:
-    def __init__(self, start, end, label):
-        self.start_char, self.end_char, self.label_ = start, end, label
-
-
-class _Parsed:
-    def __init__(self, ents):
-        self.ents = ents
 
 
 class CountingNLP:

@@ -92,31 +92,6 @@ def insert_one_run_canaries(cfg, data: dict[str, Any], table: pd.DataFrame | Non
     return one if table is None else pd.concat([table, one], ignore_index=True)
 
 
-def _one_run_step(res: dict, model, reference, table: pd.DataFrame, out_dir: Path, *, opts, novel_privacy,
-                  regurgitation, progress: bool) -> dict:
-    """Add the one-run audit of ``model`` to an :func:`~toolkit.pipelines.steps.attack_model` result: ``one_run``
-    in ``attacks.json``, the verdict recomputed with it (the same inputs plus ``one_run``) and ``one_run.parquet``
-    (per canary: id, host individual, inclusion, insertions, score; made-up records only)."""
-    from toolkit.audit.attacks.one_run import accountant_privacy, one_run_audit
-    from toolkit.audit.verdict import verdict
-    from toolkit.io import atomic_write_json, atomic_write_parquet
-    from toolkit.pipelines import steps
-
-    (f, tok), ref = steps.load_models(model, reference)
-    audit = one_run_audit(f, tok, table, reference=ref, accountant=accountant_privacy(model),
-                          batch_size=opts.batch_size, progress=progress)
-    res["attacks"]["one_run"] = audit.to_json()
-    ids = res.get("identifiers") or {}
-    v = verdict(attacks=res["attacks"], pii=ids.get("pii_inference"), novel_privacy=novel_privacy,
-                regurgitation=regurgitation, canaries=ids.get("canaries"), one_run=audit).to_dict()
-    res["verdict"] = v
-    atomic_write_parquet(audit.scores.assign(person_id=list(table["person_id"]), repeats=list(table["repeats"])),
-                         Path(out_dir) / "one_run.parquet")
-    atomic_write_json(res["attacks"], Path(out_dir) / "attacks.json")
-    atomic_write_json(v, Path(out_dir) / "verdict.json")
-    return res
-
-
 def run_attacks(cfg, cache, run_dir: Path, *, data: dict[str, Any], tables: dict[str, dict], audits: dict,
                 regurgitation: dict, checkpoints: dict, train_keys: dict, base, base_key, canaries, canary_key,
                 identifier_keys: dict[str, str], fingerprints: dict, progress: bool = True) -> dict:
@@ -149,6 +124,11 @@ def run_attacks(cfg, cache, run_dir: Path, *, data: dict[str, Any], tables: dict
                                          offline_a=opts.rmia_offline_a)
         return loaded.get("refs")
 
+    # the same for every model: the audit canaries are no membership evidence, the battery sees notes without them
+    members, ids, exposed = data["members"], tables["members"], canaries
+    if one is not None:
+        members, ids = without_canaries(members, one, ids)
+        exposed = canaries[~canaries["canary_id"].isin(one["canary_id"])] if canaries is not None else None
     out, layout = {}, RunLayout(run_dir)
     for name, epoch, path, key, ref in targets:
         d = layout.attacks(name, epoch)
@@ -169,25 +149,16 @@ def run_attacks(cfg, cache, run_dir: Path, *, data: dict[str, Any], tables: dict
 
         def attack(path=path, ref=ref, d=d, audit=audit, reg=reg):
             counts = membership_scores(audit["mia_predictions"], tables["all"], both)
-            members, ids, exposed = data["members"], tables["members"], canaries
-            if one is not None:  # audit canaries are no membership evidence: the battery sees notes without them
-                members, ids = without_canaries(members, one, ids)
-                exposed = canaries[~canaries["canary_id"].isin(one["canary_id"])] if canaries is not None else None
-            res = steps.attack_model(path, members, data["nonmembers"], ids, out_dir=d,
-                                     reference=ref, identifier_count=counts.to_dict(),
-                                     canaries=exposed if exposed is not None and len(exposed) else None,
-                                     novel_privacy=audit["metrics"].get("novel_privacy"),
-                                     regurgitation=reg, options=opts,
-                                     n_bootstrap=cfg.audit.n_bootstrap, seed=cfg.seed, rmia=rmia(),
-                                     progress=progress)
-            if one is None:
-                return res
-            return _one_run_step(res, path, ref, one, d, opts=opts, progress=progress,
-                                 novel_privacy=audit["metrics"].get("novel_privacy"),
-                                 regurgitation=reg)
+            return steps.attack_model(path, members, data["nonmembers"], ids, out_dir=d,
+                                      reference=ref, identifier_count=counts.to_dict(),
+                                      canaries=exposed if exposed is not None and len(exposed) else None,
+                                      novel_privacy=audit["metrics"].get("novel_privacy"),
+                                      regurgitation=reg, options=opts,
+                                      n_bootstrap=cfg.audit.n_bootstrap, seed=cfg.seed, rmia=rmia(), one_run=one,
+                                      progress=progress)
 
-        out[(name, epoch)] = cache.run(layout.step("attacks", name, epoch), d, inputs, attack, lambda d=d: steps.load_attacks(d),
-                                       check="verdict.json")
+        out[(name, epoch)] = cache.run(layout.step("attacks", name, epoch), d, inputs, attack,
+                                       lambda d=d: steps.load_attacks(d), check="verdict.json")
     return out
 
 

@@ -179,7 +179,7 @@ def attack_model(model: str | Path, members: Corpus, nonmembers: Corpus, identif
                  identifier_count: dict[str, float] | None = None, canaries: pd.DataFrame | None = None,
                  novel_privacy: float | None = None, regurgitation: float | dict | None = None, options=None,
                  n_bootstrap: int = 1000, seed: int = 0, dtype=None, device_map=None, rmia=None,
-                 progress: bool = False) -> dict[str, Any]:
+                 one_run: pd.DataFrame | None = None, progress: bool = False) -> dict[str, Any]:
     """The attack battery on one model (methods.md §10–11) and its verdict, written into ``out_dir``.
 
     Membership attacks on ``members`` vs ``nonmembers`` (:func:`toolkit.audit.attacks.run_battery`, with the
@@ -190,6 +190,9 @@ def attack_model(model: str | Path, members: Corpus, nonmembers: Corpus, identif
     :func:`toolkit.audit.verdict.verdict` with the §4 audit's ``novel_privacy`` and the free-running
     ``regurgitation`` share. ``options``: an :class:`~toolkit.config.sections.AttacksSection` (window, candidates,
     sample sizes). ``rmia``: :class:`~toolkit.audit.attacks.rmia.RMIAReferences` (the ``rmia`` attack), optional.
+    ``one_run``: the one-run audit's canary table (:func:`~toolkit.audit.attacks.one_run.one_run_canaries_into_corpus`),
+    optional: the audit with the models loaded here, ``one_run`` in ``attacks.json``, its evidence in the verdict and
+    ``one_run.parquet`` (per canary: id, host individual, inclusion, insertions, score; made-up records only).
 
     Files: ``attacks.json`` / ``roc.json`` / ``scores.parquet`` (the battery), ``identifiers.json``
     (``pii_inference``, ``memorisation``, ``canaries`` when inserted; aggregates only, never an identifier) and
@@ -230,8 +233,17 @@ def attack_model(model: str | Path, members: Corpus, nonmembers: Corpus, identif
         found["canaries"] = {**exposure_summary(table), "canaries": [
             {"canary_id": r.canary_id, "repeats": int(r.repeats), "exposure": float(r.exposure),
              "rank": float(r.rank)} for r in table.itertuples(index=False)]}
+    audit = None
+    if one_run is not None:
+        from toolkit.audit.attacks.one_run import accountant_privacy, one_run_audit
+
+        audit = one_run_audit(f, tok, one_run, reference=ref, accountant=accountant_privacy(model),
+                              batch_size=opt.batch_size, progress=progress)
+        battery.meta["one_run"] = audit.to_json()
+        atomic_write_parquet(audit.scores.assign(person_id=list(one_run["person_id"]),
+                                                 repeats=list(one_run["repeats"])), out / "one_run.parquet")
     v = verdict(attacks=battery, pii=pii, novel_privacy=novel_privacy, regurgitation=regurgitation,
-                canaries=found.get("canaries"))
+                canaries=found.get("canaries"), one_run=audit)
     battery.save(out)
     atomic_write_json(found, out / "identifiers.json")
     atomic_write_json(v.to_dict(), out / "verdict.json")

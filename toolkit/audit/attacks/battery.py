@@ -179,7 +179,8 @@ class BatteryResult:
         FPR and the numbers of members and non-members it scored; the units left out as unscoreable (ids only), the
         tokens excluded (e.g. canaries), how the reference attack was normalised and how the token losses were
         computed (``scoring``: model kind, exact, budgeted (N) or strided (K copies) pseudo-log-likelihood), and
-        ``rmia``: RMIA's reference models, population size and offline ``a`` (only where RMIA ran)."""
+        ``rmia``: RMIA's reference models, population size and offline ``a`` (only where RMIA ran); ``one_run``: the
+        one-run audit (only where it ran, :mod:`toolkit.audit.attacks.one_run`)."""
         m = self.meta
         return {"unit": self.unit, "n_members": self.n_members, "n_nonmembers": self.n_nonmembers,
                 "reference": self.reference, "reference_normalisation": m.get("reference_normalisation"),
@@ -188,6 +189,7 @@ class BatteryResult:
                 "unscoreable": m.get("unscoreable", {"documents": [], "individuals": []}),
                 "n_excluded_tokens": int(m.get("n_excluded_tokens", 0)), "scoring": m.get("scoring"),
                 **({"rmia": m["rmia"]} if m.get("rmia") else {}),
+                **({"one_run": m["one_run"]} if m.get("one_run") else {}),
                 "attacks": {a: {"auc": r["auc"], "auc_ci": r["auc_ci"], "auc_ci_method": r.get("auc_ci_method"),
                                 "tpr_at_fpr": r["tpr_at_fpr"], "n_members": r["n_members"],
                                 "n_nonmembers": r["n_nonmembers"]}
