@@ -12,7 +12,7 @@ import yaml
 
 from toolkit.errors import ToolkitError
 from toolkit.pipelines.frontier import (FrontierPoint, FrontierResult, best_recipes, experiment_for, frontier_table,
-                                        load_frontier)
+                                        load_frontier, share_steps)
 from toolkit.plots.frontier import GREEN_AUC, GREEN_UTILITY, frontier_figure
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -120,6 +120,41 @@ def test_config_plans_plain_strategies_once_and_dp_ones_per_epsilon(tmp_path):
             load_frontier(write(tmp_path, **changes))
 
 
+def test_finished_steps_no_strategy_owns_are_shared_between_the_runs_of_a_size(tmp_path):
+    src, dst = tmp_path / "eps-inf", tmp_path / "eps-8"
+
+    def step(rel, status="done", extra="x"):
+        d = src / rel
+        d.mkdir(parents=True)
+        (d / "step.json").write_text(json.dumps({"status": status, "key": rel}))
+        (d / "out.txt").write_text(extra)
+
+    for rel in ("identifiers_members", "canaries", "rmia_references", "attacks/base", "regurgitation/base",
+                "runs/clm", "attacks/clm", "regurgitation/ppclm", "audit/ppclm_surrogate_dp"):
+        step(rel)
+    step("identifiers_all", status="running")
+    (src / "rmia_references" / "ref-0").mkdir()
+    (src / "rmia_references" / "ref-0" / "step.json").write_text(json.dumps({"status": "done", "key": "inner"}))
+    (dst / "canaries").mkdir(parents=True)  # already there: left as it is
+    copied = share_steps(src, dst, ["clm", "ppclm", "ppclm_surrogate_dp"])
+    assert sorted(copied) == ["attacks/base", "identifiers_members", "regurgitation/base", "rmia_references"]
+    assert (dst / "rmia_references" / "ref-0" / "step.json").is_file() and not (dst / "canaries" / "out.txt").exists()
+    assert not (dst / "runs").exists() and not (dst / "attacks" / "clm").exists()
+    assert not (dst / "identifiers_all").exists() and not (dst / "audit").exists()
+
+
+def test_sizes_option_keeps_the_config_and_refuses_a_size_it_lacks():
+    from toolkit.cli.frontier import with_sizes
+
+    cfg = load_frontier(ROOT / "configs" / "frontier.yaml")
+    one = with_sizes(cfg, "100")
+    assert one.sizes == (100,) and one.epsilons == cfg.epsilons and one.experiment == cfg.experiment
+    with pytest.raises(ToolkitError, match="--sizes '7'"):
+        with_sizes(cfg, "7")
+    with pytest.raises(ToolkitError, match="--sizes"):
+        with_sizes(cfg, "a,b")
+
+
 @pytest.mark.slow
 def test_tiny_frontier_end_to_end(tmp_path):
     from toolkit.cli import main
@@ -146,6 +181,8 @@ def test_tiny_frontier_end_to_end(tmp_path):
     dp = t.set_index("strategy").loc["ppclm_surrogate_dp"]
     assert 0 < dp["accountant_epsilon"] <= 8.0 + 1e-6 and 0 <= dp["attack_auc"] <= 1
     assert dp["heldout_utility_vs_plain"] > 0 and (tmp_path / "out" / "frontier.html").is_file()
-    # the DP run fine-tuned the base the first run built, copied, not pre-trained again
+    # the DP run fine-tuned the base the first run built, and reused its identifier tables: copied in
+    # (share_steps), found current by their keys, not computed again
     manifest = json.loads((tmp_path / "out" / "size-6" / "eps-8" / "manifest.json").read_text())
-    assert {s["name"]: s["status"] for s in manifest["steps"]}["base"] == "prebuilt"
+    statuses = {s["name"]: s["status"] for s in manifest["steps"]}
+    assert statuses["base"] == "cached" and statuses["identifiers_members"] == "cached", statuses

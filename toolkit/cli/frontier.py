@@ -29,17 +29,34 @@ def generated_corpus(out_dir: Path, n_individuals: int, seed: int) -> Path:
     return path
 
 
+def with_sizes(cfg, sizes: str):
+    """``cfg`` restricted to the comma-separated ``--sizes`` (each one of the config's sizes)."""
+    import dataclasses
+
+    from toolkit.errors import ToolkitError
+
+    try:
+        chosen = tuple(sorted({int(x) for x in sizes.split(",") if x.strip()}))
+    except ValueError:
+        chosen = ()
+    if not chosen or set(chosen) - set(cfg.sizes):
+        raise ToolkitError(f"--sizes {sizes!r}: give sizes of {cfg.source} separated by commas "
+                           f"({', '.join(map(str, cfg.sizes))})")
+    return dataclasses.replace(cfg, sizes=chosen)
+
+
 def cmd_frontier(args: argparse.Namespace) -> int:
     from toolkit.pipelines.frontier import best_recipes, load_frontier, run_frontier
     from toolkit.plots.frontier import frontier_figure
     from toolkit.threads import use_cores
 
     use_cores()
-    cfg = load_frontier(args.config)
+    full = load_frontier(args.config)
+    cfg = with_sizes(full, args.sizes) if args.sizes else full
     out = Path(args.out) if args.out else Path("runs") / cfg.name
     corpus = cfg.corpus_path
     if corpus is None:  # four splits of equal size: the largest size's members, non-members, public and test
-        corpus = generated_corpus(out, 4 * max(cfg.sizes), int(cfg.generate_seed or 0))
+        corpus = generated_corpus(out, 4 * max(full.sizes), int(cfg.generate_seed or 0))
     result = run_frontier(cfg, out, corpus_path=corpus, progress=not args.quiet, echo=not args.quiet)
     fig = frontier_figure(result.table)
     fig.write_html(out / "frontier.html", include_plotlyjs=True)
@@ -65,5 +82,8 @@ def register(sub) -> None:
                                    "(held-out utility vs strongest membership attack).")
     s.add_argument("config", help="frontier YAML (configs/frontier.yaml)")
     s.add_argument("--out", help="output directory (default runs/NAME)")
+    s.add_argument("--sizes", help="run only these of the config's sizes (comma-separated, e.g. 100); the corpus is "
+                                   "still generated for the config's largest size, so the runs equal the full "
+                                   "frontier's")
     add_quiet(s, "no progress bars and no line per step: only the table")
     s.set_defaults(func=cmd_frontier)

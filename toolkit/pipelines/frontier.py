@@ -13,8 +13,12 @@ corpus size and ε, all from the config's ``experiment:`` template with a few ke
 Run directories: ``DIR/size-N/eps-inf``, ``DIR/size-N/eps-E``. Every run of the frontier pre-trains no base of its
 own once one exists: the first run's tiny base is copied to ``DIR/bases/<step key>`` and the others name that folder
 as ``model.prebuilt`` (:mod:`toolkit.pipelines.prebuilt`), so every size and ε is fine-tuned from the same base when
-the template fixes ``corpus.n_public`` (the base step's key covers the public split). A finished run is cached as
-any run is: a frontier interrupted and started again resumes where it stopped.
+the template fixes ``corpus.n_public`` (the base step's key covers the public split). The steps of a size that no
+strategy owns (identifiers, canaries, RMIA's reference models, the base model's regurgitation and attacks) are the
+same at every ε: each finite-ε run starts with the finished ones of its size's ε = ∞ run copied in
+(:func:`share_steps`), and the cache rule decides whether they are current (a copied step whose key differs from the
+run's is computed again). A finished run is cached as any run is: a frontier interrupted and started again resumes
+where it stopped.
 
 The table (:func:`frontier_table`, ``DIR/frontier.csv`` / ``frontier.json``): one row per (size, strategy, ε) with
 held-out utility relative to ``clm`` (``mlm`` for masked models) of the same size — the ≥ 0.9× condition of issue
@@ -161,6 +165,29 @@ def experiment_for(cfg: FrontierConfig, size: int, epsilon: float, strategies: l
     if prebuilt is not None:
         raw.setdefault("model", {})["prebuilt"] = str(Path(prebuilt).resolve())
     return experiment_from_dict(raw, source=cfg.source)
+
+
+def share_steps(src: str | Path, dst: str | Path, strategies) -> list[str]:
+    """Copy the finished steps of run directory ``src`` that belong to no strategy (a step directory — one with a
+    ``step.json`` whose status is done — none of whose path parts is one of ``strategies`` or ``runs``) into ``dst``
+    where ``dst`` has nothing at that path yet. Returns the relative paths copied. Safe whatever they hold: a step is
+    reused only when its key is the one the run derives (:func:`toolkit.pipelines.cache.is_current`)."""
+    from toolkit.pipelines.cache import read_step
+
+    src, dst = Path(src), Path(dst)
+    owned = set(strategies) | {"runs"}
+    copied: list[str] = []
+    for step_json in sorted(src.rglob("step.json"), key=lambda p: (len(p.parts), p)):  # outer steps first
+        folder = step_json.parent
+        rel = folder.relative_to(src)
+        if not rel.parts or owned & set(rel.parts) or any(rel.is_relative_to(c) for c in map(Path, copied)):
+            continue
+        info = read_step(folder)
+        if not info or info.get("status") != "done" or (dst / rel).exists():
+            continue
+        shutil.copytree(folder, dst / rel)
+        copied.append(str(rel))
+    return copied
 
 
 def run_dir_name(size: int, epsilon: float) -> str:
@@ -314,8 +341,14 @@ def run_frontier(cfg: FrontierConfig, out_dir: str | Path, *, corpus_path: str |
     bases = out / "bases"
     points: list[FrontierPoint] = []
     runs, seconds = [], {}
+    plain_dirs: dict[int, Path] = {}
+    everything = [s for _, _, chosen in cfg.runs() for s in chosen]
     for size, eps, strategies in cfg.runs():
         run_dir = out / run_dir_name(size, eps)
+        if math.isinf(eps):
+            plain_dirs[size] = run_dir
+        elif size in plain_dirs:
+            share_steps(plain_dirs[size], run_dir, everything)
         t0 = time.perf_counter()
         result = run_experiment(experiment_for(cfg, size, eps, strategies, corpus, prebuilt=bases), run_dir,
                                 progress=progress, echo=echo)
@@ -332,4 +365,5 @@ def run_frontier(cfg: FrontierConfig, out_dir: str | Path, *, corpus_path: str |
 
 
 __all__ = ["COLUMNS", "FrontierConfig", "FrontierPoint", "FrontierResult", "best_recipes", "experiment_for",
-           "frontier_row", "frontier_table", "load_frontier", "points_from_run", "run_dir_name", "run_frontier"]
+           "frontier_row", "frontier_table", "load_frontier", "points_from_run", "run_dir_name", "run_frontier",
+           "share_steps"]
