@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -467,3 +468,15 @@ def test_regurgitation_is_judged_against_the_reference_model():
     assert judged(regurgitation={**reg(30, 1357), "reference": 0.005}).rule == "regurgitation"
     # below 1%: green whatever the reference
     assert judged(regurgitation=reg(10, 1357, base)).level == "green"
+
+
+def test_every_rule_the_verdict_can_name_has_plain_words_in_the_report():
+    import re
+
+    from toolkit.report.verdicts import RULES
+
+    source = (Path(__file__).resolve().parents[1] / "toolkit" / "audit" / "verdict.py").read_text(encoding="utf-8")
+    named = set(re.findall(r'append\(\("([a-z_]+)"', source)) | set(re.findall(r'_pii_rule\("([a-z_]+)"', source))
+    named |= set(re.findall(r'"(canary_exposure[a-z_]*)"', source))
+    assert {"pii_reference_level", "regurgitation_base_level", "pii_inference_category"} <= named
+    assert named - set(RULES) == set()

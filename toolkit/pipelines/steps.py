@@ -37,9 +37,12 @@ def identifiers(corpus: Corpus, out_dir: str | Path, *, exclude: dict[str, list[
     """Identifier analysis of ``corpus`` (methods.md §2) written to ``out_dir``; returned as
     ``load_identifiers`` returns it (the same tables, dtypes included, whether computed now or cached).
 
-    ``exclude`` (``doc_id -> [(start, end), ...]``, e.g. where canaries were inserted) are not identifiers: protected
-    positions and detector spans overlapping them are dropped, and a term all of whose protected occurrences lie
-    there is no longer direct or indirect (the summary's counts follow; ``canaries_excluded`` says how many).
+    ``exclude`` (``doc_id -> [(start, end), ...]``, e.g. where canaries were inserted) is not part of the notes: the
+    analysis runs on the texts with those ranges blanked (each character replaced by a space, so every offset
+    stays), with gold spans overlapping them dropped — for every n, the same individual × term graph as the notes
+    had before the insertion (no word of a canary counts towards any term's individuals, and no n-gram joins a
+    canary's words; tests/test_identifier_step.py compares with the analysis of the notes without canaries).
+    ``summary.json``'s ``canaries_excluded`` says how many ranges and characters were blanked.
 
     The analysis runs on the out-of-core engine (:func:`~toolkit.identifiers.engine.analyze_to_disk`), as
     ``python -m toolkit identifiers`` does: the same tables as the in-memory analysis, memory bounded."""
@@ -47,39 +50,50 @@ def identifiers(corpus: Corpus, out_dir: str | Path, *, exclude: dict[str, list[
     from toolkit.identifiers.engine import analyze_to_disk
     from toolkit.identifiers.storage import save_identifiers
 
-    analyze_to_disk(corpus, out_dir, IdentifierConfig(**config), progress=False)
+    from toolkit.identifiers.storage import run_key, text_sha256
+
+    analyze_to_disk(blank_ranges(corpus, exclude) if exclude else corpus, out_dir, IdentifierConfig(**config),
+                    progress=False)
     res = load_identifiers(out_dir)
     if not exclude:
         return res
     tables = {name: res[name] for name in ("terms", "individuals", "positions", "spans", "documents")}
-    tables["terms"] = tables["terms"].copy()
-
-    def inside(frame: pd.DataFrame) -> np.ndarray:
-        hit = np.zeros(len(frame), dtype=bool)
-        st, en, doc = frame["start"].to_numpy(), frame["end"].to_numpy(), frame["doc_id"].astype(str).to_numpy()
-        for doc_id, ranges in exclude.items():
-            sel = doc == doc_id
-            for a, b in ranges:
-                hit |= sel & (st < b) & (en > a)
-        return hit
-
-    pos = tables["positions"]
-    out = inside(pos)
-    terms = tables["terms"]
-    dropped = pos.loc[out, "term"].astype(str).value_counts()
-    only = (terms["n"] == 1) & (terms["term"].astype(str).map(dropped).fillna(0) >= terms["n_occurrences"])
-    terms.loc[only, ["direct", "indirect"]] = False
-    tables["positions"] = pos[~out].reset_index(drop=True)
-    tables["spans"] = tables["spans"][~inside(tables["spans"])].reset_index(drop=True)
-    kept, uni = tables["positions"], terms[terms["n"] == 1]
-    summary = {**res["summary"], "n_direct_positions": int(kept["direct"].sum()),
-               "n_indirect_positions": int(kept["indirect"].sum()), "n_protected_positions": int(len(kept)),
-               "share_protected_positions": float(len(kept) / max(res["summary"]["n_words"], 1)),
-               "n_I_direct": int(uni["direct"].sum()), "n_I_indirect": int(uni["indirect"].sum()),
-               "n_I": int((uni["direct"] | uni["indirect"]).sum()),
-               "canaries_excluded": {"n_positions": int(out.sum()), "n_terms": int(only.sum())}}
+    # the tables cover the notes as they are (canaries in): training checks its documents against these fingerprints
+    documents = tables["documents"].copy()
+    documents["text_sha256"] = documents["doc_id"].astype(str).map({d.doc_id: text_sha256(d.text) for d in corpus})
+    tables["documents"] = documents
+    ranges = {k: sorted(map(list, v)) for k, v in sorted(exclude.items())}
+    summary = {**res["summary"], "run_key": run_key({"config": res["summary"].get("config"), "excluded": ranges},
+                                                      documents),
+               "canaries_excluded": {"n_ranges": sum(len(v) for v in exclude.values()), "n_documents": len(exclude),
+                                     "n_characters": sum(b - a for v in exclude.values() for a, b in v)}}
     save_identifiers(tables, summary, out_dir)
     return load_identifiers(out_dir)
+
+
+def blank_ranges(corpus: Corpus, exclude: dict[str, list[tuple[int, int]]]) -> Corpus:
+    """``corpus`` with the characters of ``exclude``'s ranges replaced by spaces (offsets unchanged) and the gold
+    spans overlapping them dropped. A document id that is not in ``corpus`` is a :class:`ToolkitError`."""
+    import dataclasses
+
+    from toolkit.errors import ToolkitError
+
+    ids = {d.doc_id for d in corpus}
+    missing = [k for k in exclude if k not in ids]
+    if missing:
+        raise ToolkitError(f"ranges to exclude name {len(missing)} document(s) not in the corpus")
+    docs = []
+    for d in corpus:
+        ranges = exclude.get(d.doc_id)
+        if not ranges:
+            docs.append(d)
+            continue
+        chars = list(d.text)
+        for a, b in ranges:
+            chars[max(a, 0):b] = " " * (min(b, len(chars)) - max(a, 0))
+        spans = tuple(s for s in d.spans if not any(s.start < b and s.end > a for a, b in ranges))
+        docs.append(dataclasses.replace(d, text="".join(chars), spans=spans))
+    return Corpus(docs, source=corpus.source)
 
 
 def audit_checkpoint(checkpoint: str | Path, members: Corpus, nonmembers: Corpus, ids_train: dict, ids_all: dict, *,
