@@ -15,10 +15,11 @@ from _experiment_fixtures import TINY, write_config
 
 from toolkit.config.experiment import load_experiment, resolved_settings
 from toolkit.errors import ToolkitError
-from toolkit.pipelines.cache import StepCache, is_current, step_key
+from toolkit.pipelines.cache import StepCache, is_current
 from toolkit.pipelines.lm_experiment import base_step, load_data, tiny_base_inputs
 from toolkit.pipelines.manifest import Manifest
 from toolkit.pipelines.prebuilt import build_prebuilt
+from toolkit.pipelines.registry import key as step_key
 from toolkit.training import corpus_fingerprint
 
 ROOT = Path(__file__).resolve().parents[1]

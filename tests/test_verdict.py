@@ -480,3 +480,12 @@ def test_every_rule_the_verdict_can_name_has_plain_words_in_the_report():
     named |= set(re.findall(r'"(canary_exposure[a-z_]*)"', source))
     assert {"pii_reference_level", "regurgitation_base_level", "pii_inference_category"} <= named
     assert named - set(RULES) == set()
+
+
+def test_binomial_p_value_against_a_hand_count():
+    """P(X ≥ 2 | 3, ½) = (3 + 1) / 8 = 0.5; P(X ≥ 3 | 3, ½) = 1/8; no hit: 1; rate 0 with a hit: 0."""
+    from toolkit.metrics.significance import binomial_p_value
+
+    assert binomial_p_value(2 / 3, 3, 0.5) == pytest.approx(0.5, abs=1e-12)
+    assert binomial_p_value(1.0, 3, 0.5) == pytest.approx(0.125, abs=1e-12)
+    assert binomial_p_value(0.0, 3, 0.5) == 1.0 and binomial_p_value(1 / 3, 3, 0.0) == 0.0

@@ -3,12 +3,15 @@
 
 Both pick the probe from the checkpoint's architecture, as
 :func:`toolkit.pipelines.steps.audit_checkpoint` does: fill-mask (:func:`toolkit.audit.probe_masked`) for a masked LM,
-teacher-forced next-word (:func:`toolkit.audit.probe_causal`) for a causal LM.
+teacher-forced next-word (:func:`toolkit.audit.probe_causal`) for a causal LM. Each is a cached step of the step
+registry (``probe``, ``mia``: :mod:`toolkit.pipelines.registry`) in its ``--out`` folder: called again with the same
+checkpoint, documents, identifiers and settings it loads what it wrote instead of probing again.
 """
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from toolkit.cli.common import add_quiet, add_reading_options, csv_list, load_args_corpus, load_corpus_split
 
@@ -36,24 +39,60 @@ def _probe(args: argparse.Namespace, corpus, ids):
                             batch_size=args.batch_size, seed=args.seed, progress=not args.quiet)
 
 
+def _settings(args: argparse.Namespace) -> dict:
+    """What both commands' keys share: the checkpoint as named and its fingerprint, the identifier folder (the
+    SHA-256 of its manifest, which lists the SHA-256 of each of its files), window, batch size, seed."""
+    from toolkit.identifiers.storage import MANIFEST
+    from toolkit.training.provenance import file_sha256, model_fingerprint
+
+    model = Path(args.checkpoint)
+    return {"checkpoint": str(args.checkpoint), "model": model_fingerprint(model) if model.is_dir() else str(model),
+            "identifiers": file_sha256(Path(args.identifiers) / MANIFEST), "max_length": args.max_length,
+            "batch_size": args.batch_size, "seed": args.seed}
+
+
+def _cached(command: str, out, inputs, compute, load, written: tuple[str, ...]):
+    """Run the registry's step ``command`` in ``out`` (the one cache rule: the same inputs load what an earlier call
+    wrote). A folder holding files the command did not write is refused: a stale output folder is replaced whole."""
+    from toolkit.errors import ToolkitError
+    from toolkit.pipelines.registry import run_step
+
+    out = Path(out)
+    foreign = [p for p in out.iterdir() if p.name not in (*written, "step.json")] if out.is_dir() else \
+        [out] if out.exists() else []
+    if foreign:
+        raise ToolkitError(f"{out}: holds {len(foreign)} files that `toolkit {command}` did not write; give a new "
+                           "or empty --out folder")
+    return run_step(None, command, inputs, compute, load, out_dir=out)  # under the command line's umask 077
+
+
 def cmd_probe(args: argparse.Namespace) -> int:
     from toolkit.audit.evaluate import corpus_word_types, evaluate_predictions
     from toolkit.identifiers import load_identifiers
-    from toolkit.io import atomic_write_json, atomic_write_parquet, make_private_dir
+    from toolkit.io import atomic_write_json, atomic_write_parquet
+    from toolkit.pipelines.registry import ProbeInputs
+    from toolkit.results.layout import read_json
+    from toolkit.training import corpus_fingerprint
 
-    ids = load_identifiers(args.identifiers)
-    preds = _probe(args, load_args_corpus(args), ids)
-    base_vocab = None
-    if args.base_corpus:
-        base_vocab = corpus_word_types(load_corpus_split(args.base_corpus, args.base_split))
-    report = evaluate_predictions(preds, ids, base_vocabulary=base_vocab)
-    report["checkpoint"] = str(args.checkpoint)
-    if preds.attrs.get("token_accuracy") is not None:
-        report["token_accuracy"] = float(preds.attrs["token_accuracy"])
-    out = make_private_dir(args.out)
-    atomic_write_json(report, out / "metrics.json")
-    atomic_write_parquet(preds.drop(columns=["top_k"]).assign(top_k=preds["top_k"].map(list)),
-                         out / "predictions.parquet")
+    ids, out = load_identifiers(args.identifiers), Path(args.out)
+    corpus = load_args_corpus(args)
+    base = load_corpus_split(args.base_corpus, args.base_split) if args.base_corpus else None
+    inputs = ProbeInputs(**_settings(args), documents=corpus_fingerprint(corpus),
+                         base_vocabulary=corpus_fingerprint(base) if base is not None else None)
+
+    def compute() -> dict:
+        preds = _probe(args, corpus, ids)
+        report = evaluate_predictions(preds, ids, base_vocabulary=corpus_word_types(base) if base is not None else None)
+        report["checkpoint"] = str(args.checkpoint)
+        if preds.attrs.get("token_accuracy") is not None:
+            report["token_accuracy"] = float(preds.attrs["token_accuracy"])
+        atomic_write_json(report, out / "metrics.json")
+        atomic_write_parquet(preds.drop(columns=["top_k"]).assign(top_k=preds["top_k"].map(list)),
+                             out / "predictions.parquet")
+        return report
+
+    report = _cached("probe", out, inputs, compute, lambda: read_json(out / "metrics.json"),
+                     ("metrics.json", "predictions.parquet"))
     print(f"utility {report['utility']:.3f}  privacy {report['privacy']:.3f}  direct {report['direct_privacy']:.3f}  "
           f"indirect {report['indirect_privacy']:.3f}  leaked {report['n_leaked']}/{report['n_identifiers']}")
     return 0
@@ -62,21 +101,32 @@ def cmd_probe(args: argparse.Namespace) -> int:
 def cmd_mia(args: argparse.Namespace) -> int:
     from toolkit.audit.evaluate import membership_report, membership_scores
     from toolkit.identifiers import load_identifiers
-    from toolkit.io import atomic_write_json, atomic_write_parquet, make_private_dir
+    from toolkit.io import atomic_write_json, atomic_write_parquet
+    from toolkit.pipelines.registry import MiaInputs
+    from toolkit.results.layout import read_json
+    from toolkit.training import corpus_fingerprint
 
-    ids = load_identifiers(args.identifiers)
+    ids, out = load_identifiers(args.identifiers), Path(args.out)
     corpus = load_args_corpus(args)
-    members = set(corpus.filter(split=csv_list(args.members)).person_ids)
-    nonmembers = set(corpus.filter(split=csv_list(args.nonmembers)).person_ids)
+    member_docs, nonmember_docs = corpus.filter(split=csv_list(args.members)), \
+        corpus.filter(split=csv_list(args.nonmembers))
+    members, nonmembers = set(member_docs.person_ids), set(nonmember_docs.person_ids)
     corpus = corpus.filter(person_ids=members | nonmembers)
-    scores = membership_scores(_probe(args, corpus, ids), ids, corpus)
-    report = membership_report(scores, members, nonmembers, n_bootstrap=args.bootstrap, seed=args.seed)
-    report["checkpoint"] = str(args.checkpoint)
-    out = make_private_dir(args.out)
-    atomic_write_json(report, out / "roc.json")
-    frame = scores.rename("score").rename_axis("person_id").reset_index()
-    frame["member"] = frame["person_id"].isin(members)
-    atomic_write_parquet(frame, out / "scores.parquet")
+    inputs = MiaInputs(**_settings(args), members=corpus_fingerprint(member_docs),
+                       nonmembers=corpus_fingerprint(nonmember_docs), n_bootstrap=args.bootstrap)
+
+    def compute() -> dict:
+        scores = membership_scores(_probe(args, corpus, ids), ids, corpus)
+        report = membership_report(scores, members, nonmembers, n_bootstrap=args.bootstrap, seed=args.seed)
+        report["checkpoint"] = str(args.checkpoint)
+        atomic_write_json(report, out / "roc.json")
+        frame = scores.rename("score").rename_axis("person_id").reset_index()
+        frame["member"] = frame["person_id"].isin(members)
+        atomic_write_parquet(frame, out / "scores.parquet")
+        return report
+
+    report = _cached("mia", out, inputs, compute, lambda: read_json(out / "roc.json"),
+                     ("roc.json", "scores.parquet"))
     tprs = ", ".join(f"{k}: {'n/r' if v is None else f'{v:.3f}'}" for k, v in report["tpr_at_fpr"].items())
     print(f"AUC {report['auc']:.3f} [{report['auc_ci'][0]:.3f}, {report['auc_ci'][1]:.3f}]; TPR at FPR {tprs}")
     return 0

@@ -20,7 +20,6 @@ reference models.
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +34,7 @@ def run_canaries(cfg, data: dict[str, Any], cache, run_dir: Path) -> tuple[pd.Da
     ``(None, None)`` without canaries."""
     from toolkit.audit.attacks import canaries_into_corpus
     from toolkit.io import atomic_write_parquet
+    from toolkit.pipelines.registry import CanariesInputs, key, run_step
     from toolkit.results.layout import RunLayout
     from toolkit.training import corpus_fingerprint
 
@@ -47,7 +47,7 @@ def run_canaries(cfg, data: dict[str, Any], cache, run_dir: Path) -> tuple[pd.Da
     except ValueError as exc:
         raise ToolkitError(f"{cfg.source or '<config>'}: training.canaries: {exc} (the members have "
                            f"{len(members)} documents)") from None
-    inputs = {"canaries": asdict(spec), "seed": cfg.seed, "members": corpus_fingerprint(members)}
+    inputs = CanariesInputs(spec, cfg.seed, corpus_fingerprint(members))
     layout = RunLayout(run_dir)
     d = layout.canaries
 
@@ -55,8 +55,8 @@ def run_canaries(cfg, data: dict[str, Any], cache, run_dir: Path) -> tuple[pd.Da
         atomic_write_parquet(table, layout.canary_table)
         return table
 
-    cache.run("canaries", d, inputs, save, lambda: table, check="canaries.parquet")
-    return insert_one_run_canaries(cfg, data, table), cache.key("canaries", inputs)
+    run_step(cache, "canaries", inputs, save, lambda: table, out_dir=d)
+    return insert_one_run_canaries(cfg, data, table), key("canaries", inputs)
 
 
 def one_run_canary_count(cfg, members) -> int:
@@ -100,6 +100,7 @@ def run_attacks(cfg, cache, run_dir: Path, *, data: dict[str, Any], tables: dict
     from toolkit.corpus import Corpus
     from toolkit.pipelines import steps
     from toolkit.pipelines.cache import read_step
+    from toolkit.pipelines.registry import AttacksInputs, run_step
     from toolkit.results.layout import RunLayout
     from toolkit.pipelines.reference_models import rmia_inputs, run_reference_models
 
@@ -137,15 +138,16 @@ def run_attacks(cfg, cache, run_dir: Path, *, data: dict[str, Any], tables: dict
         base_reg = regurgitation.get("base") if name != "base" else None
         if reg is not None:  # judged against the base model's regurgitation where it was measured (verdict rule)
             reg = {**reg, "reference": base_reg}
-        inputs = {"model": key, "epoch": epoch, "reference": base_key if ref is not None else None,
-                  "audit": (read_step(layout.audit(name, epoch)) or {}).get("key"),
-                  "regurgitation": (read_step(layout.regurgitation(name)) or {}).get("key") if reg else None,
-                  "regurgitation_reference": (read_step(layout.regurgitation("base")) or {}).get("key")
-                  if reg and base_reg else None,
-                  "identifiers_members": identifier_keys["members"], "identifiers_all": identifier_keys["all"],
-                  "members": fingerprints["members"], "nonmembers": fingerprints["nonmembers"],
-                  "canaries": canary_key, "attacks": asdict(opts), "n_bootstrap": cfg.audit.n_bootstrap,
-                  "seed": cfg.seed, "rmia_references": refs.key if refs is not None else None}
+        inputs = AttacksInputs(
+            model=key, epoch=epoch, reference=base_key if ref is not None else None,
+            audit=(read_step(layout.audit(name, epoch)) or {}).get("key"),
+            regurgitation=(read_step(layout.regurgitation(name)) or {}).get("key") if reg else None,
+            regurgitation_reference=(read_step(layout.regurgitation("base")) or {}).get("key")
+            if reg and base_reg else None,
+            identifiers_members=identifier_keys["members"], identifiers_all=identifier_keys["all"],
+            members=fingerprints["members"], nonmembers=fingerprints["nonmembers"], canaries=canary_key,
+            attacks=opts, n_bootstrap=cfg.audit.n_bootstrap, seed=cfg.seed,
+            rmia_references=refs.key if refs is not None else None)
 
         def attack(path=path, ref=ref, d=d, audit=audit, reg=reg):
             counts = membership_scores(audit["mia_predictions"], tables["all"], both)
@@ -157,8 +159,8 @@ def run_attacks(cfg, cache, run_dir: Path, *, data: dict[str, Any], tables: dict
                                       n_bootstrap=cfg.audit.n_bootstrap, seed=cfg.seed, rmia=rmia(), one_run=one,
                                       progress=progress)
 
-        out[(name, epoch)] = cache.run(layout.step("attacks", name, epoch), d, inputs, attack,
-                                       lambda d=d: steps.load_attacks(d), check="verdict.json")
+        out[(name, epoch)] = run_step(cache, "attacks", inputs, attack, lambda d=d: steps.load_attacks(d), out_dir=d,
+                                      name=layout.step("attacks", name, epoch))
     return out
 
 

@@ -47,7 +47,7 @@ import re
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -165,6 +165,7 @@ def _identifier_plan(identifiers, detector, k, n, members: Corpus, nonmembers: C
     ``{step name: (inputs, documents, settings)}``."""
     from toolkit.identifiers import IdentifierConfig, load_identifiers
     from toolkit.identifiers.storage import check_coverage
+    from toolkit.pipelines.registry import IdentifiersInputs, identifier_settings
     from toolkit.training import corpus_fingerprint
 
     if isinstance(identifiers, (str, Path)):
@@ -178,8 +179,9 @@ def _identifier_plan(identifiers, detector, k, n, members: Corpus, nonmembers: C
     else:
         raise ToolkitError("name the identifiers: a folder made by `python -m toolkit identifiers`, or a detector "
                            "(with k and n) to analyse the audited documents")
-    id_cfg = {**asdict(cfg), "spacy_labels": list(cfg.spacy_labels)}
-    return None, {f"identifiers_{part}": ({"identifiers": id_cfg, "documents": corpus_fingerprint(docs)}, docs, id_cfg)
+    id_cfg = identifier_settings(cfg)
+    return None, {f"identifiers_{part}": (IdentifiersInputs.of(id_cfg, corpus_fingerprint(docs),
+                                                               with_cache_location=True), docs, id_cfg)
                   for part, docs in (("members", members), ("all", Corpus(list(members) + list(nonmembers))))}
 
 
@@ -260,7 +262,6 @@ def audit_models(models: str | Path | Sequence[str | Path], corpus, *, members, 
 
     from toolkit.corpus import load_corpus
     from toolkit.io import make_private_dir
-    from toolkit.pipelines.cache import cached_step
     from toolkit.pipelines.lock import run_lock
 
     models = [models] if isinstance(models, (str, Path)) else list(models)
@@ -290,7 +291,7 @@ def audit_models(models: str | Path | Sequence[str | Path], corpus, *, members, 
         return _audit(models, out, mem, non, reference=reference, identifiers=identifiers, detector=detector, k=k,
                       n=n, dtype=dtype, device_map=device_map, window=window, seed=seed, progress=progress,
                       options=options, public=public, n_bootstrap=n_bootstrap, batch_size=batch_size,
-                      run=cache.run if cache is not None else cached_step, standalone=cache is None,
+                      cache=cache, standalone=cache is None,
                       report=report, hashed=hash_predictions, echo=echo and cache is None, on_verdicts=on_verdicts)
 
 
@@ -304,7 +305,7 @@ def _say(text: str, *, err: bool = False) -> None:
 
 
 def _audit(models, out: Path, mem: Corpus, non: Corpus, *, reference, identifiers, detector, k, n, dtype, device_map,
-           window, seed, progress, options, public, n_bootstrap, batch_size, run, standalone, report, hashed, echo,
+           window, seed, progress, options, public, n_bootstrap, batch_size, cache, standalone, report, hashed, echo,
            on_verdicts) -> AuditResult:
     """:func:`audit_models` once the folder is locked and the documents chosen: plan every step (keys), remove what
     is stale, run the steps, report the verdicts, write the top-level files."""
@@ -317,25 +318,25 @@ def _audit(models, out: Path, mem: Corpus, non: Corpus, *, reference, identifier
     from toolkit.pipelines import steps
     from toolkit.pipelines.audit_outputs import (hash_predictions, hashed_membership_scores, position_limit,
                                                  remove_stale)
-    from toolkit.pipelines.cache import is_current, step_key
+    from toolkit.pipelines.registry import AttacksInputs, AuditInputs, ProbeSettings, current, key, run_step
     from toolkit.training.provenance import model_fingerprint
     from toolkit.training import corpus_fingerprint
 
-    def step(name: str, what: str, d: Path, inputs: dict, compute, load, check: str):
-        current = echo and is_current(d, step_key(name, inputs), check)
+    def step(kind: str, name: str, what: str, d: Path, inputs, compute, load):
+        up_to_date = echo and current(kind, d, inputs, name)
         if echo:
-            _say(f"[audit] {what}: up to date (cached)" if current else f"[audit] {what} ...")
+            _say(f"[audit] {what}: up to date (cached)" if up_to_date else f"[audit] {what} ...")
         t0 = time.perf_counter()
         with writing(d, within=out):
-            result = run(name, d, inputs, compute, load, check=check)
-        if echo and not current:
+            result = run_step(cache, kind, inputs, compute, load, out_dir=d, name=name)
+        if echo and not up_to_date:
             _say(f"[audit] {what}: done in {time.perf_counter() - t0:.1f} s")
         return result
 
     # --- plan: every step's inputs and key, before anything is written
     both = Corpus(list(mem) + list(non))
     given, analyses = _identifier_plan(identifiers, detector, k, n, mem, non)
-    keys = {name: step_key(name, inputs) for name, (inputs, _, _) in analyses.items()}
+    keys = {name: key("identifiers", inputs, name) for name, (inputs, _, _) in analyses.items()}
     key_m = given["summary"]["run_key"] if given is not None else keys["identifiers_members"]
     key_a = given["summary"]["run_key"] if given is not None else keys["identifiers_all"]
     hash_key = run_key(out) if hashed else None
@@ -363,20 +364,19 @@ def _audit(models, out: Path, mem: Corpus, non: Corpus, *, reference, identifier
         if opts.window != options.window or probe_window != window:
             _say(f"[audit] {label}: window {max(window, options.window)} tokens is more than the model's {limit} "
                  f"positions: the audit uses {limit} tokens (attacks.json records both)", err=True)
-        audit_inputs = {"model": fingerprint(src), **data,
-                        "audit": {"max_length": probe_window, "n_bootstrap": n_bootstrap, "batch_size": batch_size,
-                                  "seed": seed, "base_vocabulary": corpus_fingerprint(public) if public is not None
-                                  else None}}
+        probe = ProbeSettings(max_length=probe_window, n_bootstrap=n_bootstrap, batch_size=batch_size, seed=seed,
+                              base_vocabulary=corpus_fingerprint(public) if public is not None else None)
+        audit_inputs = AuditInputs(model=fingerprint(src), **data, audit=probe)
         audit_step, attack_step = layout.step("audit", label), layout.step("attacks", label)
-        keys[audit_step] = step_key(audit_step, audit_inputs)
-        inputs = {"model": audit_inputs["model"], "reference": fingerprint(ref) if ref else None, **data,
-                  "audit": keys[audit_step], "attacks": asdict(opts), "n_bootstrap": n_bootstrap, "seed": seed}
-        keys[attack_step] = step_key(attack_step, inputs)
+        keys[audit_step] = key("audit", audit_inputs, audit_step)
+        inputs = AttacksInputs(model=audit_inputs.model, reference=fingerprint(ref) if ref else None, **data,
+                               audit=keys[audit_step], attacks=opts, n_bootstrap=n_bootstrap, seed=seed)
+        keys[attack_step] = key("attacks", inputs, attack_step)
         pll = getattr(opts, "pll_positions", None)
         settings = {"window": opts.window, "window_requested": options.window, "n_bootstrap": n_bootstrap,
                     "auc_ci_method": method, "pll_positions": "all" if pll is None else pll,
                     "pll_copies": getattr(opts, "pll_copies", None) or "all"}
-        plans.append((label, src, ref, probe_window, opts, audit_inputs, inputs, settings))
+        plans.append((label, src, ref, opts, audit_inputs, inputs, settings))
     if standalone:
         removed = remove_stale(out, keys, keep=(identifiers,) if isinstance(identifiers, (str, Path)) else ())
         if echo and removed:
@@ -384,23 +384,22 @@ def _audit(models, out: Path, mem: Corpus, non: Corpus, *, reference, identifier
 
     # --- run
     ids_m, ids_a = (given, given) if given is not None else [
-        step(name, WHAT[name], d, inputs, lambda d=d, docs=docs, cfg=cfg: steps.identifiers(docs, d, **cfg),
-             lambda d=d: load_identifiers(d), "summary.json")
+        step("identifiers", name, WHAT[name], d, inputs,
+             lambda d=d, docs=docs, cfg=cfg: steps.identifiers(docs, d, **cfg), lambda d=d: load_identifiers(d))
         for name, (inputs, docs, cfg) in analyses.items()
         for d in [layout.identifiers(name.removeprefix("identifiers_"))]]
     vocab = corpus_word_types(public) if public is not None else None
-    for label, src, ref, probe_window, opts, audit_inputs, inputs, settings in plans:
-        probe_kw = {"batch_size": batch_size, "seed": seed}
+    for label, src, ref, opts, audit_inputs, inputs, settings in plans:
+        probe_kw = audit_inputs.audit.options()  # the keyed settings, seed included, as `toolkit run` passes them
         if device_map is None and torch.cuda.is_available():
             probe_kw["device"] = "cuda"
         d_audit = layout.audit(label)
         redact = (lambda frame: hash_predictions(frame, hash_key)) if hash_key is not None else None
-        audit = step(layout.step("audit", label), f"{label}: §4 probe (privacy, utility, count attack)", d_audit, audit_inputs,
-                     lambda src=src, d=d_audit, w=probe_window: steps.audit_checkpoint(
-                         src, mem, non, ids_m, ids_a, out_dir=d, base_vocabulary=vocab, max_length=w,
-                         n_bootstrap=n_bootstrap, progress=progress, dtype=dtype, device_map=device_map,
-                         redact=redact, **probe_kw),
-                     lambda d=d_audit: steps.load_audit(d), "metrics.json")
+        audit = step("audit", layout.step("audit", label), f"{label}: §4 probe (privacy, utility, count attack)",
+                     d_audit, audit_inputs, lambda src=src, d=d_audit, kw=probe_kw: steps.audit_checkpoint(
+                         src, mem, non, ids_m, ids_a, out_dir=d, base_vocabulary=vocab, progress=progress,
+                         dtype=dtype, device_map=device_map, redact=redact, **kw),
+                     lambda d=d_audit: steps.load_audit(d))
         result.audits[label] = audit
         d = layout.attacks(label)
 
@@ -423,8 +422,8 @@ def _audit(models, out: Path, mem: Corpus, non: Corpus, *, reference, identifier
                 atomic_write_json(merged, d / "attacks.json")
             return {**res, "attacks": merged}
 
-        result.attacks[label] = step(layout.step("attacks", label), f"{label}: membership battery, PII inference, memorisation",
-                                     d, inputs, attack, load, "verdict.json")
+        result.attacks[label] = step("attacks", layout.step("attacks", label),
+                                     f"{label}: membership battery, PII inference, memorisation", d, inputs, attack, load)
     if on_verdicts is not None:
         on_verdicts(result)
     result.save(report=report)

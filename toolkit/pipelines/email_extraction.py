@@ -21,7 +21,6 @@ These files hold identifiers (the run folder is created owner-only); nothing her
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -132,7 +131,7 @@ def ensure_email_base(out_dir: str | Path, public_corpus: Corpus | None, email, 
     callers (notebook 04) build it with ``toolkit.samples.email.public_email_corpus(email.public_documents)``
     (``None`` is accepted when the profile names a model). The tiny base is a cached step
     (:mod:`toolkit.pipelines.cache`) keyed by its architecture, schedule and the public corpus' fingerprint."""
-    from toolkit.pipelines.cache import cached_step
+    from toolkit.pipelines.registry import BaseInputs, run_step
     from toolkit.training import build_base, corpus_fingerprint
 
     spec = email.base or profile.base.get("clm")
@@ -144,11 +143,10 @@ def ensure_email_base(out_dir: str | Path, public_corpus: Corpus | None, email, 
     if public_corpus is None or len(public_corpus) == 0:
         raise ToolkitError(f"{out}: the tiny e-mail base is pre-trained on a public corpus, but none (or an empty "
                            "one) was given")
-    inputs = {"architecture": asdict(spec), "pretrain": asdict(email.pretrain),
-              "public": corpus_fingerprint(public_corpus)}
+    inputs = BaseInputs.pretrained(spec, email.pretrain, corpus_fingerprint(public_corpus))
     with private_umask():  # the Trainer's own files owner-only too
-        cached_step("base", out, inputs, lambda: build_base(public_corpus, out, "clm", tiny=spec, config=email.pretrain,
-                                                             progress=progress), check="config.json")
+        run_step(None, "base", inputs, lambda: build_base(public_corpus, out, "clm", tiny=spec, config=email.pretrain,
+                                                          progress=progress), out_dir=out)
     return out
 
 

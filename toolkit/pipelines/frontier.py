@@ -33,19 +33,16 @@ import json
 import math
 import shutil
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 import yaml
 
 from toolkit.errors import ToolkitError
+from toolkit.results.frontier import (COLUMNS, FrontierPoint, FrontierResult, best_recipes, frontier_row,
+                                      frontier_table)
 
-#: the columns of the frontier table, in order
-COLUMNS = ("size", "strategy", "epsilon", "dp", "epoch", "heldout_utility", "heldout_utility_vs_plain", "utility",
-           "utility_vs_plain", "strongest_attack", "attack_auc", "attack_tpr_at_1pct_fpr", "pii_top1", "pii_chance",
-           "canary_max_exposure", "empirical_epsilon", "accountant_epsilon", "verdict", "run_dir")
 _KEYS = {"name", "description", "sizes", "epsilons", "strategies", "corpus", "experiment"}
 
 
@@ -194,27 +191,6 @@ def run_dir_name(size: int, epsilon: float) -> str:
     return f"size-{size}/eps-{'inf' if math.isinf(epsilon) else f'{epsilon:g}'}"
 
 
-# -- the table -----------------------------------------------------------------------------------------------------
-
-@dataclass
-class FrontierPoint:
-    """One audited model of the frontier: the figures the table reads, as the run wrote them (``battery``:
-    ``attacks.json``; ``identifiers``: ``identifiers.json``; ``verdict``: ``verdict.json``; ``dp``: the ``"dp"``
-    block of the training's ``run.json``, None without DP)."""
-
-    size: int
-    epsilon: float
-    strategy: str
-    epoch: int
-    utility: float | None
-    heldout_utility: float | None
-    battery: dict[str, Any] = field(default_factory=dict)
-    identifiers: dict[str, Any] = field(default_factory=dict)
-    verdict: dict[str, Any] = field(default_factory=dict)
-    dp: dict[str, Any] | None = None
-    run_dir: str = ""
-
-
 def points_from_run(size: int, epsilon: float, result) -> list[FrontierPoint]:
     """The trained models of one :class:`~toolkit.pipelines.lm_experiment.RunResult` (last checkpoints)."""
     out = []
@@ -229,101 +205,6 @@ def points_from_run(size: int, epsilon: float, result) -> list[FrontierPoint]:
                                  battery=att.get("attacks") or {}, identifiers=att.get("identifiers") or {},
                                  verdict=att.get("verdict") or {}, dp=dp, run_dir=str(result.run_dir)))
     return out
-
-
-def _num(v) -> float | None:
-    return None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v)
-
-
-def _one_run(p: FrontierPoint) -> dict[str, Any]:
-    """The one-run audit's block (``epsilon_lower_bound`` …) wherever the run wrote it, else {}."""
-    for where in (p.battery, p.identifiers, p.verdict):
-        found = where.get("one_run") if isinstance(where, dict) else None
-        if isinstance(found, dict):
-            return found
-    return {}
-
-
-def frontier_row(p: FrontierPoint) -> dict[str, Any]:
-    """The table's figures of one model (the ratios to plain fine-tuning are :func:`frontier_table`'s)."""
-    attacks = p.battery.get("attacks") or {}
-    best = p.battery.get("strongest") or (max(attacks, key=lambda a: attacks[a].get("auc") or 0) if attacks else None)
-    tprs = [_num((a.get("tpr_at_fpr") or {}).get("0.01")) for a in attacks.values()]
-    tprs = [t for t in tprs if t is not None]
-    pii = (p.identifiers.get("pii_inference") or {}).get("overall") or {}
-    by_repeats = (p.identifiers.get("canaries") or {}).get("by_repeats") or {}
-    exposures = [_num(v.get("max")) for v in by_repeats.values()]
-    exposures = [e for e in exposures if e is not None]
-    one = _one_run(p)
-    return {"size": p.size, "strategy": p.strategy, "epsilon": p.epsilon, "dp": p.dp is not None, "epoch": p.epoch,
-            "heldout_utility": _num(p.heldout_utility), "utility": _num(p.utility), "strongest_attack": best,
-            "attack_auc": _num(attacks[best].get("auc")) if best in attacks else None,
-            "attack_tpr_at_1pct_fpr": max(tprs) if tprs else None,
-            "pii_top1": _num(pii.get("top1")), "pii_chance": _num(pii.get("chance")),
-            "canary_max_exposure": max(exposures) if exposures else None,
-            "empirical_epsilon": _num(one.get("epsilon_lower_bound")),
-            "accountant_epsilon": _num((p.dp or {}).get("spent_epsilon")),
-            "verdict": p.verdict.get("level"), "run_dir": p.run_dir}
-
-
-def frontier_table(points: list[FrontierPoint], plain: str = "clm") -> pd.DataFrame:
-    """One row per model (columns :data:`COLUMNS`), sorted by size, strategy, ε; ``*_vs_plain``: the model's
-    utility divided by that of ``plain`` (``clm`` / ``mlm``) at the same size (None where ``plain`` is missing)."""
-    rows = [frontier_row(p) for p in points]
-    table = pd.DataFrame(rows, columns=[c for c in COLUMNS if c not in ("heldout_utility_vs_plain",
-                                                                         "utility_vs_plain")])
-    for col in ("heldout_utility", "utility"):
-        ref = {r["size"]: r[col] for r in rows if r["strategy"] == plain and r[col]}
-        table[f"{col}_vs_plain"] = [r[col] / ref[r["size"]] if r[col] is not None and r["size"] in ref else None
-                                    for r in rows]
-    if not len(table):
-        return table.reindex(columns=list(COLUMNS))
-    return table[list(COLUMNS)].sort_values(["size", "strategy", "epsilon"], ignore_index=True)
-
-
-def best_recipes(table: pd.DataFrame, *, min_utility: float = 0.9) -> dict[int, dict[str, Any]]:
-    """Per size, the green model with the highest held-out utility ratio reaching ``min_utility`` (``found``), else
-    the model closest to it: the green one with the highest ratio, or, without a green, the one whose strongest
-    attack has the lowest AUC (``found: False``)."""
-    out = {}
-    for size, g in table.groupby("size"):
-        green = g[g["verdict"] == "green"]
-        ok = green[green["heldout_utility_vs_plain"].fillna(0) >= min_utility]
-        if len(ok):
-            r, found = ok.sort_values("heldout_utility_vs_plain", ascending=False).iloc[0], True
-        elif len(green):
-            r, found = green.sort_values("heldout_utility_vs_plain", ascending=False).iloc[0], False
-        else:
-            r, found = g.sort_values("attack_auc").iloc[0], False
-        out[int(size)] = {"found": found, "strategy": r["strategy"], "epsilon": float(r["epsilon"]),
-                          "heldout_utility_vs_plain": _num(r["heldout_utility_vs_plain"]),
-                          "attack_auc": _num(r["attack_auc"]), "verdict": r["verdict"]}
-    return out
-
-
-@dataclass
-class FrontierResult:
-    """What :func:`run_frontier` returns: the table, the run directory of every (size, ε), the seconds each took."""
-
-    table: pd.DataFrame
-    runs: list[tuple[int, float, Path]]
-    seconds: dict[str, float]
-    plain: str = "clm"
-
-    def save(self, out_dir: str | Path) -> dict[str, Path]:
-        """``frontier.csv`` and ``frontier.json`` (records, ε = ∞ written as null, with the best recipe per size
-        and the seconds of every run) into ``out_dir``."""
-        from toolkit.io import atomic_write_json, atomic_write_text
-
-        out = Path(out_dir)
-        records = json.loads(self.table.to_json(orient="records"))  # NaN → null
-        for r, eps in zip(records, self.table["epsilon"]):
-            r["epsilon"] = None if math.isinf(eps) else float(eps)
-        best = best_recipes(self.table) if len(self.table) else {}
-        return {"csv": atomic_write_text(self.table.to_csv(index=False), out / "frontier.csv"),
-                "json": atomic_write_json({"plain": self.plain, "rows": records,
-                                           "best": {str(k): v for k, v in best.items()},
-                                           "seconds": self.seconds}, out / "frontier.json")}
 
 
 def run_frontier(cfg: FrontierConfig, out_dir: str | Path, *, corpus_path: str | Path | None = None,

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -122,11 +122,12 @@ def _distributed_state():
     return PartialState(cpu=not torch.cuda.is_available())
 
 
-def tiny_base_inputs(settings: dict[str, Any], public_fingerprint: Any) -> dict[str, Any]:
-    """The inputs of the ``base`` step of a tiny base (its cache key is their hash): architecture, pre-training
-    schedule and the public split's fingerprint."""
-    return {"architecture": asdict(settings["base"]), "pretrain": asdict(settings["pretrain"]),
-            "public": public_fingerprint}
+def tiny_base_inputs(settings: dict[str, Any], public_fingerprint: Any):
+    """The inputs of the ``base`` step of a tiny base (:class:`~toolkit.pipelines.registry.BaseInputs`: architecture,
+    pre-training schedule and the public split's fingerprint)."""
+    from toolkit.pipelines.registry import BaseInputs
+
+    return BaseInputs.pretrained(settings["base"], settings["pretrain"], public_fingerprint)
 
 
 def base_step(cfg: ExperimentConfig, settings: dict[str, Any], data: dict[str, Any], fp: dict[str, Any],
@@ -134,7 +135,7 @@ def base_step(cfg: ExperimentConfig, settings: dict[str, Any], data: dict[str, A
     """The base model of a run: ``(model path or id, its key)``. An external base (``model.base``, a profile's
     pre-trained model) is recorded; a tiny base is the step ``base`` (pre-trained on the public split, or copied
     from ``model.prebuilt`` when a base of the same key was built before, :mod:`toolkit.pipelines.prebuilt`)."""
-    from toolkit.pipelines import steps
+    from toolkit.pipelines import registry, steps
     from toolkit.pipelines.cache import StepCache
     from toolkit.results.layout import RunLayout
     from toolkit.training.provenance import model_fingerprint
@@ -142,20 +143,20 @@ def base_step(cfg: ExperimentConfig, settings: dict[str, Any], data: dict[str, A
     kind, spec = cfg.model.kind, settings["base"]
     if isinstance(spec, str):
         base = Path(spec) if Path(spec).exists() else spec
-        base_key = {"base": str(spec), "fingerprint": model_fingerprint(base) if isinstance(base, Path) else None}
+        base_key = registry.ExternalBase(str(spec), model_fingerprint(base) if isinstance(base, Path) else None)
         manifest.record("base", "external", 0.0, key=StepCache.digest(base_key), output=str(spec))
         return base, base_key
     base_inputs = tiny_base_inputs(settings, fp["public"])
     base_dir = RunLayout(run_dir).base(kind)
-    key = cache.key("base", base_inputs)
-    if state is not None and not cache.is_current(base_dir, key, "config.json"):
+    key = registry.key("base", base_inputs)
+    if state is not None and not registry.current("base", base_dir, base_inputs):
         # building a tiny base is itself a training run: do it once on one process (then it is cached)
         raise ToolkitError("the tiny base model must be built before `accelerate launch`: run `python -m "
                            "toolkit run CONFIG` once on one process, or set model.base to a pre-trained model")
-    cache.run("base", base_dir, base_inputs,
-              lambda: steps.base_model(data["public"], base_dir, kind, spec=spec, pretrain=settings["pretrain"],
-                                       progress=progress),
-              check="config.json", prebuilt=cfg.model.prebuilt)
+    registry.run_step(cache, "base", base_inputs,
+                      lambda: steps.base_model(data["public"], base_dir, kind, spec=spec, pretrain=settings["pretrain"],
+                                               progress=progress),
+                      out_dir=base_dir, prebuilt=cfg.model.prebuilt)
     return base_dir, key
 
 
@@ -177,6 +178,9 @@ def run_experiment(cfg: ExperimentConfig, out_dir: str | Path, *, progress: bool
     from toolkit.audit.attacks import canary_ranges
     from toolkit.pipelines import steps
     from toolkit.pipelines.attack_steps import run_attacks, run_canaries
+    from toolkit.pipelines.registry import (ABSENT, AuditInputs, IdentifiersInputs, ProbeSettings, RegurgitationInputs,
+                                            TrainInputs, identifier_settings, run_step)
+    from toolkit.pipelines.registry import key as key_of
     from toolkit.pipelines.audit_only import audit_config
     from toolkit.pipelines.cache import StepCache
     from toolkit.pipelines.lock import run_lock
@@ -221,26 +225,22 @@ def run_experiment(cfg: ExperimentConfig, out_dir: str | Path, *, progress: bool
                                  verdicts={keys[k]: v for k, v in only.verdicts.items()})
 
             # base model
-            kind = cfg.model.kind
             base, base_key = base_step(cfg, settings, data, fp, run_dir, cache, manifest, state=state,
                                        progress=progress)
 
             # identifiers (methods.md §2): of the members (what training protects, what privacy counts) and of members ∪
             # non-members (the attack's graph, methods.md §5)
-            id_cfg = {**asdict(cfg.identifiers), "spacy_labels": list(cfg.identifiers.spacy_labels)}
+            id_cfg = identifier_settings(cfg.identifiers)
             ids, tables = {}, {}
             excluded = canary_ranges(data["members"], canaries) if canaries is not None else None
             for part, docs in (("members", data["members"]), ("all", both)):
-                # where the NER cache lives changes no output: not part of the key
-                key_cfg = {k: v for k, v in id_cfg.items() if k not in ("cache_dir", "ner_cache")}
-                inputs = {"identifiers": key_cfg, "documents": corpus_fingerprint(docs),
-                          **({"canaries": canary_key} if canary_key else {})}
+                inputs = IdentifiersInputs.of(id_cfg, corpus_fingerprint(docs), canary_key)
                 d = layout.identifiers(part)
                 with first():
-                    tables[part] = cache.run(f"identifiers_{part}", d, inputs,
-                                             lambda d=d, docs=docs: steps.identifiers(docs, d, exclude=excluded, **id_cfg),
-                                             lambda d=d: load_identifiers(d), check="summary.json")
-                ids[part] = cache.key(f"identifiers_{part}", inputs)
+                    tables[part] = run_step(cache, "identifiers", inputs,
+                                            lambda d=d, docs=docs: steps.identifiers(docs, d, exclude=excluded, **id_cfg),
+                                            lambda d=d: load_identifiers(d), out_dir=d, name=f"identifiers_{part}")
+                ids[part] = key_of("identifiers", inputs, f"identifiers_{part}")
             ids_train, ids_all = tables["members"], tables["all"]
             manifest.set_identifiers({"members": ids_train["summary"], "all": ids_all["summary"]})
 
@@ -250,9 +250,7 @@ def run_experiment(cfg: ExperimentConfig, out_dir: str | Path, *, progress: bool
             for name in cfg.training.strategies:
                 strat = get_strategy(name)
                 tcfg = settings["dp_finetune"] if strat.dp else settings["finetune"]
-                inputs = {"strategy": name, "train": asdict(tcfg), "base": base_key, "members": fp["members"]}
-                if strat.protect or strat.text != "original":
-                    inputs["identifiers"] = ids["members"]  # only these strategies read positions / spans
+                inputs = TrainInputs.of(strat, tcfg, base_key, fp["members"], ids["members"])
                 d = layout.train(name)
 
                 def train_one(d=d, strat=strat, tcfg=tcfg):
@@ -266,10 +264,9 @@ def run_experiment(cfg: ExperimentConfig, out_dir: str | Path, *, progress: bool
                 # to the barrier after the loop
                 if strat.dp and not main:
                     continue
-                cache.run(f"train/{name}", d, inputs, train_one, resumable=True, check="run.json",
-                          all_processes=not strat.dp)
+                run_step(cache, "train", inputs, train_one, out_dir=d, name=f"train/{name}", all_processes=not strat.dp)
                 checkpoints[name] = [(e, p) for e, p in checkpoint_dirs(d) if e in set(tcfg.epochs)]
-                train_keys[name] = cache.key(f"train/{name}", inputs)
+                train_keys[name] = key_of("train", inputs, f"train/{name}")
 
             if state is not None:
                 state.wait_for_everyone()
@@ -279,29 +276,25 @@ def run_experiment(cfg: ExperimentConfig, out_dir: str | Path, *, progress: bool
             if main:
                 # audits (methods.md §4–5)
                 base_vocabulary = corpus_word_types(data["public"]) if data["public"] is not None else None
-                audit_opts = {"max_length": cfg.audit.max_length, "n_bootstrap": cfg.audit.n_bootstrap,
-                              "batch_size": cfg.audit.batch_size, "seed": cfg.seed}
-                common = {"identifiers_members": ids["members"], "identifiers_all": ids["all"], "audit": audit_opts,
-                          "base_vocabulary": fp.get("public"), "nonmembers": fp["nonmembers"]}
-                probe_kw = {"batch_size": cfg.audit.batch_size}
-                if kind == "mlm":
-                    probe_kw["seed"] = cfg.seed
+                probe = ProbeSettings(max_length=cfg.audit.max_length, n_bootstrap=cfg.audit.n_bootstrap,
+                                      batch_size=cfg.audit.batch_size, seed=cfg.seed)
                 targets = []
                 if cfg.audit.base_model:
-                    targets.append(("base", 0, base, {"model": base_key}))
+                    targets.append(("base", 0, base, base_key))
                 for name, ckpts in checkpoints.items():
                     chosen = ckpts if cfg.audit.checkpoints == "all" else ckpts[-1:]
-                    targets += [(name, e, p, {"model": train_keys[name], "epoch": e}) for e, p in chosen]
-                for name, epoch, path, model_key in targets:
+                    targets += [(name, e, p, train_keys[name]) for e, p in chosen]
+                for name, epoch, path, model in targets:
                     d = layout.audit(name, epoch)
-                    inputs = {**model_key, **common}
-                    audits[(name, epoch)] = cache.run(
-                        layout.step("audit", name, epoch), d, inputs,
+                    inputs = AuditInputs(model=model, epoch=ABSENT if name == "base" else epoch, audit=probe,
+                                         identifiers_members=ids["members"], identifiers_all=ids["all"],
+                                         base_vocabulary=fp.get("public"), nonmembers=fp["nonmembers"])
+                    audits[(name, epoch)] = run_step(
+                        cache, "audit", inputs,
                         lambda path=path, d=d: steps.audit_checkpoint(
                             path, data["members"], data["nonmembers"], ids_train, ids_all, out_dir=d,
-                            base_vocabulary=base_vocabulary, max_length=cfg.audit.max_length,
-                            n_bootstrap=cfg.audit.n_bootstrap, progress=progress, **probe_kw),
-                        lambda d=d: steps.load_audit(d), check="metrics.json")
+                            base_vocabulary=base_vocabulary, progress=progress, **probe.options()),
+                        lambda d=d: steps.load_audit(d), out_dir=d, name=layout.step("audit", name, epoch))
 
                 # free-running regurgitation of the last checkpoints (causal LM)
                 reg = cfg.audit.regurgitation
@@ -312,10 +305,10 @@ def run_experiment(cfg: ExperimentConfig, out_dir: str | Path, *, progress: bool
                              [(n, c[-1][1], train_keys[n]) for n, c in checkpoints.items() if c]
                     for name, path, key in models:
                         d = layout.regurgitation(name)
-                        inputs = {"model": key, "identifiers_members": ids["members"], "regurgitation": asdict(reg),
-                                  "epoch": None if name == "base" else checkpoints[name][-1][0]}
+                        inputs = RegurgitationInputs(key, ids["members"], reg,
+                                                     None if name == "base" else checkpoints[name][-1][0])
 
-                        def regurgitate(path=path, d=d, name=name):
+                        def regurgitate(path=path, d=d, name=name, inputs=inputs):
                             from toolkit.audit import regurgitation_rate
                             from toolkit.models import load_model
 
@@ -323,14 +316,14 @@ def run_experiment(cfg: ExperimentConfig, out_dir: str | Path, *, progress: bool
                             r = regurgitation_rate(model, tok, data["members"], vocab, prefix_tokens=reg.prefix_tokens,
                                                    max_new_tokens=reg.max_new_tokens, progress=progress)
                             r["strategy"] = name
-                            r["epoch"] = inputs["epoch"]
+                            r["epoch"] = inputs.epoch
                             atomic_write_json(r, layout.regurgitation_file(name))
                             return r
 
-                        regurgitation[name] = cache.run(
-                            layout.step("regurgitation", name), d, inputs, regurgitate,
-                            lambda name=name: read_json(layout.regurgitation_file(name)),
-                            check="regurgitation.json")
+                        regurgitation[name] = run_step(
+                            cache, "regurgitation", inputs, regurgitate,
+                            lambda name=name: read_json(layout.regurgitation_file(name)), out_dir=d,
+                            name=layout.step("regurgitation", name))
 
                 # attacks (methods.md §10–11): the base model and the last checkpoint of every strategy
                 attacks = run_attacks(cfg, cache, run_dir, data=data, tables=tables, audits=audits,

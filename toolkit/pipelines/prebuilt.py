@@ -32,7 +32,8 @@ def build_prebuilt(config, *, progress: bool = True, from_run: str | Path | None
     copy it from the run directory ``from_run`` when that run's base has the same key; returns the sub-folder (one
     that already holds a finished base of this key is kept: nothing to do)."""
     from toolkit.config.experiment import load_experiment, resolved_settings
-    from toolkit.pipelines.cache import StepCache, is_current, step_key
+    from toolkit.pipelines import registry
+    from toolkit.pipelines.cache import StepCache, is_current
     from toolkit.pipelines.lm_experiment import base_step, load_data, tiny_base_inputs
     from toolkit.pipelines.manifest import Manifest
     from toolkit.training import corpus_fingerprint
@@ -44,7 +45,7 @@ def build_prebuilt(config, *, progress: bool = True, from_run: str | Path | None
     if isinstance(settings["base"], str):
         raise ToolkitError(f"{cfg.source}: the base is a pre-trained model ({settings['base']}), not a tiny base")
     data = load_data(cfg)
-    key = step_key("base", tiny_base_inputs(settings, corpus_fingerprint(data["public"])))
+    key = registry.key("base", tiny_base_inputs(settings, corpus_fingerprint(data["public"])))
     target = Path(cfg.model.prebuilt) / key
     if is_current(target, key, "config.json"):
         return target

@@ -18,7 +18,7 @@ Layout::
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -101,6 +101,8 @@ def run_reference_models(cfg, cache, run_dir: Path, *, public: Corpus | None, ba
     :func:`reference_split`'s caps (the run passes its member and non-member counts)."""
     from toolkit.config.experiment import resolved_settings
     from toolkit.io import atomic_write_json
+    from toolkit.pipelines.registry import RmiaReferencesInputs, key, run_step
+    from toolkit.results.layout import RunLayout
     from toolkit.training import train
 
     n = rmia_reference_count(cfg)
@@ -114,11 +116,10 @@ def run_reference_models(cfg, cache, run_dir: Path, *, public: Corpus | None, ba
     tcfg = replace(finetune, epochs=[max(finetune.epochs)], checkpoints_per_epoch=0)
     split = reference_split(public.person_ids, n, cfg.seed, n_train=n_train, n_population=n_population)
     kind = cfg.model.kind
-    inputs = {"references": n, "population_share": POPULATION_SHARE, "split": "independent halves",
-              "n_train": n_train, "n_population": n_population,
-              "seed": cfg.seed, "strategy": kind,
-              "train": asdict(tcfg), "base": base_key, "public": public_fingerprint}
-    d = Path(run_dir) / "rmia_references"
+    inputs = RmiaReferencesInputs(references=n, population_share=POPULATION_SHARE, n_train=n_train,
+                                  n_population=n_population, seed=cfg.seed, strategy=kind, train=tcfg, base=base_key,
+                                  public=public_fingerprint)
+    d = RunLayout(run_dir).rmia_references
 
     def compute() -> list[Path]:
         paths = []
@@ -137,8 +138,8 @@ def run_reference_models(cfg, cache, run_dir: Path, *, public: Corpus | None, ba
         rel = json.loads((d / "references.json").read_text(encoding="utf-8"))["checkpoints"]
         return [d / r for r in rel]
 
-    paths = cache.run("rmia_references", d, inputs, compute, load, resumable=True, check="references.json")
-    return ReferenceModels(paths=list(paths), split=split, key=cache.key("rmia_references", inputs))
+    paths = run_step(cache, "rmia_references", inputs, compute, load, out_dir=d)
+    return ReferenceModels(paths=list(paths), split=split, key=key("rmia_references", inputs))
 
 
 def rmia_inputs(refs: ReferenceModels, public: Corpus, load, offline_a: float | None = None):

@@ -13,7 +13,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from toolkit.corpus import Corpus
@@ -100,8 +99,9 @@ def audit_checkpoint(checkpoint: str | Path, members: Corpus, nonmembers: Corpus
                      out_dir: str | Path, base_vocabulary: set[str] | None = None, max_length: int = 256,
                      n_bootstrap: int = 1000, progress: bool = False, seed: int | None = None, dtype=None,
                      device_map=None, redact=None, **probe_kw) -> dict[str, Any]:
-    """The papers' two audits of a checkpoint — fill-mask for a masked LM (``seed``: its pass assignment),
-    teacher-forced next-word for a causal LM (chosen from the checkpoint's architecture):
+    """The papers' two audits of a checkpoint — fill-mask for a masked LM (``seed``: its pass assignment and, for
+    every model, the bootstrap of the count attack's AUC), teacher-forced next-word for a causal LM (chosen from the
+    checkpoint's architecture):
 
     * privacy and utility (methods.md §4): the training documents (``members``) probed with the identifiers
       the model was trained with (``ids_train``), so a utility position is a word the strategy trained on and a
@@ -139,7 +139,8 @@ def audit_checkpoint(checkpoint: str | Path, members: Corpus, nonmembers: Corpus
                       progress=progress, **probe_kw)
     report["heldout_utility"] = heldout_utility(mia_preds, nonmember_ids)
     scores = membership_scores(mia_preds, ids_all, both)
-    roc = membership_report(scores, member_ids, nonmember_ids, n_bootstrap=n_bootstrap)
+    roc = membership_report(scores, member_ids, nonmember_ids, n_bootstrap=n_bootstrap,
+                            seed=0 if seed is None else seed)  # the seed of the step's key: the bootstrap's too
     make_private_dir(out)  # predictions hold predicted identifiers: owner-only
     if redact is not None:
         preds, mia_preds = redact(preds), redact(mia_preds)

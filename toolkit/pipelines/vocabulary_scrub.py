@@ -10,14 +10,13 @@ from __future__ import annotations
 import shutil
 import time
 from contextlib import contextmanager
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from toolkit.corpus import Corpus
-from toolkit.pipelines.cache import cached_step
+from toolkit.pipelines.registry import AnonymizeInputs, BaseInputs, run_step
 from toolkit.scrub.anonymize import AnonymizeConfig, Anonymized, anonymize_corpus, load_anonymized
 
 
@@ -34,8 +33,8 @@ def ensure_anonymized(corpus: Corpus, out_dir: str | Path, config: AnonymizeConf
         result.save(path)
         return result
 
-    inputs = {"corpus": corpus_fingerprint(corpus), "config": asdict(config)}
-    return cached_step("anonymize", out_dir, inputs, compute, lambda: load_anonymized(path), check=path.name)
+    inputs = AnonymizeInputs(corpus_fingerprint(corpus), config)
+    return run_step(None, "anonymize", inputs, compute, lambda: load_anonymized(path), out_dir=out_dir)
 
 
 def ensure_model(corpus: Corpus, out_dir: str | Path, *, tiny, config, progress: bool = True) -> Path | str:
@@ -47,9 +46,9 @@ def ensure_model(corpus: Corpus, out_dir: str | Path, *, tiny, config, progress:
     if isinstance(tiny, str):
         return Path(tiny) if Path(tiny).exists() else tiny
     out = Path(out_dir)
-    inputs = {"corpus": corpus_fingerprint(corpus), "tiny": asdict(tiny), "config": asdict(config)}
-    cached_step("base", out, inputs, lambda: build_base(corpus, out, "mlm", tiny=tiny, config=config,
-                                                         progress=progress), check="config.json")
+    inputs = BaseInputs.from_scratch(corpus_fingerprint(corpus), tiny, config)
+    run_step(None, "base", inputs, lambda: build_base(corpus, out, "mlm", tiny=tiny, config=config,
+                                                      progress=progress), out_dir=out)
     return out
 
 

@@ -19,6 +19,7 @@ written before these fields existed records neither; such a run resumes as befor
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -113,6 +114,24 @@ def base_fingerprint(base: str | Path, model=None, tokenizer=None) -> str:
     return "files:" + model_fingerprint(local)
 
 
+@dataclass(frozen=True)
+class TrainingInputs:
+    """The two fingerprints a run records in ``run.json`` and a resume must match (see the module docstring): the
+    trainer's own resume check, not a cache key (the pipelines' ``train`` step is keyed by
+    :class:`toolkit.pipelines.registry.TrainInputs`). ``dataclasses.asdict`` gives ``run.json``'s fields."""
+
+    base_fingerprint: str
+    identifiers_fingerprint: str | None
+
+    @classmethod
+    def of(cls, base: str | Path, strategy, positions: pd.DataFrame | None, spans: pd.DataFrame | None,
+           model=None, tokenizer=None) -> TrainingInputs:
+        """``strategy``'s: the positions count when it protects them, the spans when it reads them."""
+        return cls(base_fingerprint(base, model, tokenizer),
+                   identifiers_fingerprint(positions if strategy.protect else None,
+                                           spans if strategy.reads_spans else None))
+
+
 def check_same_inputs(recorded: dict[str, Any], *, base: str, identifiers: str | None, run: Path) -> None:
     """Refuse to resume ``run`` (whose ``run.json`` is ``recorded``) with another base model or other identifiers."""
     if "base_fingerprint" in recorded and recorded["base_fingerprint"] != base:
@@ -125,4 +144,4 @@ def check_same_inputs(recorded: dict[str, Any], *, base: str, identifiers: str |
                            f"epochs already trained: pass the same identifiers or use a new run directory")
 
 
-__all__ = ["base_fingerprint", "check_same_inputs", "file_sha256", "identifiers_fingerprint", "model_fingerprint"]
+__all__ = ["TrainingInputs", "base_fingerprint", "check_same_inputs", "file_sha256", "identifiers_fingerprint", "model_fingerprint"]

@@ -46,7 +46,7 @@ from toolkit.training.checkpoints import (checkpoint_dirs, checkpoint_steps, exp
                                           save_checkpoint)
 from toolkit.training.hf import (IndexedCollator, labelled_progress, make_collator, quiet_trainer, recording_trainer,
                                  sparse_head_trainer)
-from toolkit.training.provenance import base_fingerprint, check_same_inputs, identifiers_fingerprint
+from toolkit.training.provenance import TrainingInputs, check_same_inputs
 
 log = logging.getLogger(__name__)
 
@@ -142,9 +142,7 @@ def train(corpus: Corpus, base: str | Path, run_dir: str | Path, strategy: str |
     run = make_private_dir(run_dir)
     run.chmod(0o700)
     fingerprint = corpus_fingerprint(corpus)
-    inputs = {"base_fingerprint": base_fingerprint(base, model, tokenizer),
-              "identifiers_fingerprint": identifiers_fingerprint(positions if strat.protect else None,
-                                                                 spans if strat.reads_spans else None)}
+    made_from = TrainingInputs.of(base, strat, positions, spans, model, tokenizer)  # run.json's resume check
     meta_path = run / "run.json"
     if meta_path.is_file():
         try:
@@ -155,8 +153,8 @@ def train(corpus: Corpus, base: str | Path, run_dir: str | Path, strategy: str |
             raise ToolkitError(f"{run} holds a run of strategy {old.get('strategy')!r} on another corpus or strategy; "
                                f"use a new run directory")
         if checkpoint_dirs(run) or last_state(run / "trainer") is not None:  # something trained that could mix
-            check_same_inputs(old, base=inputs["base_fingerprint"], identifiers=inputs["identifiers_fingerprint"],
-                              run=run)
+            check_same_inputs(old, base=made_from.base_fingerprint,
+                              identifiers=made_from.identifiers_fingerprint, run=run)
         done = {e for e, _ in checkpoint_dirs(run)}
         if old.get("status") == "done" and _same_config(old.get("config") or {}, cfg, uses_dp=strat.dp) \
                 and set(cfg.epochs) <= done:
@@ -167,7 +165,7 @@ def train(corpus: Corpus, base: str | Path, run_dir: str | Path, strategy: str |
         raise ToolkitError(f"strategy {strat.name} needs a {'masked' if strat.kind == 'mlm' else 'causal'} LM, "
                            f"{base} is a {model_kind(model)} model")
     meta = {"strategy": strat.name, "kind": strat.kind, "base": str(base), "config": asdict(cfg),
-            "corpus": fingerprint, **inputs, "status": "running", "started": time.strftime("%Y-%m-%dT%H:%M:%S")}
+            "corpus": fingerprint, **asdict(made_from), "status": "running", "started": time.strftime("%Y-%m-%dT%H:%M:%S")}
     atomic_write_json(meta, meta_path)
     max_length = min(cfg.max_length, _model_max_length(model))
     key = None

@@ -1,0 +1,165 @@
+"""The privacy–utility frontier's table (issue 27): one row per audited model of a frontier run.
+
+:func:`frontier_table` builds it from the figures every run wrote (:class:`FrontierPoint`); :class:`FrontierResult`
+saves it as ``frontier.csv`` / ``frontier.json`` and :func:`load_frontier_result` reads a saved one back (the report
+and notebook 07 read frontiers only through it). The runs themselves: :mod:`toolkit.pipelines.frontier`.
+
+Columns (:data:`COLUMNS`): held-out utility relative to ``clm`` (``mlm`` for masked models) of the same size — the
+≥ 0.9× condition of issue 27 — and utility on the training notes beside it, the strongest membership attack (its AUC,
+and the largest TPR at 1% FPR over the battery's attacks), PII inference top-1 and its chance level, the largest
+canary exposure (bits), the one-run audit's empirical ε lower bound beside the accountant's ε, and the verdict
+(methods.md §4, §10–11).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from toolkit.errors import ToolkitError
+
+#: the columns of the frontier table, in order
+COLUMNS = ("size", "strategy", "epsilon", "dp", "epoch", "heldout_utility", "heldout_utility_vs_plain", "utility",
+           "utility_vs_plain", "strongest_attack", "attack_auc", "attack_tpr_at_1pct_fpr", "pii_top1", "pii_chance",
+           "canary_max_exposure", "empirical_epsilon", "accountant_epsilon", "verdict", "run_dir")
+
+
+@dataclass
+class FrontierPoint:
+    """One audited model of the frontier: the figures the table reads, as the run wrote them (``battery``:
+    ``attacks.json``; ``identifiers``: ``identifiers.json``; ``verdict``: ``verdict.json``; ``dp``: the ``"dp"``
+    block of the training's ``run.json``, None without DP)."""
+
+    size: int
+    epsilon: float
+    strategy: str
+    epoch: int
+    utility: float | None
+    heldout_utility: float | None
+    battery: dict[str, Any] = field(default_factory=dict)
+    identifiers: dict[str, Any] = field(default_factory=dict)
+    verdict: dict[str, Any] = field(default_factory=dict)
+    dp: dict[str, Any] | None = None
+    run_dir: str = ""
+
+
+def _num(v) -> float | None:
+    return None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v)
+
+
+def _one_run(p: FrontierPoint) -> dict[str, Any]:
+    """The one-run audit's block (``epsilon_lower_bound`` …) wherever the run wrote it, else {}."""
+    for where in (p.battery, p.identifiers, p.verdict):
+        found = where.get("one_run") if isinstance(where, dict) else None
+        if isinstance(found, dict):
+            return found
+    return {}
+
+
+def frontier_row(p: FrontierPoint) -> dict[str, Any]:
+    """The table's figures of one model (the ratios to plain fine-tuning are :func:`frontier_table`'s)."""
+    attacks = p.battery.get("attacks") or {}
+    best = p.battery.get("strongest") or (max(attacks, key=lambda a: attacks[a].get("auc") or 0) if attacks else None)
+    tprs = [_num((a.get("tpr_at_fpr") or {}).get("0.01")) for a in attacks.values()]
+    tprs = [t for t in tprs if t is not None]
+    pii = (p.identifiers.get("pii_inference") or {}).get("overall") or {}
+    by_repeats = (p.identifiers.get("canaries") or {}).get("by_repeats") or {}
+    exposures = [_num(v.get("max")) for v in by_repeats.values()]
+    exposures = [e for e in exposures if e is not None]
+    one = _one_run(p)
+    return {"size": p.size, "strategy": p.strategy, "epsilon": p.epsilon, "dp": p.dp is not None, "epoch": p.epoch,
+            "heldout_utility": _num(p.heldout_utility), "utility": _num(p.utility), "strongest_attack": best,
+            "attack_auc": _num(attacks[best].get("auc")) if best in attacks else None,
+            "attack_tpr_at_1pct_fpr": max(tprs) if tprs else None,
+            "pii_top1": _num(pii.get("top1")), "pii_chance": _num(pii.get("chance")),
+            "canary_max_exposure": max(exposures) if exposures else None,
+            "empirical_epsilon": _num(one.get("epsilon_lower_bound")),
+            "accountant_epsilon": _num((p.dp or {}).get("spent_epsilon")),
+            "verdict": p.verdict.get("level"), "run_dir": p.run_dir}
+
+
+def frontier_table(points: list[FrontierPoint], plain: str = "clm") -> pd.DataFrame:
+    """One row per model (columns :data:`COLUMNS`), sorted by size, strategy, ε; ``*_vs_plain``: the model's
+    utility divided by that of ``plain`` (``clm`` / ``mlm``) at the same size (None where ``plain`` is missing)."""
+    rows = [frontier_row(p) for p in points]
+    table = pd.DataFrame(rows, columns=[c for c in COLUMNS if c not in ("heldout_utility_vs_plain",
+                                                                         "utility_vs_plain")])
+    for col in ("heldout_utility", "utility"):
+        ref = {r["size"]: r[col] for r in rows if r["strategy"] == plain and r[col]}
+        table[f"{col}_vs_plain"] = [r[col] / ref[r["size"]] if r[col] is not None and r["size"] in ref else None
+                                    for r in rows]
+    if not len(table):
+        return table.reindex(columns=list(COLUMNS))
+    return table[list(COLUMNS)].sort_values(["size", "strategy", "epsilon"], ignore_index=True)
+
+
+def best_recipes(table: pd.DataFrame, *, min_utility: float = 0.9) -> dict[int, dict[str, Any]]:
+    """Per size, the green model with the highest held-out utility ratio reaching ``min_utility`` (``found``), else
+    the model closest to it: the green one with the highest ratio, or, without a green, the one whose strongest
+    attack has the lowest AUC (``found: False``)."""
+    out = {}
+    for size, g in table.groupby("size"):
+        green = g[g["verdict"] == "green"]
+        ok = green[green["heldout_utility_vs_plain"].fillna(0) >= min_utility]
+        if len(ok):
+            r, found = ok.sort_values("heldout_utility_vs_plain", ascending=False).iloc[0], True
+        elif len(green):
+            r, found = green.sort_values("heldout_utility_vs_plain", ascending=False).iloc[0], False
+        else:
+            r, found = g.sort_values("attack_auc").iloc[0], False
+        out[int(size)] = {"found": found, "strategy": r["strategy"], "epsilon": float(r["epsilon"]),
+                          "heldout_utility_vs_plain": _num(r["heldout_utility_vs_plain"]),
+                          "attack_auc": _num(r["attack_auc"]), "verdict": r["verdict"]}
+    return out
+
+
+@dataclass
+class FrontierResult:
+    """What :func:`run_frontier` returns: the table, the run directory of every (size, ε), the seconds each took."""
+
+    table: pd.DataFrame
+    runs: list[tuple[int, float, Path]]
+    seconds: dict[str, float]
+    plain: str = "clm"
+    best: dict[int, dict[str, Any]] = field(default_factory=dict)
+
+    def save(self, out_dir: str | Path) -> dict[str, Path]:
+        """``frontier.csv`` and ``frontier.json`` (records, ε = ∞ written as null, with the best recipe per size
+        and the seconds of every run) into ``out_dir``."""
+        from toolkit.io import atomic_write_json, atomic_write_text
+
+        out = Path(out_dir)
+        records = json.loads(self.table.to_json(orient="records"))  # NaN → null
+        for r, eps in zip(records, self.table["epsilon"]):
+            r["epsilon"] = None if math.isinf(eps) else float(eps)
+        best = self.best or (best_recipes(self.table) if len(self.table) else {})
+        return {"csv": atomic_write_text(self.table.to_csv(index=False), out / "frontier.csv"),
+                "json": atomic_write_json({"plain": self.plain, "rows": records,
+                                           "best": {str(k): v for k, v in best.items()},
+                                           "seconds": self.seconds}, out / "frontier.json")}
+
+
+def load_frontier_result(directory: str | Path) -> FrontierResult:
+    """Read what :meth:`FrontierResult.save` wrote into ``directory`` (``frontier.json``; ε = null read as ∞)."""
+    path = Path(directory) / "frontier.json"
+    if not path.is_file():
+        raise ToolkitError(f"{path}: missing (expected the output of `python -m toolkit frontier`)")
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+        rows = raw["rows"]
+        table = pd.DataFrame(rows, columns=list(COLUMNS))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ToolkitError(f"{path}: not a frontier table ({type(exc).__name__})") from None
+    table["epsilon"] = [math.inf if e is None else float(e) for e in table["epsilon"]]
+    runs = []
+    return FrontierResult(table, runs, dict(raw.get("seconds") or {}), str(raw.get("plain") or "clm"),
+                          best={int(k): v for k, v in (raw.get("best") or {}).items()})
+
+
+__all__ = ["COLUMNS", "FrontierPoint", "FrontierResult", "best_recipes", "frontier_row", "frontier_table",
+           "load_frontier_result"]
