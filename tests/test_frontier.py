@@ -186,3 +186,25 @@ def test_tiny_frontier_end_to_end(tmp_path):
     manifest = json.loads((tmp_path / "out" / "size-6" / "eps-8" / "manifest.json").read_text())
     statuses = {s["name"]: s["status"] for s in manifest["steps"]}
     assert statuses["base"] == "cached" and statuses["identifiers_members"] == "cached", statuses
+
+
+def test_report_shows_a_frontier_directory(tmp_path):
+    """`toolkit report FRONTIER_DIR`: the frontier section with its figure, one row per model read back from
+    frontier.json (ε = ∞ survives the round trip), and the best recipe per size in words."""
+    from toolkit.report.render import build_report
+    from toolkit.results.frontier import load_frontier_result
+
+    table = frontier_table(fake_points())
+    FrontierResult(table, [], {"size-100/eps-inf": 60.0, "size-100/eps-8": 60.0}).save(tmp_path / "f")
+    back = load_frontier_result(tmp_path / "f")
+    assert back.table["epsilon"].tolist() == table["epsilon"].tolist() and len(back.table) == len(table)
+    assert back.best[100]["strategy"] == "ppclm_surrogate_dp" and back.best[100]["found"] is False
+    html = build_report([tmp_path / "f"], tmp_path / "r.html").read_text(encoding="utf-8")
+    assert "Privacy–utility frontier" in html and "6 models in 2 runs (2 min of run time)" in html
+    assert "100 individuals: no green model reaches 0.9× clm&#39;s held-out utility; the best green one is " \
+           "ppclm_surrogate_dp at ε = 8 with 0.40×" in html
+    assert "1000 individuals: ppclm_surrogate_dp at ε = 16 is green under every attack with held-out utility 0.95×" \
+        in html
+    assert html.count("<tr") == len(table) + 1 and "plotly" in html
+    with pytest.raises(ToolkitError, match="frontier.json"):
+        load_frontier_result(tmp_path)

@@ -62,7 +62,9 @@ def register(sub) -> None:
                        description="One HTML file (plots embedded, works offline) from one or more run directories "
                                    "(`run` outputs or notebook work directories). Identifiers are counted or hashed "
                                    "unless --show-identifiers.")
-    s.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directories (`run` or notebook outputs)")
+    s.add_argument("run_dirs", nargs="+", metavar="RUN_DIR",
+                   help="run directories (`run` or notebook outputs); a `frontier` output directory adds the "
+                        "privacy-utility frontier section")
     s.add_argument("--out", help="the HTML file to write (default: report.html in the first RUN_DIR)")
     s.add_argument("--show-identifiers", action="store_true",
                    help="print leaked identifiers, addresses and reviewed tokens in clear (the report is then "

@@ -229,14 +229,17 @@ def _toolkit_version() -> str:
         return ""
 
 
-def render_report(runs: list[RunData], *, show_identifiers: bool = False, title: str | None = None) -> str:
-    """The report's HTML for already collected runs."""
+def render_report(runs: list[RunData], *, show_identifiers: bool = False, title: str | None = None,
+                  frontiers: list[str | Path] = ()) -> str:
+    """The report's HTML for already collected runs and frontier directories (:mod:`toolkit.report.frontier`)."""
     import jinja2
     from plotly.offline import get_plotlyjs
 
     from toolkit.report.template import TEMPLATE
 
-    if not runs:
+    from toolkit.report.frontier import frontier_context
+
+    if not runs and not frontiers:
         raise ToolkitError("no run to report on")
     env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
     markup = jinja2.utils.markupsafe.Markup
@@ -244,7 +247,9 @@ def render_report(runs: list[RunData], *, show_identifiers: bool = False, title:
                   *[s for r in runs for s in r.strategies]]
     return env.from_string(TEMPLATE).render(
         incomplete=run_status_warnings(runs),
-        verdicts_html=markup(verdicts_html(runs, show_run=len(runs) > 1 or not runs[0].verdicts)),
+        verdicts_html=markup(verdicts_html(runs, show_run=len(runs) > 1 or not runs[0].verdicts) if runs else
+                             "<p>No run directory given: the frontier's verdicts are in its table below.</p>"),
+        frontiers=[frontier_context(f) for f in frontiers],
         thresholds_html=markup(thresholds_html()), glossary=glossary(), colours=colour_key(strategies),
         title=title or "Language-model anonymity audit report", version=_toolkit_version(),
         generated=time.strftime("%Y-%m-%d %H:%M:%S %Z"), show_identifiers=show_identifiers,
@@ -254,15 +259,21 @@ def render_report(runs: list[RunData], *, show_identifiers: bool = False, title:
 
 def build_report(run_dirs, out: str | Path, *, show_identifiers: bool = False, title: str | None = None,
                  labels: list[str] | None = None) -> Path:
-    """Collect ``run_dirs`` (one path or several) and write the report to ``out`` atomically."""
-    dirs = [run_dirs] if isinstance(run_dirs, (str, Path)) else list(run_dirs)
-    runs = [collect_run(d, labels[i] if labels else None) for i, d in enumerate(dirs)]
+    """Collect ``run_dirs`` (one path or several; a frontier directory — one holding ``frontier.json`` — becomes the
+    report's frontier section) and write the report to ``out`` atomically."""
+    from toolkit.report.frontier import is_frontier_dir
+
+    given = [run_dirs] if isinstance(run_dirs, (str, Path)) else list(run_dirs)
+    named = list(zip(given, labels or [None] * len(given)))
+    frontiers = [d for d, _ in named if is_frontier_dir(d)]
+    runs = [collect_run(d, label) for d, label in named if not is_frontier_dir(d)]
     seen: dict[str, int] = {}
     for r in runs:  # distinct labels for the navigation
         seen[r.label] = seen.get(r.label, 0) + 1
         if seen[r.label] > 1:
             r.label = f"{r.label} ({seen[r.label]})"
-    return atomic_write_text(render_report(runs, show_identifiers=show_identifiers, title=title), out)
+    return atomic_write_text(render_report(runs, show_identifiers=show_identifiers, title=title, frontiers=frontiers),
+                             out)
 
 
 __all__ = ["EDPB", "READING", "build_report", "render_report", "run_findings", "run_status_warnings"]

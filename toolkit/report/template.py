@@ -51,6 +51,7 @@ dl.glossary dd { margin-left: 1.5em; }
 <nav>
   <a href="#verdict">Verdict</a>
   <a href="#summary">Summary</a>
+  {% if frontiers %}<a href="#frontier">Privacy–utility frontier</a>{% endif %}
   {% for run in runs %}<a href="#{{ run.id }}">{{ run.label }}</a>{% endfor %}
   <a href="#reading">What the figures show and do not show</a>
   <a href="#glossary">Glossary</a>
@@ -67,6 +68,22 @@ dl.glossary dd { margin-left: 1.5em; }
 <p class="caption">A verdict covers the attacks and the sample size stated; the sections below give every figure
 behind it.</p>
 </section>
+{% if frontiers %}
+<section id="frontier">
+<h2>Privacy–utility frontier</h2>
+<p>Is there a way to fine-tune that every attack finds green while keeping at least 0.9× the utility of plain
+fine-tuning on notes it never saw? One model per strategy and privacy budget ε (DP-SGD with the individual as the
+unit; ∞: no DP), per corpus size; its verdict applies the rules above.</p>
+{% for f in frontiers %}
+<p>Frontier <code>{{ f.path }}</code>: {{ f.summary }}</p>
+<ul class="findings">{% for b in f.best %}<li>{{ b }}</li>{% endfor %}</ul>
+<div class="figure">{{ f.figure|safe }}<p class="caption">Held-out utility relative to plain fine-tuning against the
+AUC of the strongest membership attack; the shaded region is the goal (AUC ≤ 0.55, utility ≥ 0.9×); only the verdict
+says whether a model there is green under every attack.</p></div>
+{{ f.table|safe }}
+{% endfor %}
+</section>
+{% endif %}
 
 {% if show_identifiers %}
 <div class="privacy-mode raw"><strong>This report contains raw identifiers</strong> (it was built with

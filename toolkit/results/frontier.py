@@ -155,7 +155,7 @@ def load_frontier_result(directory: str | Path) -> FrontierResult:
         table = pd.DataFrame(rows, columns=list(COLUMNS))
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ToolkitError(f"{path}: not a frontier table ({type(exc).__name__})") from None
-    table["epsilon"] = [math.inf if e is None else float(e) for e in table["epsilon"]]
+    table["epsilon"] = [math.inf if r.get("epsilon") is None else float(r["epsilon"]) for r in rows]
     runs = []
     return FrontierResult(table, runs, dict(raw.get("seconds") or {}), str(raw.get("plain") or "clm"),
                           best={int(k): v for k, v in (raw.get("best") or {}).items()})
