@@ -208,3 +208,23 @@ def test_report_shows_a_frontier_directory(tmp_path):
     assert html.count("<tr") == len(table) + 1 and "plotly" in html
     with pytest.raises(ToolkitError, match="frontier.json"):
         load_frontier_result(tmp_path)
+
+
+@pytest.mark.slow
+def test_table_only_reads_the_finished_runs_back(tmp_path):
+    """`--table-only` after a frontier: the same table from the run directories alone (RunLayout), nothing trained;
+    and with one run's verdict removed (unfinished), that model is left out."""
+    from toolkit.cli import main
+
+    test_tiny_frontier_end_to_end(tmp_path)
+    out = tmp_path / "out"
+    full = pd.read_csv(out / "frontier.csv")
+    (out / "frontier.csv").unlink()
+    path = tmp_path / "tiny.yaml"
+    assert main(["frontier", str(path), "--out", str(out), "--quiet", "--table-only"]) == 0
+    again = pd.read_csv(out / "frontier.csv")
+    pd.testing.assert_frame_equal(full, again)
+    for v in (out / "size-6" / "eps-8" / "attacks").glob("*/epoch-*/verdict.json"):
+        v.unlink()
+    assert main(["frontier", str(path), "--out", str(out), "--quiet", "--table-only"]) == 0
+    assert pd.read_csv(out / "frontier.csv")["strategy"].tolist() == ["clm"]

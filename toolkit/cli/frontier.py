@@ -46,7 +46,7 @@ def with_sizes(cfg, sizes: str):
 
 
 def cmd_frontier(args: argparse.Namespace) -> int:
-    from toolkit.pipelines.frontier import best_recipes, load_frontier, run_frontier
+    from toolkit.pipelines.frontier import best_recipes, collect_frontier, load_frontier, run_frontier
     from toolkit.plots.frontier import frontier_figure
     from toolkit.threads import use_cores
 
@@ -55,9 +55,10 @@ def cmd_frontier(args: argparse.Namespace) -> int:
     cfg = with_sizes(full, args.sizes) if args.sizes else full
     out = Path(args.out) if args.out else Path("runs") / cfg.name
     corpus = cfg.corpus_path
-    if corpus is None:  # four splits of equal size: the largest size's members, non-members, public and test
+    if corpus is None and not args.table_only:  # four splits of equal size: the largest size's members, non-members, public and test
         corpus = generated_corpus(out, 4 * max(full.sizes), int(cfg.generate_seed or 0))
-    result = run_frontier(cfg, out, corpus_path=corpus, progress=not args.quiet, echo=not args.quiet)
+    result = collect_frontier(cfg, out) if args.table_only else \
+        run_frontier(cfg, out, corpus_path=corpus, progress=not args.quiet, echo=not args.quiet)
     fig = frontier_figure(result.table)
     fig.write_html(out / "frontier.html", include_plotlyjs=True)
     t = result.table
@@ -85,5 +86,8 @@ def register(sub) -> None:
     s.add_argument("--sizes", help="run only these of the config's sizes (comma-separated, e.g. 100); the corpus is "
                                    "still generated for the config's largest size, so the runs equal the full "
                                    "frontier's")
+    s.add_argument("--table-only", action="store_true",
+                   help="train nothing: write the table and figure of the models the runs in DIR have finished so "
+                        "far (an interrupted or partial frontier)")
     add_quiet(s, "no progress bars and no line per step: only the table")
     s.set_defaults(func=cmd_frontier)

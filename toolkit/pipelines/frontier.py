@@ -41,7 +41,7 @@ import yaml
 
 from toolkit.errors import ToolkitError
 from toolkit.results.frontier import (COLUMNS, FrontierPoint, FrontierResult, best_recipes, frontier_row,
-                                      frontier_table)
+                                      frontier_table, points_from_dir)
 
 _KEYS = {"name", "description", "sizes", "epsilons", "strategies", "corpus", "experiment"}
 
@@ -191,20 +191,24 @@ def run_dir_name(size: int, epsilon: float) -> str:
     return f"size-{size}/eps-{'inf' if math.isinf(epsilon) else f'{epsilon:g}'}"
 
 
-def points_from_run(size: int, epsilon: float, result) -> list[FrontierPoint]:
-    """The trained models of one :class:`~toolkit.pipelines.lm_experiment.RunResult` (last checkpoints)."""
-    out = []
-    for (name, epoch), att in result.attacks.items():
-        if name == "base":
-            continue
-        m = (result.audits.get((name, epoch)) or {}).get("metrics") or {}
-        run_json = Path(result.run_dir) / "runs" / name / "run.json"
-        dp = json.loads(run_json.read_text(encoding="utf-8")).get("dp") if run_json.is_file() else None
-        out.append(FrontierPoint(size=size, epsilon=epsilon, strategy=name, epoch=int(epoch),
-                                 utility=m.get("utility"), heldout_utility=m.get("heldout_utility"),
-                                 battery=att.get("attacks") or {}, identifiers=att.get("identifiers") or {},
-                                 verdict=att.get("verdict") or {}, dp=dp, run_dir=str(result.run_dir)))
-    return out
+def collect_frontier(cfg: FrontierConfig, out_dir: str | Path) -> FrontierResult:
+    """The table of what the runs of ``cfg`` in ``out_dir`` have finished so far, written (:meth:`FrontierResult.save`)
+    without training anything (``toolkit frontier --table-only``): a model without a verdict is left out, and the
+    seconds are those the finished runs recorded in their manifests."""
+    out = Path(out_dir)
+    points, runs, seconds = [], [], {}
+    for size, eps, _ in cfg.runs():
+        run_dir = out / run_dir_name(size, eps)
+        found = points_from_dir(size, eps, run_dir) if run_dir.is_dir() else []
+        if found:
+            runs.append((size, eps, run_dir))
+            points += found
+            manifest = run_dir / "manifest.json"
+            steps = json.loads(manifest.read_text(encoding="utf-8")).get("steps") or [] if manifest.is_file() else []
+            seconds[run_dir_name(size, eps)] = round(sum(float(s.get("seconds") or 0) for s in steps), 1)
+    res = FrontierResult(frontier_table(points, cfg.plain), runs, seconds, cfg.plain)
+    res.save(out)
+    return res
 
 
 def run_frontier(cfg: FrontierConfig, out_dir: str | Path, *, corpus_path: str | Path | None = None,
@@ -239,12 +243,13 @@ def run_frontier(cfg: FrontierConfig, out_dir: str | Path, *, corpus_path: str |
         if step and step.get("status") == "done" and step.get("key") and not (bases / step["key"]).exists():
             shutil.copytree(base, bases / step["key"])  # the next runs copy this base instead of pre-training
         runs.append((size, eps, run_dir))
-        points += points_from_run(size, eps, result)
+        points += points_from_dir(size, eps, result.run_dir)
     res = FrontierResult(frontier_table(points, cfg.plain), runs, seconds, cfg.plain)
     res.save(out)
     return res
 
 
 __all__ = ["COLUMNS", "FrontierConfig", "FrontierPoint", "FrontierResult", "best_recipes", "experiment_for",
-           "frontier_row", "frontier_table", "load_frontier", "points_from_run", "run_dir_name", "run_frontier",
+           "collect_frontier", "frontier_row", "frontier_table", "load_frontier", "points_from_dir", "run_dir_name",
+           "run_frontier",
            "share_steps"]

@@ -48,6 +48,33 @@ class FrontierPoint:
     run_dir: str = ""
 
 
+def points_from_dir(size: int, epsilon: float, run_dir: str | Path) -> list[FrontierPoint]:
+    """The audited models of one finished (or partly finished) run directory, read through
+    :class:`~toolkit.results.layout.RunLayout`: every strategy's last checkpoint that has a verdict, with its §4
+    metrics (``audit/``), attack files (``attacks/``) and training record's DP block (``runs/<strategy>/run.json``).
+    The base model is not a point of the frontier; a model without ``verdict.json`` (not finished) is left out."""
+    from toolkit.results.layout import BASE, RunLayout, read_json
+
+    layout = RunLayout(Path(run_dir))
+    last: dict[str, tuple[int, Path]] = {}
+    for name, epoch, folder in layout.attack_dirs():
+        if name != BASE and epoch is not None and (folder / "verdict.json").is_file():
+            if name not in last or epoch > last[name][0]:
+                last[name] = (epoch, folder)
+    out = []
+    for name, (epoch, folder) in sorted(last.items()):
+        metrics_file = layout.audit(name, epoch) / "metrics.json"
+        m = read_json(metrics_file) if metrics_file.is_file() else {}
+        run_json = layout.train(name) / "run.json"
+        dp = read_json(run_json).get("dp") if run_json.is_file() else None
+        out.append(FrontierPoint(size=size, epsilon=epsilon, strategy=name, epoch=int(epoch),
+                                 utility=m.get("utility"), heldout_utility=m.get("heldout_utility"),
+                                 battery=read_json(folder / "attacks.json"),
+                                 identifiers=read_json(folder / "identifiers.json"),
+                                 verdict=read_json(folder / "verdict.json"), dp=dp, run_dir=str(run_dir)))
+    return out
+
+
 def _num(v) -> float | None:
     return None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v)
 
@@ -162,4 +189,4 @@ def load_frontier_result(directory: str | Path) -> FrontierResult:
 
 
 __all__ = ["COLUMNS", "FrontierPoint", "FrontierResult", "best_recipes", "frontier_row", "frontier_table",
-           "load_frontier_result"]
+           "load_frontier_result", "points_from_dir"]
