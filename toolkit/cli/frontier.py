@@ -12,19 +12,25 @@ from toolkit.cli.common import add_quiet
 TITLE = "privacy-utility"
 
 
-def generated_corpus(out_dir: Path, n_individuals: int, seed: int) -> Path:
-    """``OUT/corpus/notes.jsonl``: the sample generator's clinical notes of ``n_individuals`` patients (public /
-    train / heldout / test, a quarter each), written once per (size, seed) and reused."""
+def generated_corpus(out_dir: Path, n_members: int, n_public: int, seed: int) -> Path:
+    """``OUT/corpus/notes.jsonl``: the sample generator's clinical notes of ``n_public`` public patients (the base
+    model's pre-training data) and ``n_members`` patients in each of ``train`` (members) and ``heldout``
+    (non-members), written once per (sizes, seed) and reused. Generated for exactly these splits: the generator's
+    rare-term pools run out at a few thousand patients (made-up and reused terms, fewer unique ones), so no patient
+    more than needed is drawn."""
     from toolkit.io import atomic_write_json
     from toolkit.samples import generate_clinical
     from toolkit.samples.text import write_records
 
     folder = out_dir / "corpus"
     path, spec_path = folder / "notes.jsonl", folder / "generated.json"
-    spec = {"generator": "toolkit.samples.generate_clinical", "n_individuals": n_individuals, "seed": seed}
+    n = n_public + 2 * n_members
+    splits = (("public", n_public / n), ("train", n_members / n), ("heldout", n_members / n))
+    spec = {"generator": "toolkit.samples.generate_clinical", "n_individuals": n, "seed": seed,
+            "splits": [[name, round(share * n)] for name, share in splits]}
     if path.is_file() and spec_path.is_file() and json.loads(spec_path.read_text(encoding="utf-8")) == spec:
         return path
-    write_records(generate_clinical(n_individuals=n_individuals, seed=seed), path)
+    write_records(generate_clinical(n_individuals=n, seed=seed, splits=splits), path)
     atomic_write_json(spec, spec_path)
     return path
 
@@ -55,8 +61,9 @@ def cmd_frontier(args: argparse.Namespace) -> int:
     cfg = with_sizes(full, args.sizes) if args.sizes else full
     out = Path(args.out) if args.out else Path("runs") / cfg.name
     corpus = cfg.corpus_path
-    if corpus is None and not args.table_only:  # four splits of equal size: the largest size's members, non-members, public and test
-        corpus = generated_corpus(out, 4 * max(full.sizes), int(cfg.generate_seed or 0))
+    if corpus is None and not args.table_only:  # members and non-members of the largest size, and the public split
+        n_public = int((cfg.experiment.get("corpus") or {}).get("n_public") or max(full.sizes))
+        corpus = generated_corpus(out, max(full.sizes), n_public, int(cfg.generate_seed or 0))
     result = collect_frontier(cfg, out) if args.table_only else \
         run_frontier(cfg, out, corpus_path=corpus, progress=not args.quiet, echo=not args.quiet)
     fig = frontier_figure(result.table)
