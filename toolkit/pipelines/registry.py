@@ -134,11 +134,14 @@ def identifier_settings(cfg) -> dict[str, Any]:
 @dataclass(frozen=True)
 class IdentifiersInputs:
     """``identifiers``: the analysis settings (:func:`identifier_settings`); ``documents``: the analysed documents'
-    fingerprint; ``canaries``: the canaries step's key when canaries were inserted (their ranges are excluded)."""
+    fingerprint; ``canaries``: the canaries step's key when canaries were inserted (their ranges are excluded), with
+    ``canary_exclusion``: how (``"blanked"``: the analysis runs on the texts with the ranges blanked, for every n;
+    the unigram re-flagging before 2026-11-26 had no such field, so its cached tables are not reused)."""
 
     identifiers: dict[str, Any]
     documents: Fingerprint
     canaries: str = ABSENT
+    canary_exclusion: str = ABSENT
 
     @classmethod
     def of(cls, settings: dict[str, Any], documents: Fingerprint, canaries: str | None = None, *,
@@ -147,7 +150,8 @@ class IdentifiersInputs:
         the key; ``toolkit audit``'s key has always held them (``with_cache_location``), kept so its keys stay."""
         keyed = settings if with_cache_location else \
             {k: v for k, v in settings.items() if k not in ("cache_dir", "ner_cache")}
-        return cls(identifiers=keyed, documents=documents, canaries=canaries or ABSENT)
+        return cls(identifiers=keyed, documents=documents, canaries=canaries or ABSENT,
+                   canary_exclusion="blanked" if canaries else ABSENT)
 
 
 @dataclass(frozen=True)
