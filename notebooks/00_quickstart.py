@@ -80,7 +80,7 @@ pd.DataFrame(result.manifest["steps"])[["name", "status", "seconds"]]
 
 # %%
 ids = load_identifiers(Path(work_dir) / "identifiers_members")
-note = load_data(cfg)["members"][0]
+note = load_data(cfg).members[0]
 pos = ids["positions"][ids["positions"]["doc_id"] == note.doc_id]
 marks = [(int(r.start), int(r.end), "both" if r.direct and r.indirect else "direct" if r.direct else "indirect")
          for r in pos.itertuples()]

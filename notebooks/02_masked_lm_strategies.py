@@ -93,12 +93,12 @@ pd.Series(cfg.summary(), name=cfg.name).to_frame()
 
 # %%
 result = run_experiment(cfg, work_dir, progress=False, echo=False)
-members, nonmembers = result.data["members"], result.data["nonmembers"]
+members, nonmembers = result.data.members, result.data.nonmembers
 ids_train, ids_all = result.identifiers["members"], result.identifiers["all"]
 runs, audits = result.checkpoints, result.audits
 strategies = list(runs)
-display(pd.DataFrame({"individuals": [len(c.person_ids) for c in (result.data["public"], members, nonmembers)],
-                      "notes": [len(c) for c in (result.data["public"], members, nonmembers)]},
+display(pd.DataFrame({"individuals": [len(c.person_ids) for c in (result.data.public, members, nonmembers)],
+                      "notes": [len(c) for c in (result.data.public, members, nonmembers)]},
                      index=["public (base model)", "members (fine-tuning)", "non-members (held out)"]))
 display(pd.Series({key: ids_train["summary"][key] for key in ("n_words", "n_I_direct", "n_I_indirect", "n_I",
                                                               "share_protected_positions")}).to_frame("members"))
@@ -208,7 +208,7 @@ pd.DataFrame({name: {cat: v["n_leaked"] for cat, v in a["metrics"]["leaked_by_ca
 # %%
 if downstream_epochs:
     seen_labels = {d.labels["smoking"] for d in members}
-    test = result.data["corpus"].filter(split="test")
+    test = result.data.corpus.filter(split="test")
     test = Corpus([d for d in test if d.labels["smoking"] in seen_labels])  # classes the members have
     f1 = {name: downstream_f1(last_path, members, test, epochs=downstream_epochs, progress=False)["macro_f1"]
           for name, last_path in [(n, runs[n][-1][1]) for n in strategies]}

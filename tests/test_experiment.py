@@ -381,7 +381,7 @@ def test_canaries_inserted_not_protected_and_exposed(run_dir, tmp_path):
     assert {s["name"]: s["status"] for s in res.manifest["steps"]}["base"] == "cached"
     table = pd.read_parquet(work / "canaries/canaries.parquet")
     assert table["repeats"].tolist() == [1, 4, 1, 4] and table["number"].str.fullmatch(r"\d{8}").all()
-    members = res.data["members"]
+    members = res.data.members
     for r in table.itertuples():
         assert sum(d.text.count(r.text) for d in members) == r.repeats
     # the canaries are not identifiers: no protected position inside one, their names and numbers not in I

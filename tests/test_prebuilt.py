@@ -33,7 +33,7 @@ def test_shipped_base_matches_its_config(config, kind):
     cfg = load_experiment(config)
     assert cfg.model.prebuilt == str((ROOT / "prebuilt").resolve()) and cfg.model.kind == kind
     data = load_data(cfg)
-    key = step_key("base", tiny_base_inputs(resolved_settings(cfg), corpus_fingerprint(data["public"])))
+    key = step_key("base", tiny_base_inputs(resolved_settings(cfg), corpus_fingerprint(data.public)))
     shipped = ROOT / "prebuilt" / key
     assert is_current(shipped, key, "config.json"), f"stale prebuilt/ base of {config}: run `make prebuilt`"
     assert json.loads((shipped / "config.json").read_text())["model_type"] == {"clm": "gpt2", "mlm": "bert"}[kind]
@@ -45,7 +45,7 @@ def test_every_shipped_folder_is_a_base_of_a_config():
     keys = set()
     for config in SHIPPED:
         cfg = load_experiment(config)
-        public = corpus_fingerprint(load_data(cfg)["public"])
+        public = corpus_fingerprint(load_data(cfg).public)
         keys.add(step_key("base", tiny_base_inputs(resolved_settings(cfg), public)))
     assert {p.name for p in (ROOT / "prebuilt").iterdir() if p.is_dir()} == keys
 
@@ -55,7 +55,7 @@ def _base(cfg, run_dir: Path):
     data = load_data(cfg)
     manifest = Manifest(run_dir, cfg, settings)
     cache = StepCache(manifest, echo=False)
-    path, _ = base_step(cfg, settings, data, {"public": corpus_fingerprint(data["public"])}, run_dir, cache, manifest,
+    path, _ = base_step(cfg, settings, data, {"public": corpus_fingerprint(data.public)}, run_dir, cache, manifest,
                         progress=False)
     return path, {s["name"]: s["status"] for s in manifest.data["steps"]}["base"]
 

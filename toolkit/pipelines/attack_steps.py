@@ -21,15 +21,18 @@ reference models.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from toolkit.errors import ToolkitError
 
+if TYPE_CHECKING:
+    from toolkit.pipelines.data import ExperimentData
 
-def run_canaries(cfg, data: dict[str, Any], cache, run_dir: Path) -> tuple[pd.DataFrame | None, str | None]:
-    """Insert ``training.canaries`` into ``data["members"]`` (replaced in place: every later step sees the texts
+
+def run_canaries(cfg, data: ExperimentData, cache, run_dir: Path) -> tuple[pd.DataFrame | None, str | None]:
+    """Insert ``training.canaries`` into ``data.members`` (replaced in place: every later step sees the texts
     with canaries) and save the canary table (a cached ``canaries`` step). Returns ``(table, step key)``, or
     ``(None, None)`` without canaries."""
     from toolkit.audit.attacks import canaries_into_corpus
@@ -41,9 +44,9 @@ def run_canaries(cfg, data: dict[str, Any], cache, run_dir: Path) -> tuple[pd.Da
     spec = cfg.training.canaries if cfg.training is not None else None
     if spec is None:
         return insert_one_run_canaries(cfg, data, None), None
-    members = data["members"]
+    members = data.members
     try:
-        data["members"], table = canaries_into_corpus(members, spec.n, spec.repeats, seed=cfg.seed)
+        data.members, table = canaries_into_corpus(members, spec.n, spec.repeats, seed=cfg.seed)
     except ValueError as exc:
         raise ToolkitError(f"{cfg.source or '<config>'}: training.canaries: {exc} (the members have "
                            f"{len(members)} documents)") from None
@@ -73,26 +76,26 @@ def one_run_canary_count(cfg, members) -> int:
     return int(m)
 
 
-def insert_one_run_canaries(cfg, data: dict[str, Any], table: pd.DataFrame | None) -> pd.DataFrame | None:
+def insert_one_run_canaries(cfg, data: ExperimentData, table: pd.DataFrame | None) -> pd.DataFrame | None:
     """Insert the one-run audit's canaries (each with probability ½, :mod:`toolkit.audit.attacks.one_run`) into
-    ``data["members"]`` after the exposure canaries of ``table`` (never inside one), their table in
-    ``data["one_run_canaries"]``. Returns every inserted canary (``table``'s and the audit's: what the identifiers
+    ``data.members`` after the exposure canaries of ``table`` (never inside one), their table in
+    ``data.one_run_canaries``. Returns every inserted canary (``table``'s and the audit's: what the identifiers
     step leaves out), or ``table`` unchanged when the audit is off. Deterministic from the seed and the members, so the
     members' fingerprint (in every later step's key) covers it."""
     from toolkit.audit.attacks import canary_ranges
     from toolkit.audit.attacks.one_run import one_run_canaries_into_corpus
 
-    m = one_run_canary_count(cfg, data["members"])
-    data["one_run_canaries"] = None
+    m = one_run_canary_count(cfg, data.members)
+    data.one_run_canaries = None
     if m <= 0:
         return table
-    avoid = canary_ranges(data["members"], table, with_separator=True) if table is not None else None
-    data["members"], one = one_run_canaries_into_corpus(data["members"], m, seed=cfg.seed, avoid=avoid)
-    data["one_run_canaries"] = one
+    avoid = canary_ranges(data.members, table, with_separator=True) if table is not None else None
+    data.members, one = one_run_canaries_into_corpus(data.members, m, seed=cfg.seed, avoid=avoid)
+    data.one_run_canaries = one
     return one if table is None else pd.concat([table, one], ignore_index=True)
 
 
-def run_attacks(cfg, cache, run_dir: Path, *, data: dict[str, Any], tables: dict[str, dict], audits: dict,
+def run_attacks(cfg, cache, run_dir: Path, *, data: ExperimentData, tables: dict[str, dict], audits: dict,
                 regurgitation: dict, checkpoints: dict, train_keys: dict, base, base_key, canaries, canary_key,
                 identifier_keys: dict[str, str], fingerprints: dict, progress: bool = True) -> dict:
     """The ``attacks/…`` steps (see the module docstring); ``(name, epoch) → load_attacks(...)`` result."""
@@ -110,23 +113,23 @@ def run_attacks(cfg, cache, run_dir: Path, *, data: dict[str, Any], tables: dict
     if not opts.enabled:
         return {}
     one = data.get("one_run_canaries")  # the one-run audit's canaries (insert_one_run_canaries), None when off
-    both = Corpus(list(data["members"]) + list(data["nonmembers"]))
+    both = Corpus(list(data.members) + list(data.nonmembers))
     targets = [("base", 0, base, base_key, None)] if cfg.audit.base_model else []
     targets += [(n, c[-1][0], c[-1][1], train_keys[n], base) for n, c in checkpoints.items() if c]
     refs = run_reference_models(cfg, cache, run_dir, public=data.get("public"), base=base, base_key=base_key,
                                 public_fingerprint=fingerprints.get("public"), progress=progress,
-                                n_train=len(set(data["members"].person_ids)),
-                                n_population=len(set(data["nonmembers"].person_ids)))
+                                n_train=len(set(data.members.person_ids)),
+                                n_population=len(set(data.nonmembers.person_ids)))
     loaded: dict = {}  # the reference models, loaded once for every attack step that runs
 
     def rmia():
         if refs is not None and "refs" not in loaded:
-            loaded["refs"] = rmia_inputs(refs, data["public"], lambda p: steps.load_models(p)[0],
+            loaded["refs"] = rmia_inputs(refs, data.public, lambda p: steps.load_models(p)[0],
                                          offline_a=opts.rmia_offline_a)
         return loaded.get("refs")
 
     # the same for every model: the audit canaries are no membership evidence, the battery sees notes without them
-    members, ids, exposed = data["members"], tables["members"], canaries
+    members, ids, exposed = data.members, tables["members"], canaries
     if one is not None:
         members, ids = without_canaries(members, one, ids)
         exposed = canaries[~canaries["canary_id"].isin(one["canary_id"])] if canaries is not None else None
@@ -151,7 +154,7 @@ def run_attacks(cfg, cache, run_dir: Path, *, data: dict[str, Any], tables: dict
 
         def attack(path=path, ref=ref, d=d, audit=audit, reg=reg):
             counts = membership_scores(audit["mia_predictions"], tables["all"], both)
-            return steps.attack_model(path, members, data["nonmembers"], ids, out_dir=d,
+            return steps.attack_model(path, members, data.nonmembers, ids, out_dir=d,
                                       reference=ref, identifier_count=counts.to_dict(),
                                       canaries=exposed if exposed is not None and len(exposed) else None,
                                       novel_privacy=audit["metrics"].get("novel_privacy"),

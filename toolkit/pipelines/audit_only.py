@@ -49,13 +49,16 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from toolkit.config.sections import ATTACK_MINIMA, AttacksSection
 from toolkit.corpus import Corpus
 from toolkit.errors import ToolkitError
 from toolkit.pipelines.audit_outputs import check_int, writing
 from toolkit.results.layout import RESERVED, RunLayout
+
+if TYPE_CHECKING:
+    from toolkit.pipelines.data import ExperimentData
 _CHECKPOINT = re.compile(r"(epoch|step|checkpoint)-\d+")
 _HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?")
 
@@ -430,12 +433,12 @@ def _audit(models, out: Path, mem: Corpus, non: Corpus, *, reference, identifier
     return result
 
 
-def audit_config(cfg, data: dict[str, Any], out_dir: str | Path, *, cache=None, progress: bool = True) -> AuditResult:
+def audit_config(cfg, data: ExperimentData, out_dir: str | Path, *, cache=None, progress: bool = True) -> AuditResult:
     """The audit-only path of :func:`toolkit.pipelines.lm_experiment.run_experiment`: ``cfg.models`` audited on the
     config's members and non-members (``data`` from ``load_data``), identifiers, attacks and bootstrap as the config
     says, the public split (when the corpus has it) defining novel identifiers. No ``report.html`` (``python -m
     toolkit report RUN_DIR`` makes it)."""
-    return audit_models(cfg.models, data["corpus"], members=data["members"], nonmembers=data["nonmembers"],
+    return audit_models(cfg.models, data.corpus, members=data.members, nonmembers=data.nonmembers,
                         reference=cfg.audit.reference, identifiers=cfg.identifiers, out_dir=out_dir,
                         window=cfg.audit.max_length, seed=cfg.seed, progress=progress, options=cfg.audit.attacks,
                         public=data.get("public"), n_bootstrap=cfg.audit.n_bootstrap,

@@ -47,6 +47,8 @@ import yaml
 from toolkit.config.experiment import ExperimentConfig, load_experiment, resolved_settings
 from toolkit.errors import ToolkitError
 
+from toolkit.pipelines.data import ExperimentData, load_data
+
 log = logging.getLogger(__name__)
 
 
@@ -63,7 +65,7 @@ class RunResult:
     audits: dict[tuple[str, int], dict[str, Any]]
     checkpoints: dict[str, list[tuple[int, Path]]]
     base: Path | str | None = None
-    data: dict[str, Any] = field(default_factory=dict)
+    data: ExperimentData | None = None
     identifiers: dict[str, dict[str, Any]] = field(default_factory=dict)
     regurgitation: dict[str, dict[str, Any]] = field(default_factory=dict)
     attacks: dict[tuple[str, int], dict[str, Any]] = field(default_factory=dict)
@@ -73,40 +75,6 @@ class RunResult:
     def steps(self, status: str | None = None) -> list[str]:
         """Names of the steps (with the given status: ``ran`` / ``cached``)."""
         return [s["name"] for s in self.manifest["steps"] if status is None or s["status"] == status]
-
-
-def _select(corpus, split: str, n: int | None, what: str, where: str):
-    from toolkit.errors import CorpusError
-
-    try:
-        part = corpus.filter(split=split)
-    except CorpusError:
-        raise ToolkitError(f"{where}: corpus.{what}: no document of split {split!r}; the corpus has splits "
-                           f"{corpus.splits}") from None
-    people = part.person_ids[:n] if n else part.person_ids
-    return part.filter(person_ids=people)
-
-
-def load_data(cfg: ExperimentConfig) -> dict[str, Any]:
-    """Load the corpus and select ``public``, ``members``, ``nonmembers`` (a :class:`Corpus` each, public may be
-    None) as the config says."""
-    from toolkit.corpus import Corpus, load_corpus
-
-    docs = []
-    for p in cfg.corpus.path:
-        docs.extend(load_corpus(p, format=cfg.corpus.format))
-    corpus = Corpus(docs, source=cfg.corpus.path[0] if len(cfg.corpus.path) == 1 else ", ".join(cfg.corpus.path))
-    src = cfg.source or "<config>"
-    members = _select(corpus, cfg.corpus.member_split, cfg.corpus.n_individuals, "member_split", src)
-    nonmembers = _select(corpus, cfg.corpus.nonmember_split, cfg.corpus.n_individuals, "nonmember_split", src)
-    shared = set(members.person_ids) & set(nonmembers.person_ids)
-    if shared:
-        raise ToolkitError(f"{src}: {len(shared)} individuals are both members and non-members; splits must be "
-                           "disjoint by individual")
-    public = None
-    if cfg.corpus.public_split is not None and (cfg.models is None or cfg.corpus.public_split in corpus.splits):
-        public = _select(corpus, cfg.corpus.public_split, cfg.corpus.n_public, "public_split", src)
-    return {"corpus": corpus, "public": public, "members": members, "nonmembers": nonmembers}
 
 
 def _distributed_state():
@@ -130,7 +98,7 @@ def tiny_base_inputs(settings: dict[str, Any], public_fingerprint: Any):
     return BaseInputs.pretrained(settings["base"], settings["pretrain"], public_fingerprint)
 
 
-def base_step(cfg: ExperimentConfig, settings: dict[str, Any], data: dict[str, Any], fp: dict[str, Any],
+def base_step(cfg: ExperimentConfig, settings: dict[str, Any], data: ExperimentData, fp: dict[str, Any],
               run_dir: Path, cache, manifest, *, state=None, progress: bool = True):
     """The base model of a run: ``(model path or id, its key)``. An external base (``model.base``, a profile's
     pre-trained model) is recorded; a tiny base is the step ``base`` (pre-trained on the public split, or copied
@@ -154,7 +122,7 @@ def base_step(cfg: ExperimentConfig, settings: dict[str, Any], data: dict[str, A
         raise ToolkitError("the tiny base model must be built before `accelerate launch`: run `python -m "
                            "toolkit run CONFIG` once on one process, or set model.base to a pre-trained model")
     registry.run_step(cache, "base", base_inputs,
-                      lambda: steps.base_model(data["public"], base_dir, kind, spec=spec, pretrain=settings["pretrain"],
+                      lambda: steps.base_model(data.public, base_dir, kind, spec=spec, pretrain=settings["pretrain"],
                                                progress=progress),
                       out_dir=base_dir, prebuilt=cfg.model.prebuilt)
     return base_dir, key
@@ -209,12 +177,12 @@ def run_experiment(cfg: ExperimentConfig, out_dir: str | Path, *, progress: bool
             data = load_data(cfg)
             canaries, canary_key = run_canaries(cfg, data, cache, run_dir)
             fp = {"corpus_files": corpus_files_fingerprint(cfg.corpus.path),
-                  "members": corpus_fingerprint(data["members"]), "nonmembers": corpus_fingerprint(data["nonmembers"])}
-            if data["public"] is not None:
-                fp["public"] = corpus_fingerprint(data["public"])
+                  "members": corpus_fingerprint(data.members), "nonmembers": corpus_fingerprint(data.nonmembers)}
+            if data.public is not None:
+                fp["public"] = corpus_fingerprint(data.public)
             manifest.set_datasets(fp)
             manifest.record("data", "ran", time.perf_counter() - t0, key=None, output=None)
-            both = Corpus(list(data["members"]) + list(data["nonmembers"]))
+            both = Corpus(list(data.members) + list(data.nonmembers))
             if cfg.models is not None:  # audit only, no training
                 only = audit_config(cfg, data, run_dir, cache=cache, progress=progress)
                 manifest.finish("done")
@@ -232,8 +200,8 @@ def run_experiment(cfg: ExperimentConfig, out_dir: str | Path, *, progress: bool
             # non-members (the attack's graph, methods.md §5)
             id_cfg = identifier_settings(cfg.identifiers)
             ids, tables = {}, {}
-            excluded = canary_ranges(data["members"], canaries) if canaries is not None else None
-            for part, docs in (("members", data["members"]), ("all", both)):
+            excluded = canary_ranges(data.members, canaries) if canaries is not None else None
+            for part, docs in (("members", data.members), ("all", both)):
                 inputs = IdentifiersInputs.of(id_cfg, corpus_fingerprint(docs), canary_key)
                 d = layout.identifiers(part)
                 with first():
@@ -256,7 +224,7 @@ def run_experiment(cfg: ExperimentConfig, out_dir: str | Path, *, progress: bool
                 def train_one(d=d, strat=strat, tcfg=tcfg):
                     from toolkit.training import train
 
-                    return train(data["members"], base, d, strat, tcfg, positions=ids_train["positions"],
+                    return train(data.members, base, d, strat, tcfg, positions=ids_train["positions"],
                                  spans=ids_train["spans"], progress=progress)
 
                 # under `accelerate launch` every process trains (HF Trainer data parallelism); Opacus DP-SGD runs in
@@ -275,7 +243,7 @@ def run_experiment(cfg: ExperimentConfig, out_dir: str | Path, *, progress: bool
             attacks: dict[tuple[str, int], dict[str, Any]] = {}
             if main:
                 # audits (methods.md §4–5)
-                base_vocabulary = corpus_word_types(data["public"]) if data["public"] is not None else None
+                base_vocabulary = corpus_word_types(data.public) if data.public is not None else None
                 probe = ProbeSettings(max_length=cfg.audit.max_length, n_bootstrap=cfg.audit.n_bootstrap,
                                       batch_size=cfg.audit.batch_size, seed=cfg.seed)
                 targets = []
@@ -292,7 +260,7 @@ def run_experiment(cfg: ExperimentConfig, out_dir: str | Path, *, progress: bool
                     audits[(name, epoch)] = run_step(
                         cache, "audit", inputs,
                         lambda path=path, d=d: steps.audit_checkpoint(
-                            path, data["members"], data["nonmembers"], ids_train, ids_all, out_dir=d,
+                            path, data.members, data.nonmembers, ids_train, ids_all, out_dir=d,
                             base_vocabulary=base_vocabulary, progress=progress, **probe.options()),
                         lambda d=d: steps.load_audit(d), out_dir=d, name=layout.step("audit", name, epoch))
 
@@ -313,7 +281,7 @@ def run_experiment(cfg: ExperimentConfig, out_dir: str | Path, *, progress: bool
                             from toolkit.models import load_model
 
                             model, tok = load_model(path, kind="clm")
-                            r = regurgitation_rate(model, tok, data["members"], vocab, prefix_tokens=reg.prefix_tokens,
+                            r = regurgitation_rate(model, tok, data.members, vocab, prefix_tokens=reg.prefix_tokens,
                                                    max_new_tokens=reg.max_new_tokens, progress=progress)
                             r["strategy"] = name
                             r["epoch"] = inputs.epoch
@@ -377,4 +345,4 @@ def results_lines(result: RunResult) -> list[str]:
     return ["  ".join(c.ljust(w) for c, w in zip(r[:3], width)) + "  " + r[3] for r in [head, *rows]]
 
 
-__all__ = ["RunResult", "base_step", "load_data", "tiny_base_inputs", "results_lines", "run", "run_experiment"]
+__all__ = ["ExperimentData", "RunResult", "base_step", "load_data", "tiny_base_inputs", "results_lines", "run", "run_experiment"]

@@ -45,7 +45,7 @@ def build_prebuilt(config, *, progress: bool = True, from_run: str | Path | None
     if isinstance(settings["base"], str):
         raise ToolkitError(f"{cfg.source}: the base is a pre-trained model ({settings['base']}), not a tiny base")
     data = load_data(cfg)
-    key = registry.key("base", tiny_base_inputs(settings, corpus_fingerprint(data["public"])))
+    key = registry.key("base", tiny_base_inputs(settings, corpus_fingerprint(data.public)))
     target = Path(cfg.model.prebuilt) / key
     if is_current(target, key, "config.json"):
         return target
@@ -59,7 +59,7 @@ def build_prebuilt(config, *, progress: bool = True, from_run: str | Path | None
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp)
         cache = StepCache(Manifest(run_dir, cfg, settings), echo=progress)
-        base_dir, built_key = base_step(cfg, settings, data, {"public": corpus_fingerprint(data["public"])}, run_dir,
+        base_dir, built_key = base_step(cfg, settings, data, {"public": corpus_fingerprint(data.public)}, run_dir,
                                         cache, cache.manifest, progress=progress)
         if built_key != key:  # pragma: no cover - base_step and this function hash the same inputs
             raise ToolkitError(f"{cfg.source}: the base step's key changed while building")

@@ -1,0 +1,64 @@
+"""The documents of one experiment run (:class:`ExperimentData`), selected from its corpus as the config says
+(:func:`load_data`): the public split (the base model's pre-training data), the members (fine-tuning data) and the
+non-members (the attacks' and the held-out probe's population), disjoint by individual."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from toolkit.config.experiment import ExperimentConfig
+from toolkit.corpus import Corpus
+from toolkit.errors import ToolkitError
+
+
+def _select(corpus, split: str, n: int | None, what: str, where: str):
+    from toolkit.errors import CorpusError
+
+    try:
+        part = corpus.filter(split=split)
+    except CorpusError:
+        raise ToolkitError(f"{where}: corpus.{what}: no document of split {split!r}; the corpus has splits "
+                           f"{corpus.splits}") from None
+    people = part.person_ids[:n] if n else part.person_ids
+    return part.filter(person_ids=people)
+
+
+@dataclass
+class ExperimentData:
+    """The documents of one run: the whole ``corpus`` and the selected ``public`` (None without a public split),
+    ``members`` and ``nonmembers`` :class:`~toolkit.corpus.Corpus`. The canaries step replaces ``members`` with the
+    notes holding its canaries (every later step sees those) and records the one-run audit's canary table in
+    ``one_run_canaries``."""
+
+    corpus: Corpus
+    public: Corpus | None
+    members: Corpus
+    nonmembers: Corpus
+    one_run_canaries: pd.DataFrame | None = None
+
+
+def load_data(cfg: ExperimentConfig) -> ExperimentData:
+    """Load the corpus and select ``public``, ``members``, ``nonmembers`` (a :class:`Corpus` each, public may be
+    None) as the config says."""
+    from toolkit.corpus import load_corpus
+
+    docs = []
+    for p in cfg.corpus.path:
+        docs.extend(load_corpus(p, format=cfg.corpus.format))
+    corpus = Corpus(docs, source=cfg.corpus.path[0] if len(cfg.corpus.path) == 1 else ", ".join(cfg.corpus.path))
+    src = cfg.source or "<config>"
+    members = _select(corpus, cfg.corpus.member_split, cfg.corpus.n_individuals, "member_split", src)
+    nonmembers = _select(corpus, cfg.corpus.nonmember_split, cfg.corpus.n_individuals, "nonmember_split", src)
+    shared = set(members.person_ids) & set(nonmembers.person_ids)
+    if shared:
+        raise ToolkitError(f"{src}: {len(shared)} individuals are both members and non-members; splits must be "
+                           "disjoint by individual")
+    public = None
+    if cfg.corpus.public_split is not None and (cfg.models is None or cfg.corpus.public_split in corpus.splits):
+        public = _select(corpus, cfg.corpus.public_split, cfg.corpus.n_public, "public_split", src)
+    return ExperimentData(corpus, public, members, nonmembers)
+
+
+__all__ = ["ExperimentData", "load_data"]
