@@ -32,7 +32,8 @@ def point(size, eps, strategy, heldout, *, utility=0.5, aucs=(0.9, 0.7), tprs=(0
     dp = None if spent is None else {"unit": "individual", "spent_epsilon": spent, "target_epsilon": eps}
     return FrontierPoint(size=size, epsilon=eps, strategy=strategy, epoch=8, utility=utility,
                          heldout_utility=heldout, battery=battery, identifiers=identifiers,
-                         verdict={"level": verdict}, dp=dp, run_dir=f"size-{size}")
+                         verdict={"level": verdict, "rule": "none" if verdict == "green" else "membership_tpr"},
+                         dp=dp, run_dir=f"size-{size}")
 
 
 def fake_points() -> list[FrontierPoint]:
@@ -228,3 +229,24 @@ def test_table_only_reads_the_finished_runs_back(tmp_path):
         v.unlink()
     assert main(["frontier", str(path), "--out", str(out), "--quiet", "--table-only"]) == 0
     assert pd.read_csv(out / "frontier.csv")["strategy"].tolist() == ["clm"]
+
+
+@pytest.mark.slow
+def test_notebook_07_reads_a_frontier_and_writes_its_report(tmp_path):
+    from test_notebooks import execute
+
+    FrontierResult(frontier_table(fake_points()), [], {"size-100/eps-inf": 60.0}).save(tmp_path / "f")
+    report = tmp_path / "frontier.html"
+    text = execute(tmp_path, "07_privacy_utility_frontier.ipynb",
+                   {"frontier_dir": str(tmp_path / "f"), "report_path": str(report)})
+    assert "6 models, corpus sizes [100, 1000]" in text and "Report written" in text
+    assert "no green model reaches 0.9" in text and "wrongly accusing few" in text  # the rule in plain words
+    assert "Privacy–utility frontier" in report.read_text(encoding="utf-8")
+
+
+def test_shipped_frontier_reads_back():
+    """Notebook 07's default: the frontier measured and shipped in docs/data/frontier (docs/results.md says when)."""
+    from toolkit.results.frontier import load_frontier_result
+
+    res = load_frontier_result(ROOT / "docs" / "data" / "frontier")
+    assert len(res.table) and set(res.table["strategy"]) >= {"clm", "clm_dp"} and res.best

@@ -22,7 +22,8 @@ SHOWN = {"size": "individuals", "strategy": "strategy", "epsilon": "ε (target)"
          "heldout_utility_vs_plain": "× plain", "utility_vs_plain": "training notes × plain",
          "strongest_attack": "strongest attack", "attack_auc": "AUC", "attack_tpr_at_1pct_fpr": "TPR@1% FPR",
          "pii_top1": "PII top-1", "pii_chance": "chance", "canary_max_exposure": "max canary exposure (bits)",
-         "empirical_epsilon": "empirical ε (95%)", "accountant_epsilon": "accountant ε", "verdict": "verdict"}
+         "empirical_epsilon": "empirical ε (95%)", "accountant_epsilon": "accountant ε", "verdict": "verdict",
+         "verdict_rule": "deciding rule"}
 
 
 def is_frontier_dir(path: str | Path) -> bool:

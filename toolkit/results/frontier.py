@@ -7,8 +7,8 @@ and notebook 07 read frontiers only through it). The runs themselves: :mod:`tool
 Columns (:data:`COLUMNS`): held-out utility relative to ``clm`` (``mlm`` for masked models) of the same size — the
 ≥ 0.9× condition of issue 27 — and utility on the training notes beside it, the strongest membership attack (its AUC,
 and the largest TPR at 1% FPR over the battery's attacks), PII inference top-1 and its chance level, the largest
-canary exposure (bits), the one-run audit's empirical ε lower bound beside the accountant's ε, and the verdict
-(methods.md §4, §10–11).
+canary exposure (bits), the one-run audit's empirical ε lower bound beside the accountant's ε, and the verdict with
+its deciding rule (methods.md §4, §10–11).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from toolkit.errors import ToolkitError
 #: the columns of the frontier table, in order
 COLUMNS = ("size", "strategy", "epsilon", "dp", "epoch", "heldout_utility", "heldout_utility_vs_plain", "utility",
            "utility_vs_plain", "strongest_attack", "attack_auc", "attack_tpr_at_1pct_fpr", "pii_top1", "pii_chance",
-           "canary_max_exposure", "empirical_epsilon", "accountant_epsilon", "verdict", "run_dir")
+           "canary_max_exposure", "empirical_epsilon", "accountant_epsilon", "verdict", "verdict_rule", "run_dir")
 
 
 @dataclass
@@ -107,7 +107,7 @@ def frontier_row(p: FrontierPoint) -> dict[str, Any]:
             "canary_max_exposure": max(exposures) if exposures else None,
             "empirical_epsilon": _num(one.get("epsilon_lower_bound")),
             "accountant_epsilon": _num((p.dp or {}).get("spent_epsilon")),
-            "verdict": p.verdict.get("level"), "run_dir": p.run_dir}
+            "verdict": p.verdict.get("level"), "verdict_rule": p.verdict.get("rule"), "run_dir": p.run_dir}
 
 
 def frontier_table(points: list[FrontierPoint], plain: str = "clm") -> pd.DataFrame:
