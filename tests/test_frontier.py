@@ -154,6 +154,13 @@ def test_sizes_option_keeps_the_config_and_refuses_a_size_it_lacks():
         with_sizes(cfg, "7")
     with pytest.raises(ToolkitError, match="--sizes"):
         with_sizes(cfg, "a,b")
+    from toolkit.cli.frontier import with_epsilons
+
+    sliced = with_epsilons(one, "8,inf")
+    assert [(s, e) for s, e, _ in sliced.runs()] == [(100, math.inf), (100, 8.0)]
+    for bad in ("8", "3,inf", "x"):
+        with pytest.raises(ToolkitError, match="--epsilons"):
+            with_epsilons(cfg, bad)
 
 
 @pytest.mark.slow

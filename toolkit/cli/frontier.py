@@ -51,6 +51,23 @@ def with_sizes(cfg, sizes: str):
     return dataclasses.replace(cfg, sizes=chosen)
 
 
+def with_epsilons(cfg, epsilons: str):
+    """``cfg`` restricted to the comma-separated ``--epsilons`` (each one of the config's; ``inf`` for ∞)."""
+    import dataclasses
+
+    from toolkit.errors import ToolkitError
+
+    try:
+        chosen = tuple(sorted({float(x) for x in epsilons.split(",") if x.strip()}))
+    except ValueError:
+        chosen = ()
+    if not chosen or set(chosen) - set(cfg.epsilons) or not any(math.isinf(e) for e in chosen):
+        raise ToolkitError(f"--epsilons {epsilons!r}: give ε's of {cfg.source} separated by commas, inf among them "
+                           f"(the plain models every ratio divides by): "
+                           f"{', '.join('inf' if math.isinf(e) else f'{e:g}' for e in cfg.epsilons)}")
+    return dataclasses.replace(cfg, epsilons=chosen)
+
+
 def cmd_frontier(args: argparse.Namespace) -> int:
     from toolkit.pipelines.frontier import best_recipes, collect_frontier, load_frontier, run_frontier
     from toolkit.plots.frontier import frontier_figure
@@ -59,6 +76,7 @@ def cmd_frontier(args: argparse.Namespace) -> int:
     use_cores()
     full = load_frontier(args.config)
     cfg = with_sizes(full, args.sizes) if args.sizes else full
+    cfg = with_epsilons(cfg, args.epsilons) if args.epsilons else cfg
     out = Path(args.out) if args.out else Path("runs") / cfg.name
     corpus = cfg.corpus_path
     if corpus is None and not args.table_only:  # members and non-members of the largest size, and the public split
@@ -93,6 +111,8 @@ def register(sub) -> None:
     s.add_argument("--sizes", help="run only these of the config's sizes (comma-separated, e.g. 100); the corpus is "
                                    "still generated for the config's largest size, so the runs equal the full "
                                    "frontier's")
+    s.add_argument("--epsilons", help="run only these of the config's ε (comma-separated, inf among them, e.g. "
+                                      "8,inf): a slice of the frontier, when the whole does not fit the time")
     s.add_argument("--table-only", action="store_true",
                    help="train nothing: write the table and figure of the models the runs in DIR have finished so "
                         "far (an interrupted or partial frontier)")
