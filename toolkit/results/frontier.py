@@ -161,14 +161,24 @@ class FrontierResult:
         from toolkit.io import atomic_write_json, atomic_write_text
 
         out = Path(out_dir)
-        records = json.loads(self.table.to_json(orient="records"))  # NaN → null
+        table = self.table.copy()
+        table["run_dir"] = [_relative(r, out) for r in table["run_dir"]]  # no machine path in a shippable table
+        records = json.loads(table.to_json(orient="records"))  # NaN → null
         for r, eps in zip(records, self.table["epsilon"]):
             r["epsilon"] = None if math.isinf(eps) else float(eps)
         best = self.best or (best_recipes(self.table) if len(self.table) else {})
-        return {"csv": atomic_write_text(self.table.to_csv(index=False), out / "frontier.csv"),
+        return {"csv": atomic_write_text(table.to_csv(index=False), out / "frontier.csv"),
                 "json": atomic_write_json({"plain": self.plain, "rows": records,
                                            "best": {str(k): v for k, v in best.items()},
                                            "seconds": self.seconds}, out / "frontier.json")}
+
+
+def _relative(path, base: Path):
+    """``path`` relative to ``base`` when it lies inside it (``size-100/eps-8``), else as it is."""
+    try:
+        return str(Path(path).resolve().relative_to(base.resolve()))
+    except (TypeError, ValueError):
+        return path
 
 
 def load_frontier_result(directory: str | Path) -> FrontierResult:
