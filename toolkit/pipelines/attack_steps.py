@@ -112,11 +112,11 @@ def run_attacks(cfg, cache, run_dir: Path, *, data: ExperimentData, tables: dict
     opts = cfg.audit.attacks
     if not opts.enabled:
         return {}
-    one = data.get("one_run_canaries")  # the one-run audit's canaries (insert_one_run_canaries), None when off
+    one = data.one_run_canaries  # the one-run audit's canaries (insert_one_run_canaries), None when off
     both = Corpus(list(data.members) + list(data.nonmembers))
     targets = [("base", 0, base, base_key, None)] if cfg.audit.base_model else []
     targets += [(n, c[-1][0], c[-1][1], train_keys[n], base) for n, c in checkpoints.items() if c]
-    refs = run_reference_models(cfg, cache, run_dir, public=data.get("public"), base=base, base_key=base_key,
+    refs = run_reference_models(cfg, cache, run_dir, public=data.public, base=base, base_key=base_key,
                                 public_fingerprint=fingerprints.get("public"), progress=progress,
                                 n_train=len(set(data.members.person_ids)),
                                 n_population=len(set(data.nonmembers.person_ids)))

@@ -441,7 +441,7 @@ def audit_config(cfg, data: ExperimentData, out_dir: str | Path, *, cache=None, 
     return audit_models(cfg.models, data.corpus, members=data.members, nonmembers=data.nonmembers,
                         reference=cfg.audit.reference, identifiers=cfg.identifiers, out_dir=out_dir,
                         window=cfg.audit.max_length, seed=cfg.seed, progress=progress, options=cfg.audit.attacks,
-                        public=data.get("public"), n_bootstrap=cfg.audit.n_bootstrap,
+                        public=data.public, n_bootstrap=cfg.audit.n_bootstrap,
                         batch_size=cfg.audit.batch_size, cache=cache, report=False, hash_predictions=False)
 
 
