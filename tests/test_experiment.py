@@ -392,7 +392,8 @@ def test_canaries_inserted_not_protected_and_exposed(run_dir, tmp_path):
     words = {w.lower() for n in table["name"] for w in n.split()} | set(table["number"])
     sets = identifier_sets(res.identifiers["members"])
     assert not words & (sets["I_direct"] | sets["I_indirect"])
-    assert res.identifiers["members"]["summary"]["canaries_excluded"]["n_ranges"] == table["repeats"].sum()
+    # the exposure canaries and the one-run audit's included ones
+    assert res.identifiers["members"]["summary"]["canaries_excluded"]["n_ranges"] > table["repeats"].sum()
     # exposure per repeat count, for the base model (never saw them) and the trained checkpoint
     for key in (("base", 0), ("ppclm", 2)):
         can = res.attacks[key]["identifiers"]["canaries"]
