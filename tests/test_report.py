@@ -240,3 +240,33 @@ def test_interrupted_run_says_so_at_the_top(run_dir, tmp_path, status):
     assert ("interrupted" in banner) == (status == "running") and "okafor" not in html.split('id="verdict"')[0]
     if status == "failed":
         assert "stopped with an error (KeyError)" in banner
+
+
+def test_a_base_model_that_separates_the_groups_is_reported():
+    """The base model saw neither group: an attack on it whose AUC interval lies above 0.55 means the groups differ
+    (as the sample generator's splits did before 2026-11-26) — the report says so above the verdicts; at chance it
+    says nothing."""
+    from toolkit.report.verdicts import split_shift, verdicts_html
+
+    def models(lo):
+        base = {"strategy": "base", "verdict": {"level": "amber", "rule": "membership_auc"},
+                "attacks": {"attacks": {"loss": {"auc": lo + 0.05, "auc_ci": [lo, lo + 0.1]},
+                                        "zlib": {"auc": 0.5, "auc_ci": [0.4, 0.6]}}}}
+        return {"base (epoch 0)": base, "clm (epoch 8)": {"strategy": "clm", "verdict": {"level": "red", "rule": "membership_auc",
+                                                                           "figure": "AUC 0.9"}}}
+
+    assert split_shift(models(0.50)) is None and split_shift({"clm (epoch 8)": {"strategy": "clm"}}) is None
+    text = split_shift(models(0.56))
+    assert text and "AUC 0.61" in text and "above 0.56" in text
+
+    class Run:
+        label = "r"
+
+        def __init__(self, m):
+            self.m = m
+
+        def attack_models(self):
+            return self.m
+
+    assert "Members and non-members differ" in verdicts_html([Run(models(0.56))])
+    assert "Members and non-members differ" not in verdicts_html([Run(models(0.5))])

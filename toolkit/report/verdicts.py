@@ -133,12 +133,36 @@ def model_verdict(label: str, model: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def split_shift(models: dict[str, Any], *, lower: float = 0.55) -> str | None:
+    """A warning when the base model — which saw neither the members nor the non-members — already separates them:
+    an attack on it whose AUC 95% interval lies above ``lower`` (the amber threshold, methods.md §11). Then the two
+    groups differ before any fine-tuning (other times, sources, note lengths, a generator's quirk), and every
+    membership figure of the fine-tuned models contains that difference. None when no base model was audited."""
+    base = next((m for m in models.values() if m.get("strategy") == "base"), {})
+    attacks = (base.get("attacks") or {}).get("attacks") or {}
+    found = []
+    for name, rep in attacks.items():
+        ci = rep.get("auc_ci") if isinstance(rep, dict) else None
+        if isinstance(ci, (list, tuple)) and len(ci) == 2 and ci[0] is not None and float(ci[0]) > lower:
+            found.append((float(ci[0]), name, float(rep.get("auc") or 0)))
+    if not found:
+        return None
+    lo, name, auc = max(found)
+    return (f"The base model, which never saw either group, already separates members from non-members "
+            f"({attack_name(name)}: AUC {auc:.2f}, 95% interval above {lo:.2f}): the groups differ before any "
+            "fine-tuning, so every membership figure below includes that difference. Draw members and non-members "
+            "from the same population (docs/guide.md, sample data).")
+
+
 def run_verdicts(runs: Iterable) -> list[dict[str, Any]]:
-    """``[{"run", "models": [model_verdict …], "missing"}]`` for the report's top and the notebooks."""
+    """``[{"run", "models": [model_verdict …], "missing", "warning"}]`` for the report's top and the notebooks
+    (``warning``: :func:`split_shift`)."""
     out = []
     for run in runs:
-        models = [model_verdict(label, m) for label, m in run.attack_models().items() if m.get("verdict")]
-        out.append({"run": run.label, "models": models, "missing": None if models else MISSING})
+        found = run.attack_models()
+        models = [model_verdict(label, m) for label, m in found.items() if m.get("verdict")]
+        out.append({"run": run.label, "models": models, "missing": None if models else MISSING,
+                    "warning": split_shift(found)})
     return out
 
 
@@ -158,6 +182,9 @@ def verdicts_html(runs: Iterable, *, show_run: bool = True) -> str:
         if item["missing"]:
             parts.append(f'<p style="color:#666;font-style:italic">{esc(item["missing"])}</p>')
             continue
+        if item.get("warning"):
+            parts.append(f'<p class="split-shift" style="border-left:4px solid {COLORS["amber"]};padding:.3em .6em">'
+                         f'<strong>Members and non-members differ.</strong> {esc(item["warning"])}</p>')
         rows = []
         for m in item["models"]:
             lines = [f"<strong>{esc(m['label'])}</strong>: {esc(m['statement'])}"]
