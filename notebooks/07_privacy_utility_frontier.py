@@ -23,8 +23,10 @@
 # set `frontier_dir` to your own `toolkit frontier` output to read that instead, or `run = True` to run the config
 # here first.
 #
-# Everything shown is an aggregate of generated notes (no real person); a frontier on your own corpus is personal
-# data like any run (`PRIVACY.md`).
+# **Executed copies contain text of the corpus, including identifiers: treat them like the corpus.** This notebook
+# shows only aggregates (utilities, AUCs, ε's, verdicts) of generated notes by default; with `run = True` on your own
+# corpus it runs experiments whose folders hold notes and predictions: keep executed copies and run folders
+# owner-only, and commit the notebook stripped (`PRIVACY.md` lists every file and how to delete it).
 
 # %% tags=["parameters"]
 profile = "cpu"  # passed by `make demo` to every notebook (the frontier's profile is in its config)
