@@ -36,7 +36,6 @@ sizes = None  # with run = True: the corpus sizes to run, comma-separated (None:
 report_path = "../outputs/frontier_report.html"
 
 # %%
-import math
 from pathlib import Path
 
 from IPython.display import HTML, Markdown, display
@@ -44,7 +43,7 @@ from IPython.display import HTML, Markdown, display
 from toolkit import plots
 from toolkit.plots.frontier import frontier_figure
 from toolkit.report import build_report
-from toolkit.report.frontier import SHOWN, best_sentences
+from toolkit.report.frontier import best_sentences, shown_table
 from toolkit.results.frontier import load_frontier_result
 
 plots.setup_notebook()
@@ -85,9 +84,7 @@ display(Markdown("\n".join(f"- {s}" for s in best_sentences(result.best, result.
 # implementation (methods.md §10).
 
 # %%
-shown = table[[c for c in SHOWN if c in table]].copy()
-shown["epsilon"] = ["∞" if math.isinf(e) else f"{e:g}" for e in shown["epsilon"]]
-shown.rename(columns=SHOWN).round(3)
+shown_table(table).round(3)
 
 # %% [markdown]
 # ## 4. What keeps each model from green

@@ -71,6 +71,7 @@ def with_epsilons(cfg, epsilons: str):
 def cmd_frontier(args: argparse.Namespace) -> int:
     from toolkit.pipelines.frontier import best_recipes, collect_frontier, load_frontier, run_frontier
     from toolkit.plots.frontier import frontier_figure
+    from toolkit.results.frontier import epsilon_text
     from toolkit.threads import use_cores
 
     use_cores()
@@ -90,7 +91,7 @@ def cmd_frontier(args: argparse.Namespace) -> int:
     print(f"{cfg.name}: {len(result.runs)} runs, {len(t)} models in {sum(result.seconds.values()):.0f} s; "
           f"wrote {out / 'frontier.csv'}, frontier.json, frontier.html")
     for r in t.itertuples(index=False):
-        eps = "∞" if math.isinf(r.epsilon) else f"{r.epsilon:g}"
+        eps = epsilon_text(r.epsilon)
         ratio = "-" if r.heldout_utility_vs_plain is None or r.heldout_utility_vs_plain != r.heldout_utility_vs_plain \
             else f"{r.heldout_utility_vs_plain:.2f}×"
         auc = "-" if r.attack_auc is None or r.attack_auc != r.attack_auc else f"{r.attack_auc:.3f}"

@@ -10,12 +10,12 @@ its verdict (the hover text) says whether every attack found it green.
 
 from __future__ import annotations
 
-import math
 
 import pandas as pd
 import plotly.graph_objects as go
 
 from toolkit.plots.audit import TEMPLATE, strategy_color
+from toolkit.results.frontier import epsilon_text
 
 #: the goal region: strongest attack AUC ≤ GREEN_AUC, held-out utility ≥ GREEN_UTILITY × plain
 GREEN_AUC = 0.55
@@ -25,7 +25,7 @@ DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
 
 
 def epsilon_label(eps: float) -> str:
-    return "ε=∞" if math.isinf(eps) else f"ε={eps:g}"
+    return f"ε={epsilon_text(eps)}"
 
 
 def frontier_figure(table: pd.DataFrame, *, x_col: str = "attack_auc",

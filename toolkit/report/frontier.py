@@ -9,13 +9,14 @@ highest held-out utility ratio reaching 0.9× plain fine-tuning's, or, where non
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from toolkit.plots.frontier import GREEN_UTILITY, frontier_figure
 from toolkit.report.formatting import figure, table
-from toolkit.results.frontier import load_frontier_result
+from toolkit.results.frontier import epsilon_text, load_frontier_result
 
 #: the table's columns in the report, with their headings
 SHOWN = {"size": "individuals", "strategy": "strategy", "epsilon": "ε (target)", "heldout_utility": "held-out utility",
@@ -34,7 +35,8 @@ def best_sentences(best: dict[int, dict[str, Any]], plain: str) -> list[str]:
     """One sentence per corpus size: the best recipe and how far it is from the goal."""
     out = []
     for size, b in sorted(best.items()):
-        eps = "∞ (no DP)" if b.get("epsilon") is None or math.isinf(float(b["epsilon"])) else f"{b['epsilon']:g}"
+        eps = epsilon_text(b.get("epsilon"))
+        eps += " (no DP)" if eps == "∞" else ""
         ratio = b.get("heldout_utility_vs_plain")
         ratio_text = "n/a" if ratio is None else f"{ratio:.2f}×"
         auc = b.get("attack_auc")
@@ -53,16 +55,22 @@ def best_sentences(best: dict[int, dict[str, Any]], plain: str) -> list[str]:
     return out
 
 
+def shown_table(frontier: pd.DataFrame) -> pd.DataFrame:
+    """The frontier table as the report and notebook 07 show it: the :data:`SHOWN` columns under their headings, ε
+    as text (∞ for no DP)."""
+    shown = frontier[[c for c in SHOWN if c in frontier]].copy()
+    shown["epsilon"] = [epsilon_text(e) for e in shown["epsilon"]]
+    return shown.rename(columns=SHOWN)
+
+
 def frontier_context(directory: str | Path) -> dict[str, Any]:
     """What the report's template shows of one frontier directory."""
     res = load_frontier_result(directory)
-    shown = res.table[[c for c in SHOWN if c in res.table]].copy()
-    shown["epsilon"] = ["∞" if math.isinf(e) else f"{e:g}" for e in shown["epsilon"]]
     seconds = sum(float(v) for v in res.seconds.values())
     return {"path": str(directory), "figure": figure(frontier_figure(res.table)),
-            "table": table(shown.rename(columns=SHOWN), index=False), "best": best_sentences(res.best, res.plain),
+            "table": table(shown_table(res.table), index=False), "best": best_sentences(res.best, res.plain),
             "summary": f"{len(res.table)} models in {len(res.seconds)} runs ({seconds / 60:.0f} min of run time); "
                        f"utility relative to {res.plain} of the same size, on the held-out (non-member) notes."}
 
 
-__all__ = ["SHOWN", "best_sentences", "frontier_context", "is_frontier_dir"]
+__all__ = ["SHOWN", "best_sentences", "frontier_context", "is_frontier_dir", "shown_table"]

@@ -75,6 +75,11 @@ def points_from_dir(size: int, epsilon: float, run_dir: str | Path) -> list[Fron
     return out
 
 
+def epsilon_text(eps: float | None) -> str:
+    """ε as the tables and sentences show it: ``∞`` for no DP (``inf``, or None as ``frontier.json`` stores it)."""
+    return "∞" if eps is None or math.isinf(float(eps)) else f"{float(eps):g}"
+
+
 def _num(v) -> float | None:
     return None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v)
 
@@ -199,4 +204,4 @@ def load_frontier_result(directory: str | Path) -> FrontierResult:
 
 
 __all__ = ["COLUMNS", "FrontierPoint", "FrontierResult", "best_recipes", "frontier_row", "frontier_table",
-           "load_frontier_result", "points_from_dir"]
+           "epsilon_text", "load_frontier_result", "points_from_dir"]
