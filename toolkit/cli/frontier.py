@@ -35,37 +35,37 @@ def generated_corpus(out_dir: Path, n_members: int, n_public: int, seed: int) ->
     return path
 
 
-def with_sizes(cfg, sizes: str):
-    """``cfg`` restricted to the comma-separated ``--sizes`` (each one of the config's sizes)."""
+def _restricted(cfg, key: str, text: str, parse, shown, extra_ok=lambda chosen: True):
+    """``cfg`` with its ``key`` (``sizes`` / ``epsilons``) restricted to the comma-separated ``text`` of the flag
+    ``--key``: every value parsed by ``parse``, one of the config's, and ``extra_ok`` of the chosen; else a
+    :class:`ToolkitError` naming the flag and the config's values (``shown`` writes them)."""
     import dataclasses
 
     from toolkit.errors import ToolkitError
 
     try:
-        chosen = tuple(sorted({int(x) for x in sizes.split(",") if x.strip()}))
+        chosen = tuple(sorted({parse(x) for x in text.split(",") if x.strip()}))
     except ValueError:
         chosen = ()
-    if not chosen or set(chosen) - set(cfg.sizes):
-        raise ToolkitError(f"--sizes {sizes!r}: give sizes of {cfg.source} separated by commas "
-                           f"({', '.join(map(str, cfg.sizes))})")
-    return dataclasses.replace(cfg, sizes=chosen)
+    if not chosen or set(chosen) - set(getattr(cfg, key)) or not extra_ok(chosen):
+        raise ToolkitError(shown(text))
+    return dataclasses.replace(cfg, **{key: chosen})
+
+
+def with_sizes(cfg, sizes: str):
+    """``cfg`` restricted to the comma-separated ``--sizes`` (each one of the config's sizes)."""
+    return _restricted(cfg, "sizes", sizes, int,
+                       lambda text: f"--sizes {text!r}: give sizes of {cfg.source} separated by commas "
+                                    f"({', '.join(map(str, cfg.sizes))})")
 
 
 def with_epsilons(cfg, epsilons: str):
     """``cfg`` restricted to the comma-separated ``--epsilons`` (each one of the config's; ``inf`` for ∞)."""
-    import dataclasses
-
-    from toolkit.errors import ToolkitError
-
-    try:
-        chosen = tuple(sorted({float(x) for x in epsilons.split(",") if x.strip()}))
-    except ValueError:
-        chosen = ()
-    if not chosen or set(chosen) - set(cfg.epsilons) or not any(math.isinf(e) for e in chosen):
-        raise ToolkitError(f"--epsilons {epsilons!r}: give ε's of {cfg.source} separated by commas, inf among them "
-                           f"(the plain models every ratio divides by): "
-                           f"{', '.join('inf' if math.isinf(e) else f'{e:g}' for e in cfg.epsilons)}")
-    return dataclasses.replace(cfg, epsilons=chosen)
+    return _restricted(cfg, "epsilons", epsilons, float,
+                       lambda text: f"--epsilons {text!r}: give ε's of {cfg.source} separated by commas, inf among "
+                                    f"them (the plain models every ratio divides by): "
+                                    f"{', '.join('inf' if math.isinf(e) else f'{e:g}' for e in cfg.epsilons)}",
+                       extra_ok=lambda chosen: any(math.isinf(e) for e in chosen))
 
 
 def cmd_frontier(args: argparse.Namespace) -> int:
