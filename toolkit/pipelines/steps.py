@@ -47,9 +47,7 @@ def identifiers(corpus: Corpus, out_dir: str | Path, *, exclude: dict[str, list[
     ``python -m toolkit identifiers`` does: the same tables as the in-memory analysis, memory bounded."""
     from toolkit.identifiers import IdentifierConfig, load_identifiers
     from toolkit.identifiers.engine import analyze_to_disk
-    from toolkit.identifiers.storage import save_identifiers
-
-    from toolkit.identifiers.storage import run_key, text_sha256
+    from toolkit.identifiers.storage import run_key, save_identifiers, text_sha256
 
     analyze_to_disk(blank_ranges(corpus, exclude) if exclude else corpus, out_dir, IdentifierConfig(**config),
                     progress=False)
