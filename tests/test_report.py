@@ -270,3 +270,18 @@ def test_a_base_model_that_separates_the_groups_is_reported():
 
     assert "Members and non-members differ" in verdicts_html([Run(models(0.56))])
     assert "Members and non-members differ" not in verdicts_html([Run(models(0.5))])
+
+    # an attacks.json without bootstrap intervals: the Hanley–McNeil interval from the counts, as the verdict's
+    # (AUC 0.70 on 200 + 200: SE² = [A(1−A) + 199(Q1 − A²) + 199(Q2 − A²)] / 200², Q1 = A/(2−A), Q2 = 2A²/(1+A))
+    import math
+    a, n = 0.70, 200
+    q1, q2 = a / (2 - a), 2 * a * a / (1 + a)
+    lo = a - 1.959964 * math.sqrt((a * (1 - a) + (n - 1) * (q1 - a * a) + (n - 1) * (q2 - a * a)) / (n * n))
+    bare = {"base": {"strategy": "base", "attacks": {"n_members": n, "n_nonmembers": n,
+                                                     "attacks": {"loss": {"auc": a}}}}}
+    assert f"above {lo:.2f}" in split_shift(bare) and 0.64 < lo < 0.66
+    bare["base"]["attacks"]["attacks"]["loss"]["auc"] = 0.53  # its interval reaches below 0.55
+    assert split_shift(bare) is None
+    del bare["base"]["attacks"]["n_members"]  # no counts, no interval: nothing claimed
+    bare["base"]["attacks"]["attacks"]["loss"]["auc"] = 0.9
+    assert split_shift(bare) is None

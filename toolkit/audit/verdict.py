@@ -139,6 +139,23 @@ def _attacks_json(attacks) -> dict | None:
     return attacks.to_json() if hasattr(attacks, "to_json") else dict(attacks)
 
 
+def auc_lower_bound(rep: dict, battery: dict | None = None, confidence: float = 0.95) -> tuple[float, str] | None:
+    """``(lower bound, method)`` of one attack's AUC interval as the verdict judges it: the attack's own ``auc_ci``,
+    else the Hanley–McNeil interval from its AUC and counts (the battery's counts where the attack has none); None
+    without an AUC, or without an interval and counts of at least 2 members and 2 non-members."""
+    rep = rep if isinstance(rep, dict) else {}
+    auc = _num(rep.get("auc"))
+    if auc is None:
+        return None
+    n_m, n_n = (_count(rep.get(k)) if _count(rep.get(k)) is not None else _count((battery or {}).get(k))
+                for k in ("n_members", "n_nonmembers"))
+    ci = rep.get("auc_ci")
+    has_ci = isinstance(ci, (list, tuple)) and len(ci) == 2 and _num(ci[0]) is not None
+    if not has_ci and (n_m is None or n_n is None or n_m < 2 or n_n < 2):
+        return None
+    return _auc_interval(rep, auc, n_m, n_n, confidence)
+
+
 def _auc_interval(rep: dict, auc: float, n_m: int, n_n: int, confidence: float) -> tuple[float, str]:
     """``(lower bound, method)``: the attack's own ``auc_ci``, else the Hanley–McNeil interval."""
     ci = rep.get("auc_ci")

@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from toolkit.audit.verdict import GREEN_STATEMENT, VerdictThresholds
+from toolkit.audit.verdict import GREEN_STATEMENT, VerdictThresholds, auc_lower_bound
 from toolkit.plots.attacks import attack_name
 
 #: the deciding rule of a verdict, in plain words
@@ -135,16 +135,17 @@ def model_verdict(label: str, model: dict[str, Any]) -> dict[str, Any]:
 
 def split_shift(models: dict[str, Any], *, lower: float = 0.55) -> str | None:
     """A warning when the base model — which saw neither the members nor the non-members — already separates them:
-    an attack on it whose AUC 95% interval lies above ``lower`` (the amber threshold, methods.md §11). Then the two
+    an attack on it whose AUC 95% interval lies above ``lower`` (the amber threshold, methods.md §11; the interval the
+    verdict uses: bootstrap, else Hanley–McNeil from the counts). Then the two
     groups differ before any fine-tuning (other times, sources, note lengths, a generator's quirk), and every
     membership figure of the fine-tuned models contains that difference. None when no base model was audited."""
     base = next((m for m in models.values() if m.get("strategy") == "base"), {})
-    attacks = (base.get("attacks") or {}).get("attacks") or {}
+    battery = base.get("attacks") or {}
     found = []
-    for name, rep in attacks.items():
-        ci = rep.get("auc_ci") if isinstance(rep, dict) else None
-        if isinstance(ci, (list, tuple)) and len(ci) == 2 and ci[0] is not None and float(ci[0]) > lower:
-            found.append((float(ci[0]), name, float(rep.get("auc") or 0)))
+    for name, rep in (battery.get("attacks") or {}).items():
+        bound = auc_lower_bound(rep, battery)  # its bootstrap interval, else Hanley–McNeil's, as the verdict's
+        if bound is not None and bound[0] > lower:
+            found.append((bound[0], name, float(rep.get("auc") or 0)))
     if not found:
         return None
     lo, name, auc = max(found)
