@@ -316,6 +316,13 @@ def test_attack_steps_files_verdicts_and_results_lines(run_dir, tmp_path):
     assert Path(clm["reference"]).resolve() == (run_dir / "base_clm").resolve()
     assert set(clm["attacks"]) == {"loss", "zlib", "min_k", "min_k_plus_plus", "reference", "identifier_count",
                                    "rmia"}
+    # RMIA's population is the non-members, OUT for the base too: the base model's non-members get spread ranks (with
+    # the public split as population — the base's pre-training text — every score of the base was 0)
+    import pandas as pd
+
+    assert "non-members" in base["rmia"]["population"]
+    base_scores = pd.read_parquet(run_dir / "attacks/base/scores.parquet")
+    assert base_scores.loc[~base_scores["member"], "rmia"].nunique() > 1
     # identifier_count is the §4 audit's count attack on the same individuals
     roc = json.loads((run_dir / "audit/clm/epoch-8/roc.json").read_text())
     assert clm["attacks"]["identifier_count"]["auc"] == pytest.approx(roc["auc"])

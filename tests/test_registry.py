@@ -104,11 +104,12 @@ def _cases():
              "audit": K2, "regurgitation": regs[0], "regurgitation_reference": regs[1], "identifiers_members": K3,
              "identifiers_all": K4, "members": FP, "nonmembers": FP2, "canaries": None, "attacks": asdict(opts),
              "n_bootstrap": 20, "seed": 0, "rmia_references": rmia})
+    # changed on purpose (2026-11-26): no population held back from the public split any more (RMIA's population is
+    # the audited non-members), so reference models trained on the old split are not reused
     yield ("rmia_references", "rmia_references", RmiaReferencesInputs(
-        references=4, population_share=0.5, n_train=8, n_population=None, seed=0, strategy="clm", train=tcfg,
-        base=K1, public=FP),
-        {"references": 4, "population_share": 0.5, "split": "independent halves", "n_train": 8,
-         "n_population": None, "seed": 0, "strategy": "clm", "train": asdict(tcfg), "base": K1, "public": FP})
+        references=4, n_train=8, seed=0, strategy="clm", train=tcfg, base=K1, public=FP),
+        {"references": 4, "split": "independent halves of the whole public split", "n_train": 8,
+         "seed": 0, "strategy": "clm", "train": asdict(tcfg), "base": K1, "public": FP})
     anon = AnonymizeConfig()
     yield ("anonymize", "anonymize", AnonymizeInputs(FP, anon), {"corpus": FP, "config": asdict(anon)})
 

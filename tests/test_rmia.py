@@ -86,6 +86,19 @@ def _brute(target, ref, z_target, z_ref, a, gamma=1.0):
     return np.array(out)
 
 
+def _brute_groups(target, ref, a, population, groups, gamma=1.0):
+    """RMIA with the non-members as the population: each x against every population document of another group."""
+    def p(row):
+        return 0.5 * ((1 + a) * sum(row) / len(row) + (1 - a))
+
+    out = []
+    for i in range(len(target)):
+        zs = [j for j in range(len(target)) if population[j] and groups[j] != groups[i]]
+        hits = sum((target[i] / p(ref[i])) / (target[j] / p(ref[j])) > gamma for j in zs)
+        out.append(hits / len(zs) if zs else np.nan)
+    return np.array(out)
+
+
 def _probs(seed, n, m, r):
     rng = np.random.default_rng(seed)
     return (rng.uniform(0.05, 0.9, n), rng.uniform(0.05, 0.9, (n, r)), rng.uniform(0.05, 0.9, m),
@@ -101,6 +114,50 @@ def test_rmia_score_matches_brute_force_and_ml_privacy_meter(a, r):
     # all reference models OUT: ML Privacy Meter with every column kept (num_reference_models = R)
     np.testing.assert_allclose(got, _mlpm_rmia(tx, rx, np.zeros_like(rx, bool), tz, rz, a, r), atol=1e-12)
     assert 0.0 < got.mean() < 1.0  # the case is not degenerate
+
+
+@pytest.mark.parametrize("a", [0.0, 0.3])
+def test_non_members_as_population_leave_out_their_own_individual(a):
+    """The pipelines' population: the audited non-members, a document never compared with its own individual's
+    (brute force, pair by pair); a non-member's score is then its rank among the other individuals' non-member
+    documents — with one document per individual exactly 0, 1/(N−1), …, 1: uniform, whatever the models."""
+    rng = np.random.default_rng(11)
+    n_members, n_non = 9, 12
+    tx, rx = rng.uniform(0.05, 0.9, n_members + n_non), rng.uniform(0.05, 0.9, (n_members + n_non, 2))
+    population = np.r_[np.zeros(n_members, bool), np.ones(n_non, bool)]
+    groups = np.r_[np.arange(n_members), 100 + np.arange(n_non) // 2]  # non-members: two documents each
+    sig = RMIASignals(reference_x=rx, target_z=None, reference_z=None, offline_a=a, n_tokens_x=np.full(tx.size, 4),
+                      population=population, groups=groups)
+    got = membership_scores(_losses(-np.log(tx)), rmia=sig)["rmia"].to_numpy()
+    np.testing.assert_allclose(got, _brute_groups(tx, rx, a, population, groups), atol=1e-12)
+    one_each = RMIASignals(reference_x=rx, target_z=None, reference_z=None, offline_a=a,
+                           n_tokens_x=np.full(tx.size, 4), population=population, groups=np.arange(tx.size))
+    ranks = membership_scores(_losses(-np.log(tx)), rmia=one_each)["rmia"].to_numpy()[population]
+    np.testing.assert_allclose(np.sort(ranks), np.arange(n_non) / (n_non - 1), atol=1e-12)
+
+
+def test_a_model_that_saw_the_public_split_blinds_a_public_population():
+    """Why the population is the non-members (rmia.py's docstring): the audited model's base was pre-trained on the
+    public split, so public documents are likelier under it than under reference models fine-tuned away from them.
+    With them as ``z`` every member and non-member of a model at its base's level scores 0 (AUC 0.50 by ties, as the
+    frontier's DP models did); with the non-members as ``z`` the scores spread (non-members uniform) and a member
+    signal is seen."""
+    rng = np.random.default_rng(5)
+    n = 40
+    ref_x = rng.uniform(1.5, 2.5, 2 * n)  # reference models' mean token losses on members and non-members
+    target = ref_x + 0.3 - np.r_[np.full(n, 0.15), np.zeros(n)]  # near its base: a faint member signal
+    public_ref = rng.uniform(1.5, 2.5, 60)
+    public_target = public_ref - 1.5  # the base saw these
+    member = np.r_[np.ones(n, bool), np.zeros(n, bool)]
+    rx = np.exp(-np.c_[ref_x])
+    old = RMIASignals(reference_x=rx, target_z=np.exp(-public_target), reference_z=np.exp(-np.c_[public_ref]),
+                      offline_a=0.3, n_tokens_x=np.full(2 * n, 4))
+    blind = membership_scores(_losses(target), rmia=old)["rmia"].to_numpy()
+    assert (blind == 0).all() and roc_auc_score(member, blind) == 0.5
+    new = RMIASignals(reference_x=rx, target_z=None, reference_z=None, offline_a=0.3, n_tokens_x=np.full(2 * n, 4),
+                      population=~member, groups=np.arange(2 * n))
+    seen = membership_scores(_losses(target), rmia=new)["rmia"].to_numpy()
+    assert 0.3 < np.median(seen[~member]) < 0.7 and roc_auc_score(member, seen) > 0.6
 
 
 def test_rmia_score_hand_case_and_gamma():
@@ -163,18 +220,18 @@ def test_rmia_separates_members_that_loss_cannot():
     assert roc_auc_score(member, scores["rmia"]) > 0.9
 
 
-def test_reference_split_is_seeded_disjoint_and_independent():
+def test_reference_split_is_seeded_and_independent():
     people = [f"p{i}" for i in range(30)]
     s = reference_split(people, 3, seed=4)
     assert s == reference_split(people, 3, seed=4) and s != reference_split(people, 3, seed=5)
-    assert len(s.population) == 10 and len(s.training) == 3
-    pool = set(people) - set(s.population)
+    assert len(s.training) == 3
     for half in s.training:
-        assert set(half) <= pool and len(half) == 10
+        assert set(half) <= set(people) and len(half) == 15
     # independent halves: no reference model's half is another's complement (tuning a needs that)
-    assert all(set(s.training[i]) != pool - set(s.training[j]) for i in range(3) for j in range(3))
-    with pytest.raises(ToolkitError, match="at least 3"):
-        reference_split(["a", "b"], 2, seed=0)
+    assert all(set(s.training[i]) != set(people) - set(s.training[j]) for i in range(3) for j in range(3))
+    assert all(len(h) == 4 for h in reference_split(people, 2, seed=0, n_train=4).training)  # the members' count
+    with pytest.raises(ToolkitError, match="at least 2"):
+        reference_split(["a"], 2, seed=0)
 
 
 @pytest.mark.usefixtures("one_thread")
@@ -218,6 +275,16 @@ def test_battery_runs_rmia_end_to_end_with_tiny_random_models(tmp_path):
     expect = _brute(p(target, x), np.c_[p(refs[0][0], x), p(refs[1][0], x)], p(target, population),
                     np.c_[p(refs[0][0], population), p(refs[1][0], population)], 0.3)
     np.testing.assert_allclose(fixed.scores["rmia"].to_numpy(), expect, atol=1e-12)
+    # no population texts (the pipelines): the non-members are the population, a document against other individuals'
+    own = run_battery(target, tok, members, nonmembers, rmia=RMIAReferences(models=refs, offline_a=0.3),
+                      window=64, n_bootstrap=0, progress=False, unit="document")
+    docs_x = list(members) + list(nonmembers)
+    expect = _brute_groups(p(target, x), np.c_[p(refs[0][0], x), p(refs[1][0], x)], 0.3,
+                           np.r_[np.zeros(len(members), bool), np.ones(len(nonmembers), bool)],
+                           [d.person_id for d in docs_x])
+    np.testing.assert_allclose(own.scores["rmia"].to_numpy(), expect, atol=1e-12)
+    assert own.to_json()["rmia"]["n_population"] == len(nonmembers)
+    assert "non-members" in own.to_json()["rmia"]["population"]
 
 
 def test_offline_a_outside_the_unit_interval_is_a_config_error():

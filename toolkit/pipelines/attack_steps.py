@@ -118,8 +118,7 @@ def run_attacks(cfg, cache, run_dir: Path, *, data: ExperimentData, tables: dict
     targets += [(n, c[-1][0], c[-1][1], train_keys[n], base) for n, c in checkpoints.items() if c]
     refs = run_reference_models(cfg, cache, run_dir, public=data.public, base=base, base_key=base_key,
                                 public_fingerprint=fingerprints.get("public"), progress=progress,
-                                n_train=len(set(data.members.person_ids)),
-                                n_population=len(set(data.nonmembers.person_ids)))
+                                n_train=len(set(data.members.person_ids)))
     loaded: dict = {}  # the reference models, loaded once for every attack step that runs
 
     def rmia():

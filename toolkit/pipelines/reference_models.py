@@ -1,14 +1,15 @@
 """The reference models of the ``rmia`` attack (methods.md §10; :mod:`toolkit.audit.attacks.rmia`): a cached step of a
 training run, shared by every audited model of the run.
 
-The public split's individuals are shuffled (seeded by the run's seed): a third of them (at least one) is the
-*population* — documents no model of the run is fine-tuned on, the ``z`` of RMIA, as ML Privacy Meter's population
-set, which is OUT for the target and every reference model. Each reference model trains on its own seeded random half
-of the others (independent halves: a reference model's membership tells nothing of another's, which the tuning of
-``a`` needs — complementary pairs would give it away). Each reference model fine-tunes the run's base model with
-the plain strategy of its kind (``clm`` / ``mlm``) and the run's fine-tuning schedule up to its last epoch, so it is
-trained as the audited models are, on other individuals: OUT for every member and non-member. The halves also give
-each reference model documents of known membership, on which the offline coefficient ``a`` is tuned.
+The public split's individuals are shuffled (seeded by the run's seed), and each reference model trains on its own
+seeded random half of them (independent halves: a reference model's membership tells nothing of another's, which the
+tuning of ``a`` needs — complementary pairs would give it away), at most as many individuals as the audited models'
+members. Each reference model fine-tunes the run's base model with the plain strategy of its kind (``clm`` / ``mlm``)
+and the run's fine-tuning schedule up to its last epoch, so it is trained as the audited models are, on other
+individuals: OUT for every member and non-member. The halves also give each reference model documents of known
+membership, on which the offline coefficient ``a`` is tuned. RMIA's population ``z`` are the audited non-members
+(:mod:`toolkit.audit.attacks.rmia` says why: the public split is the base model's pre-training text, not OUT for the
+audited model); until 2026-11-26 a third of the public split was held back as the population.
 
 Layout::
 
@@ -26,15 +27,11 @@ import numpy as np
 from toolkit.corpus import Corpus
 from toolkit.errors import ToolkitError
 
-#: share of the public split's individuals kept as RMIA's population (never trained on)
-POPULATION_SHARE = 1 / 3
-
 
 @dataclass
 class ReferenceSplit:
-    """Individuals (person ids) of the population and of each reference model's training half."""
+    """Individuals (person ids) of each reference model's training half."""
 
-    population: list
     training: list[list]
 
     @property
@@ -44,27 +41,22 @@ class ReferenceSplit:
         return list(seen)
 
 
-def reference_split(person_ids, n_references: int, seed: int, population_share: float = POPULATION_SHARE,
-                    *, n_train: int | None = None, n_population: int | None = None) -> ReferenceSplit:
+def reference_split(person_ids, n_references: int, seed: int, *, n_train: int | None = None) -> ReferenceSplit:
     """The seeded split of the module docstring over ``person_ids`` (in their given order). ``n_train`` caps each
     reference model's individuals (the audited models' member count: a reference model is trained as they are, on a
-    dataset of the same size, as shadow models are [Shokri et al. 2017; Zarifzadeh et al. 2024]); ``n_population``
-    caps the population (the non-member count: as many z as the attack scores x). None: no cap."""
+    dataset of at most the same size, as shadow models are [Shokri et al. 2017; Zarifzadeh et al. 2024]). None: no
+    cap."""
     people = list(person_ids)
     if n_references < 1:
         raise ValueError(f"n_references must be >= 1, got {n_references}")
-    if len(people) < 3:
+    if len(people) < 2:
         raise ToolkitError(f"audit.attacks.rmia_references: the public split has {len(people)} individual(s); RMIA "
-                           "needs at least 3 (a population and two halves to train on)")
+                           "needs at least 2 (two halves to train on)")
     rng = np.random.default_rng([int(seed), 0x524D4941])  # "RMIA": a stream of its own
-    order = [people[i] for i in rng.permutation(len(people))]
-    n_pop = min(max(1, int(round(population_share * len(people)))), len(people) - 2)
-    if n_population is not None:
-        n_pop = max(1, min(n_pop, int(n_population)))
-    population, pool = order[:n_pop], order[n_pop:]
+    pool = [people[i] for i in rng.permutation(len(people))]
     half = len(pool) // 2 if n_train is None else max(1, min(len(pool) // 2, int(n_train)))
     training = [[pool[i] for i in sorted(rng.permutation(len(pool))[:half])] for _ in range(n_references)]
-    return ReferenceSplit(population=population, training=training)
+    return ReferenceSplit(training=training)
 
 
 def _docs_of(corpus: Corpus, people) -> Corpus:
@@ -94,11 +86,10 @@ def rmia_reference_count(cfg) -> int:
 
 
 def run_reference_models(cfg, cache, run_dir: Path, *, public: Corpus | None, base, base_key: str,
-                         public_fingerprint, progress: bool = True, n_train: int | None = None,
-                         n_population: int | None = None) -> ReferenceModels | None:
+                         public_fingerprint, progress: bool = True, n_train: int | None = None) -> ReferenceModels | None:
     """Train (or load) ``audit.attacks.rmia_references`` reference models as the cached step ``rmia_references``;
-    None when that is 0 or the run has no public split (then no ``rmia`` attack). ``n_train`` / ``n_population``:
-    :func:`reference_split`'s caps (the run passes its member and non-member counts)."""
+    None when that is 0 or the run has no public split (then no ``rmia`` attack). ``n_train``: :func:`reference_split`'s
+    cap (the run passes its member count)."""
     from toolkit.config.experiment import resolved_settings
     from toolkit.io import atomic_write_json
     from toolkit.pipelines.registry import RmiaReferencesInputs, key, run_step
@@ -114,11 +105,10 @@ def run_reference_models(cfg, cache, run_dir: Path, *, public: Corpus | None, ba
         return None
     finetune = resolved_settings(cfg)["finetune"]
     tcfg = replace(finetune, epochs=[max(finetune.epochs)], checkpoints_per_epoch=0)
-    split = reference_split(public.person_ids, n, cfg.seed, n_train=n_train, n_population=n_population)
+    split = reference_split(public.person_ids, n, cfg.seed, n_train=n_train)
     kind = cfg.model.kind
-    inputs = RmiaReferencesInputs(references=n, population_share=POPULATION_SHARE, n_train=n_train,
-                                  n_population=n_population, seed=cfg.seed, strategy=kind, train=tcfg, base=base_key,
-                                  public=public_fingerprint)
+    inputs = RmiaReferencesInputs(references=n, n_train=n_train, seed=cfg.seed, strategy=kind, train=tcfg,
+                                  base=base_key, public=public_fingerprint)
     d = RunLayout(run_dir).rmia_references
 
     def compute() -> list[Path]:
@@ -127,7 +117,6 @@ def run_reference_models(cfg, cache, run_dir: Path, *, public: Corpus | None, ba
             ckpts = train(_docs_of(public, people), base, d / f"ref-{i}", kind, tcfg, progress=progress)
             paths.append(Path(ckpts[-1][1]))
         atomic_write_json({"checkpoints": [str(p.relative_to(d)) for p in paths],
-                           "n_population_individuals": len(split.population),
                            "n_training_individuals": [len(t) for t in split.training],
                            "epochs": tcfg.epochs[-1], "strategy": kind}, d / "references.json")
         return paths
@@ -144,22 +133,18 @@ def run_reference_models(cfg, cache, run_dir: Path, *, public: Corpus | None, ba
 
 def rmia_inputs(refs: ReferenceModels, public: Corpus, load, offline_a: float | None = None):
     """:class:`~toolkit.audit.attacks.rmia.RMIAReferences` of ``refs``: each model loaded by ``load(path)`` (→ model,
-    tokenizer), the population's texts, ``offline_a`` (None: tuned) and the pool's texts with the IN flags that tune
-    it."""
+    tokenizer), no population texts (the battery takes the audited non-members), ``offline_a`` (None: tuned) and the
+    pool's texts with the IN flags that tune it."""
     from toolkit.audit.attacks.rmia import RMIAReferences
 
-    population = [d.text for d in _docs_of(public, refs.split.population)]
     pool = list(_docs_of(public, refs.split.pool))
     halves = [set(t) for t in refs.split.training]
     tune_in = np.array([[d.person_id in h for h in halves] for d in pool], dtype=bool).reshape(len(pool), len(halves))
-    meta = {"population": "public split, held out from every reference model",
-            "n_population_individuals": len(refs.split.population),
-            "n_training_individuals": [len(t) for t in refs.split.training]}
-    return RMIAReferences(models=[load(p) for p in refs.paths], population=population,
-                          offline_a=None if offline_a is None else float(offline_a),
+    meta = {"n_training_individuals": [len(t) for t in refs.split.training]}
+    return RMIAReferences(models=[load(p) for p in refs.paths], offline_a=None if offline_a is None else float(offline_a),
                           tune_texts=[d.text for d in pool], tune_in=tune_in, meta=meta)
 
 
-__all__ = ["POPULATION_SHARE", "ReferenceModels", "ReferenceSplit", "reference_split", "rmia_inputs",
+__all__ = ["ReferenceModels", "ReferenceSplit", "reference_split", "rmia_inputs",
            "rmia_reference_count",
            "run_reference_models"]

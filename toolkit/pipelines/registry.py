@@ -247,14 +247,13 @@ class AttacksInputs:
 
 @dataclass(frozen=True, kw_only=True)
 class RmiaReferencesInputs:
-    """RMIA's reference models: how many, how the public split is cut (population share, independent halves, caps),
+    """RMIA's reference models: how many, how the public split is cut (independent halves of all of it, capped at
+    ``n_train`` individuals; RMIA's population is the audited non-members, not a held-back part of the public split),
     seed, their kind, their TrainConfig, the base step's key and the public split's fingerprint."""
 
     references: int
-    population_share: float
-    split: str = "independent halves"
+    split: str = "independent halves of the whole public split"
     n_train: int | None
-    n_population: int | None
     seed: int
     strategy: str
     train: Any

@@ -277,7 +277,8 @@ def run_battery(model, tokenizer, members: Corpus, nonmembers: Corpus, *, refere
         Masked models: strided pseudo-log-likelihood, every position scored from K masked copies per window
         (:func:`toolkit.audit.pll.strided_groups`); not together with ``pll_positions``.
     rmia : RMIAReferences, optional
-        Reference models trained on population data and the population documents: adds the ``rmia`` attack
+        Reference models trained on population data (and, optionally, population texts; left out, the non-members
+        are RMIA's population, each document compared with the other individuals'): adds the ``rmia`` attack
         (:mod:`toolkit.audit.attacks.rmia`), its settings in ``meta["rmia"]``.
 
     Token losses are computed once per model and document (:func:`toolkit.audit.losses.token_losses`). A document
@@ -316,7 +317,7 @@ def run_battery(model, tokenizer, members: Corpus, nonmembers: Corpus, *, refere
     rmia_sig = None
     if rmia is not None:
         rmia_sig = rmia_signals(model, tokenizer, tl.window_texts, rmia, window=window, batch_size=batch_size,
-                                pll=pll, progress=progress)
+                                population=~is_member, groups=person_of, pll=pll, progress=progress)
     doc = membership_scores(tl, reference_losses=ref_tl, k=k, reference_normalisation=norm or "token-mean",
                             rmia=rmia_sig)
     doc.index = pd.Index(doc_ids, name="doc_id")

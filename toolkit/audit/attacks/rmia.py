@@ -12,13 +12,26 @@ pseudo-log-likelihood terms). With reference models :math:`\\theta_1 \\dots \\th
           p_{\\mathrm{OUT}}(x) = \\frac1R \\sum_r p(x \\mid \\theta_r)
 
 (the offline attack: :math:`p_{\\mathrm{IN}} \\approx a\\, p_{\\mathrm{OUT}} + 1 - a`), and over population documents
-``z`` that neither the audited model nor a reference model was trained on:
+``z`` that neither the audited model (its base model included) nor a reference model was trained on:
 
 .. math:: \\mathrm{score}(x) = \\Pr_z\\Big[\\frac{p(x \\mid \\theta) / p(x)}{p(z \\mid \\theta) / p(z)} > \\gamma\\Big],
           \\qquad \\gamma = 1 .
 
 Higher = more likely a member. The paper writes ``≥ γ``; ML Privacy Meter counts ``ratios > 1.0`` — they differ only
-on exact ties, which need ``z = x`` here (population and audited documents are disjoint).
+on exact ties, which need ``z = x`` (left out, below).
+
+**The population: the audited non-members, each document compared with the other individuals'.** ML Privacy Meter
+draws ``z`` from a population set of its own; the toolkit's pipelines take the audited non-members (``population`` of
+:func:`rmia_signals`), and a document is never compared with its own individual's documents (``x_groups`` /
+``z_groups`` of :func:`rmia_score`), so members and non-members are compared with the same kind of ``z``. Why we
+depart: the population must be OUT for the audited model *including its base model*, and the only other text a run
+has — the public split — is what the base model was pre-trained on. Until 2026-11-26 ``z`` was a third of the public
+split: the base model and every DP model near it scored every member and non-member 0 (all ``z`` ratios above every
+``x`` ratio: the frontier at 100 individuals, 200 of 200 documents), so RMIA was blind exactly where it was to decide
+green; even a non-DP model's non-members had median score 0.04 where OUT documents like the population's have 0.5.
+The non-members are OUT for the audited model, its base and every reference model, and drawn from the members' own
+population. With γ = 1 the score is the share of the population's ratios below ``x``'s ratio, so a non-member's score
+is its rank among the other non-members — uniform under no leakage, which is what makes TPR at a low FPR meaningful.
 
 ``a`` is chosen as ML Privacy Meter does when it is not given (:func:`tune_offline_a`): the grid 0, 0.1, …, 1, each
 value scored by the AUC of RMIA against reference model 0 taken as a temporary target, whose own training documents
@@ -34,8 +47,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+import pandas as pd
 
 from toolkit.audit.losses import TokenLosses, token_losses
+
+_ROWS = 1024  # rows of x compared with the whole population at once (rmia_score)
 
 #: the grid of the offline coefficient ``a`` (ML Privacy Meter: ``np.arange(0, 1.1, 0.1)``)
 A_GRID = tuple(np.round(np.arange(0, 1.1, 0.1), 1))
@@ -64,13 +80,15 @@ def out_probabilities(reference: np.ndarray, reference_in: np.ndarray | None = N
 
 
 def rmia_score(target_x, reference_x, target_z, reference_z, *, offline_a: float, gamma: float = 1.0,
-               reference_x_in=None) -> np.ndarray:
+               reference_x_in=None, x_groups=None, z_groups=None) -> np.ndarray:
     """RMIA score of each ``x`` (see the module docstring).
 
     ``target_x`` (n,) and ``target_z`` (m,): probabilities under the audited model; ``reference_x`` (n, R) and
     ``reference_z`` (m, R): under the reference models (every population document OUT of every one; ``reference_x_in``
     flags the IN ones of ``x``, for :func:`tune_offline_a`). A nan probability of ``x`` gives nan; population
-    documents with a nan probability are left out.
+    documents with a nan probability are left out. ``x_groups`` (n,) and ``z_groups`` (m,), e.g. person ids: a pair
+    with equal groups is left out (a document is not compared with its own individual's); an ``x`` left with no
+    population document gets nan.
     """
     if not 0.0 <= offline_a <= 1.0:
         raise ValueError(f"offline_a must lie in [0, 1], got {offline_a}")
@@ -82,11 +100,28 @@ def rmia_score(target_x, reference_x, target_z, reference_z, *, offline_a: float
     if mean_x.size != px.size or mean_z.size != pz.size:
         raise ValueError("the audited model's and the reference models' probabilities cover different documents")
     ratio_x, ratio_z = px / mean_x, pz / mean_z
-    ratio_z = ratio_z[np.isfinite(ratio_z)]
-    if ratio_z.size == 0:
+    valid = np.isfinite(ratio_z)
+    if not valid.any():
         raise ValueError("RMIA needs at least one population document with a probability")
-    out = np.mean(ratio_x[:, None] / ratio_z[None, :] > gamma, axis=1)
-    return np.where(np.isfinite(ratio_x), out, np.nan)
+    if (x_groups is None) != (z_groups is None):
+        raise ValueError("x_groups and z_groups go together")
+    if x_groups is not None:
+        codes, _ = pd.factorize(pd.Series(list(x_groups) + list(z_groups), dtype=object))
+        if codes.size != px.size + pz.size:
+            raise ValueError("x_groups and z_groups must have one entry per x and per z")
+        gx, gz = codes[:px.size], codes[px.size:]
+    hits, pairs = np.empty(px.size), np.empty(px.size)
+    for start in range(0, px.size, _ROWS):  # rows at a time: n × m comparisons need not fit in memory at once
+        rows = slice(start, start + _ROWS)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            ok = np.broadcast_to(valid, (len(ratio_x[rows]), pz.size))
+            if x_groups is not None:
+                ok = ok & (gx[rows, None] != gz[None, :])
+            hits[rows] = ((ratio_x[rows, None] / ratio_z[None, :] > gamma) & ok).sum(axis=1)
+            pairs[rows] = ok.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = hits / pairs
+    return np.where(np.isfinite(ratio_x) & (pairs > 0), out, np.nan)
 
 
 def tune_offline_a(target_x, member, reference_x, reference_x_in, target_z, reference_z,
@@ -111,12 +146,13 @@ def tune_offline_a(target_x, member, reference_x, reference_x_in, target_z, refe
 @dataclass
 class RMIAReferences:
     """What RMIA needs besides the audited model: ``models`` ((model, tokenizer) pairs, OUT for every audited
-    document), the ``population`` texts (OUT for the audited and every reference model), and either ``offline_a`` or
-    what tunes it: ``tune_texts`` with ``tune_in`` ((documents, R), True where reference r trained on the text; column
-    0 is the temporary target)."""
+    document), the ``population`` texts — None (the pipelines): the audited non-members are the population (module
+    docstring); given texts must be OUT for the audited model, its base model and every reference model — and either
+    ``offline_a`` or what tunes it: ``tune_texts`` with ``tune_in`` ((documents, R), True where reference r trained on
+    the text; column 0 is the temporary target)."""
 
     models: list
-    population: list[str]
+    population: list[str] | None = None
     offline_a: float | None = None
     tune_texts: list[str] = field(default_factory=list)
     tune_in: np.ndarray | None = None
@@ -126,22 +162,29 @@ class RMIAReferences:
 @dataclass
 class RMIASignals:
     """Document probabilities for :func:`rmia_attack`: the reference models' on the audited windows (``reference_x``,
-    (n, R)), the audited model's and the references' on the population, and the resolved ``offline_a``."""
+    (n, R)) and the resolved ``offline_a``; the population either as given texts (``target_z``, ``reference_z``) or as
+    the audited documents flagged ``population`` (the non-members), with ``groups`` (each document's individual: a
+    document is not compared with its own individual's)."""
 
     reference_x: np.ndarray
-    target_z: np.ndarray
-    reference_z: np.ndarray
+    target_z: np.ndarray | None
+    reference_z: np.ndarray | None
     offline_a: float
     n_tokens_x: np.ndarray
+    population: np.ndarray | None = None
+    groups: np.ndarray | None = None
     meta: dict = field(default_factory=dict)
 
 
 def rmia_signals(model, tokenizer, window_texts: Sequence[str], references: RMIAReferences, *, window: int,
+                 population: Sequence[bool] | None = None, groups: Sequence | None = None,
                  batch_size: int | None = None, pll: dict | None = None, progress: bool = True) -> RMIASignals:
-    """Score the audited windows under every reference model, the population under the audited model and the
-    references, the tuning texts under the references (when ``offline_a`` is None) and resolve ``a``. Every model
-    uses the same window and estimator (``pll``: ``pll_positions``, ``pll_seed``, ``pll_copies``), and the token
-    losses are reused across audited models of one process (:mod:`toolkit.audit.reuse`)."""
+    """Score the audited windows under every reference model (and, where ``references.population`` gives texts, those
+    under the audited model and the references), the tuning texts under the references (when ``offline_a`` is None)
+    and resolve ``a``. Without population texts, ``population`` flags the audited windows that are the population
+    (the non-members) and ``groups`` names each window's individual. Every model uses the same window and estimator
+    (``pll``: ``pll_positions``, ``pll_seed``, ``pll_copies``), and the token losses are reused across audited models
+    of one process (:mod:`toolkit.audit.reuse`)."""
     if not references.models:
         raise ValueError("RMIA needs at least one reference model")
     kw = {"window": window, "batch_size": batch_size, "moments": False, "progress": progress, **(pll or {})}
@@ -155,9 +198,26 @@ def rmia_signals(model, tokenizer, window_texts: Sequence[str], references: RMIA
         p, n = probs(m, t, window_texts, f"RMIA reference {i}")
         xs.append(p)
         n_tok = np.minimum(n_tok, n)
-    target_z = probs(model, tokenizer, references.population, "RMIA population")[0]
-    ref_z = np.column_stack([probs(m, t, references.population, f"RMIA population, reference {i}")[0]
-                             for i, (m, t) in enumerate(references.models)])
+    reference_x = np.column_stack(xs)
+    target_z = mask = group = None
+    if references.population is not None:
+        target_z = probs(model, tokenizer, references.population, "RMIA population")[0]
+        ref_z = np.column_stack([probs(m, t, references.population, f"RMIA population, reference {i}")[0]
+                                 for i, (m, t) in enumerate(references.models)])
+        source, n_population = "given texts", len(references.population)
+    else:
+        if population is None:
+            raise ValueError("RMIA needs a population: texts (RMIAReferences.population) or the audited documents "
+                             "that are (population=)")
+        mask = np.asarray(population, dtype=bool)
+        if mask.shape != (len(window_texts),) or not mask.any():
+            raise ValueError(f"population flags: {mask.size} for {len(window_texts)} documents, "
+                             f"{int(mask.sum())} flagged; RMIA needs one per document and at least one flagged")
+        group = None if groups is None else np.asarray(list(groups), dtype=object)
+        if group is not None and group.shape != mask.shape:
+            raise ValueError(f"groups: {group.size} for {mask.size} documents")
+        ref_z = reference_x[mask]
+        source, n_population = "the audited non-members, each compared with the other individuals'", int(mask.sum())
     a, aucs = references.offline_a, None
     if a is None:
         if len(references.models) < 2 or references.tune_in is None or not len(references.tune_texts):
@@ -168,11 +228,11 @@ def rmia_signals(model, tokenizer, window_texts: Sequence[str], references: RMIA
             inn = np.asarray(references.tune_in, dtype=bool)
             ok = np.isfinite(tune).all(axis=1)
             a, aucs = tune_offline_a(tune[ok, 0], inn[ok, 0], tune[ok, 1:], inn[ok, 1:], ref_z[:, 0], ref_z[:, 1:])
-    meta = {**references.meta, "n_references": len(references.models), "n_population": len(references.population),
-            "offline_a": float(a), "offline_a_tuned": aucs is not None,
+    meta = {**references.meta, "population": source, "n_references": len(references.models),
+            "n_population": n_population, "offline_a": float(a), "offline_a_tuned": aucs is not None,
             "tuning_auc": None if aucs is None else {str(k): v for k, v in aucs.items()}}
-    return RMIASignals(reference_x=np.column_stack(xs), target_z=target_z, reference_z=ref_z, offline_a=float(a),
-                       n_tokens_x=n_tok, meta=meta)
+    return RMIASignals(reference_x=reference_x, target_z=target_z, reference_z=None if mask is not None else ref_z,
+                       offline_a=float(a), n_tokens_x=n_tok, population=mask, groups=group, meta=meta)
 
 
 def rmia_attack(losses: TokenLosses, *, rmia: RMIASignals | None = None, **_) -> np.ndarray:
@@ -182,8 +242,13 @@ def rmia_attack(losses: TokenLosses, *, rmia: RMIASignals | None = None, **_) ->
         raise ValueError("the rmia attack needs reference models' signals (rmia_signals)")
     if rmia.reference_x.shape[0] != len(losses):
         raise ValueError(f"RMIA signals cover {rmia.reference_x.shape[0]} documents, the model's losses {len(losses)}")
-    return rmia_score(document_probabilities(losses), rmia.reference_x, rmia.target_z, rmia.reference_z,
-                      offline_a=rmia.offline_a)
+    px = document_probabilities(losses)
+    if rmia.population is None:
+        return rmia_score(px, rmia.reference_x, rmia.target_z, rmia.reference_z, offline_a=rmia.offline_a)
+    mask = rmia.population
+    groups = rmia.groups if rmia.groups is not None else np.arange(px.size)  # at least not x against itself
+    return rmia_score(px, rmia.reference_x, px[mask], rmia.reference_x[mask], offline_a=rmia.offline_a,
+                      x_groups=groups, z_groups=groups[mask])
 
 
 __all__ = ["A_GRID", "RMIAReferences", "RMIASignals", "document_probabilities", "out_probabilities", "rmia_attack",
