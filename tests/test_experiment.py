@@ -43,6 +43,10 @@ def _cfg(**changes) -> dict:
     ({"training__epochs": [0, 2]}, "training.epochs", "positive integers"),
     ({"training__epochs": "four"}, "training.epochs", "positive integers"),
     ({"training__dp_epochs": [-1]}, "training.dp_epochs", "positive integers"),
+    ({"training__dp_schedule": {"learning_rte": 1e-4}}, "training.dp_schedule", "unknown key(s) ['learning_rte']"),
+    ({"training__dp_schedule": {"epochs": [2]}, "training__dp_epochs": [1]}, "training.dp_schedule.epochs",
+     "give the DP strategies' epochs once"),
+    ({"training__dp_schedule": {"batch_size": 0}}, "training.dp_schedule", "batch_size"),
     ({"model__pretrain": {"epochs": []}}, "model.pretrain.epochs", "positive integers"),
     ({"corpus__path": "no/such/notes.jsonl"}, "corpus.path", "does not exist"),
     ({"corpus__n_individuals": 0}, "corpus.n_individuals", "integer >= 1"),
@@ -108,6 +112,13 @@ def test_overrides_and_resolution(tmp_path):
     assert s["finetune"].batch_size == 4 and s["finetune"].learning_rate == 2e-3  # config + cpu profile
     assert s["base"].hidden_size == 64 and s["base"].num_layers == 2
     assert cfg.audit.n_bootstrap == 0
+    # DP strategies: dp_schedule over the schedule (their own learning rate, batch size), the rest shared
+    dp = resolved_settings(load_experiment(path, parse_overrides(
+        ["training.dp_schedule={learning_rate: 5.0e-4, batch_size: 64, epochs: [3]}"])))
+    assert dp["dp_finetune"].learning_rate == 5e-4 and dp["dp_finetune"].batch_size == 64
+    assert dp["dp_finetune"].epochs == [3] and dp["finetune"].learning_rate == 2e-3 and dp["finetune"].batch_size == 4
+    assert dp["dp_finetune"].max_length == dp["finetune"].max_length
+    assert s["dp_finetune"] == s["finetune"]  # none given: the same schedule
     with pytest.raises(ToolkitError, match=r"\(override\): training.strategies: is not a mapping"):
         load_experiment(path, {"training.strategies.x": 1})
     with pytest.raises(ToolkitError, match="KEY=VALUE"):

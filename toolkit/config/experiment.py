@@ -276,8 +276,8 @@ def _training(raw: Any, where: Where, profile, kind: str) -> TrainingSection:
     from toolkit.strategies import STRATEGIES
     from toolkit.training import TrainConfig
 
-    t = where.mapping(raw, "training", {"strategies", "dp_epochs", "canaries", *field_names(TrainConfig)},
-                      {"strategies"})
+    t = where.mapping(raw, "training", {"strategies", "dp_epochs", "dp_schedule", "canaries",
+                                        *field_names(TrainConfig)}, {"strategies"})
     strategies = t.pop("strategies")
     if isinstance(strategies, str):
         strategies = [strategies]
@@ -295,6 +295,13 @@ def _training(raw: Any, where: Where, profile, kind: str) -> TrainingSection:
     dp_epochs = t.pop("dp_epochs", None)
     if dp_epochs is not None:
         dp_epochs = where.epochs(dp_epochs, "training.dp_epochs")
+    dp_schedule = where.mapping(t.pop("dp_schedule", None) or {}, "training.dp_schedule",
+                                field_names(TrainConfig) - {"seed", "dp"})
+    if "epochs" in dp_schedule:
+        if dp_epochs is not None:
+            raise where.error("training.dp_schedule.epochs", "give the DP strategies' epochs once: training.dp_epochs "
+                                                             "or training.dp_schedule.epochs")
+        dp_epochs = where.epochs(dp_schedule.pop("epochs"), "training.dp_schedule.epochs")
     canaries = t.pop("canaries", None)
     if canaries is not None:
         c = where.mapping(canaries, "training.canaries", field_names(CanariesSection))
@@ -307,11 +314,13 @@ def _training(raw: Any, where: Where, profile, kind: str) -> TrainingSection:
         raise where.error("training.seed", "set the top-level `seed` (it seeds training, probes and base model)")
     if kind not in profile.finetune:
         raise where.error("profile", f"profile {profile.name!r} has no finetune.{kind} schedule")
-    try:
-        TrainConfig(**{**asdict(profile.finetune[kind]), **t})
-    except (ToolkitError, TypeError, ValueError) as exc:
-        raise where.error("training", str(exc)) from None
-    return TrainingSection(strategies=list(strategies), schedule=t, dp_epochs=dp_epochs, canaries=canaries)
+    for section, extra in (("training", {}), ("training.dp_schedule", dp_schedule)):
+        try:
+            TrainConfig(**{**asdict(profile.finetune[kind]), **t, **extra})
+        except (ToolkitError, TypeError, ValueError) as exc:
+            raise where.error(section, str(exc)) from None
+    return TrainingSection(strategies=list(strategies), schedule=t, dp_epochs=dp_epochs, dp_schedule=dp_schedule,
+                           canaries=canaries)
 
 
 def _audit(raw: Any, where: Where, model: ModelSection | None) -> AuditSection:
@@ -378,7 +387,8 @@ def resolved_settings(cfg: ExperimentConfig) -> dict[str, Any]:
         spec = TinyModelConfig(**{**asdict(spec), **cfg.model.architecture})
         pretrain = TrainConfig(**{**asdict(prof.pretrain[cfg.model.kind]), **cfg.model.pretrain, "seed": cfg.seed})
     finetune = TrainConfig(**{**asdict(prof.finetune[cfg.model.kind]), **cfg.training.schedule, "seed": cfg.seed})
-    dp = replace(finetune, epochs=list(cfg.training.dp_epochs)) if cfg.training.dp_epochs else finetune
+    dp = replace(finetune, **cfg.training.dp_schedule)
+    dp = replace(dp, epochs=list(cfg.training.dp_epochs)) if cfg.training.dp_epochs else dp
     return {"profile": prof.name, "base": spec, "pretrain": pretrain, "finetune": finetune, "dp_finetune": dp}
 
 

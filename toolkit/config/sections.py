@@ -56,12 +56,15 @@ class CanariesSection:
 @dataclass
 class TrainingSection:
     """Strategies (methods.md §3) and the fine-tuning schedule: ``schedule`` holds ``TrainConfig`` fields (``epochs``,
-    ``batch_size``, ``learning_rate`` …) overriding the profile's; DP strategies use ``dp_epochs`` when given;
-    ``canaries`` (None: none) are inserted into the members' texts."""
+    ``batch_size``, ``learning_rate`` …) overriding the profile's; DP strategies use ``dp_epochs`` when given, and
+    ``dp_schedule`` (``TrainConfig`` fields, e.g. ``learning_rate``, ``batch_size``) over ``schedule`` — DP-SGD's
+    noise calls for its own learning rate and batch size (docs/results.md, the frontier); ``canaries`` (None: none)
+    are inserted into the members' texts."""
 
     strategies: list[str]
     schedule: dict[str, Any] = field(default_factory=dict)
     dp_epochs: list[int] | None = None
+    dp_schedule: dict[str, Any] = field(default_factory=dict)
     canaries: CanariesSection | None = None
 
 
