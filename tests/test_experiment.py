@@ -47,6 +47,7 @@ def _cfg(**changes) -> dict:
     ({"training__dp_schedule": {"epochs": [2]}, "training__dp_epochs": [1]}, "training.dp_schedule.epochs",
      "give the DP strategies' epochs once"),
     ({"training__dp_schedule": {"batch_size": 0}}, "training.dp_schedule", "batch_size"),
+    ({"training__dp_schedule": {"dp": {"max_norm": 1}}}, "training.dp_schedule.dp", "unknown key(s) ['max_norm']"),
     ({"model__pretrain": {"epochs": []}}, "model.pretrain.epochs", "positive integers"),
     ({"corpus__path": "no/such/notes.jsonl"}, "corpus.path", "does not exist"),
     ({"corpus__n_individuals": 0}, "corpus.n_individuals", "integer >= 1"),
@@ -114,8 +115,11 @@ def test_overrides_and_resolution(tmp_path):
     assert cfg.audit.n_bootstrap == 0
     # DP strategies: dp_schedule over the schedule (their own learning rate, batch size), the rest shared
     dp = resolved_settings(load_experiment(path, parse_overrides(
-        ["training.dp_schedule={learning_rate: 5.0e-4, batch_size: 64, epochs: [3]}"])))
+        ["training.dp_schedule={learning_rate: 5.0e-4, batch_size: 64, epochs: [3], dp: {max_grad_norm: 1.0}}",
+         "training.dp={epsilon: 4.0}"])))
     assert dp["dp_finetune"].learning_rate == 5e-4 and dp["dp_finetune"].batch_size == 64
+    assert dp["dp_finetune"].dp.max_grad_norm == 1.0 and dp["dp_finetune"].dp.epsilon == 4.0
+    assert dp["finetune"].dp == s["finetune"].dp.__class__(epsilon=4.0)  # the plain strategies' schedule untouched
     assert dp["dp_finetune"].epochs == [3] and dp["finetune"].learning_rate == 2e-3 and dp["finetune"].batch_size == 4
     assert dp["dp_finetune"].max_length == dp["finetune"].max_length
     assert s["dp_finetune"] == s["finetune"]  # none given: the same schedule

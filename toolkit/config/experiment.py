@@ -296,7 +296,11 @@ def _training(raw: Any, where: Where, profile, kind: str) -> TrainingSection:
     if dp_epochs is not None:
         dp_epochs = where.epochs(dp_epochs, "training.dp_epochs")
     dp_schedule = where.mapping(t.pop("dp_schedule", None) or {}, "training.dp_schedule",
-                                field_names(TrainConfig) - {"seed", "dp"})
+                                field_names(TrainConfig) - {"seed"})
+    if "dp" in dp_schedule:  # DP-SGD settings of the DP strategies only (e.g. max_grad_norm), over training.dp
+        from toolkit.training import DPConfig
+
+        dp_schedule["dp"] = where.mapping(dp_schedule["dp"], "training.dp_schedule.dp", field_names(DPConfig))
     if "epochs" in dp_schedule:
         if dp_epochs is not None:
             raise where.error("training.dp_schedule.epochs", "give the DP strategies' epochs once: training.dp_epochs "
@@ -316,7 +320,9 @@ def _training(raw: Any, where: Where, profile, kind: str) -> TrainingSection:
         raise where.error("profile", f"profile {profile.name!r} has no finetune.{kind} schedule")
     for section, extra in (("training", {}), ("training.dp_schedule", dp_schedule)):
         try:
-            TrainConfig(**{**asdict(profile.finetune[kind]), **t, **extra})
+            merged = {**asdict(profile.finetune[kind]), **t}
+            TrainConfig(**{**merged, **extra, "dp": {**(asdict(merged["dp"]) if not isinstance(merged.get("dp"), dict)
+                                                          else merged["dp"]), **extra.get("dp", {})}})
         except (ToolkitError, TypeError, ValueError) as exc:
             raise where.error(section, str(exc)) from None
     return TrainingSection(strategies=list(strategies), schedule=t, dp_epochs=dp_epochs, dp_schedule=dp_schedule,
@@ -387,7 +393,10 @@ def resolved_settings(cfg: ExperimentConfig) -> dict[str, Any]:
         spec = TinyModelConfig(**{**asdict(spec), **cfg.model.architecture})
         pretrain = TrainConfig(**{**asdict(prof.pretrain[cfg.model.kind]), **cfg.model.pretrain, "seed": cfg.seed})
     finetune = TrainConfig(**{**asdict(prof.finetune[cfg.model.kind]), **cfg.training.schedule, "seed": cfg.seed})
-    dp = replace(finetune, **cfg.training.dp_schedule)
+    over = dict(cfg.training.dp_schedule)
+    dp = replace(finetune, **{k: v for k, v in over.items() if k != "dp"})
+    if over.get("dp"):
+        dp = replace(dp, dp=replace(dp.dp, **over["dp"]))
     dp = replace(dp, epochs=list(cfg.training.dp_epochs)) if cfg.training.dp_epochs else dp
     return {"profile": prof.name, "base": spec, "pretrain": pretrain, "finetune": finetune, "dp_finetune": dp}
 
