@@ -57,7 +57,7 @@ if run:
 result = load_frontier_result(frontier_dir)
 table = result.table
 print(f"{Path(frontier_dir).resolve().name}: {len(table)} models, corpus sizes {sorted(set(table['size']))}, "
-      f"{sum(result.seconds.values()) / 60:.0f} min of run time")
+      f"{sum(result.seconds.values()) / 60:.0f} min of compute (each step once, as its manifest recorded it)")
 
 # %% [markdown]
 # ## 1. The frontier

@@ -262,3 +262,18 @@ def test_shipped_frontier_reads_back():
 
     res = load_frontier_result(ROOT / "docs" / "data" / "frontier")
     assert len(res.table) and set(res.table["strategy"]) >= {"clm", "clm_dp"} and res.best
+
+
+def test_table_only_times_a_sliced_frontier_as_one_run():
+    """--table-only's seconds: a step found cached counts the time it took when it ran, a step shared between runs
+    (the same key: a finite ε's copy of the ε = ∞ run's base, identifiers …) once, a keyless step its own time."""
+    from toolkit.pipelines.frontier import _compute_seconds
+
+    counted = set()
+    inf = [{"name": "base", "key": "b", "status": "cached", "seconds": 0.0, "original_seconds": 100.0},
+           {"name": "data", "key": None, "status": "ran", "seconds": 0.5},
+           {"name": "train/clm", "key": "c", "status": "ran", "seconds": 60.0}]
+    eps8 = [{"name": "base", "key": "b", "status": "cached", "seconds": 0.0, "original_seconds": 100.0},
+            {"name": "data", "key": None, "status": "ran", "seconds": 0.5},
+            {"name": "train/clm_dp", "key": "d", "status": "cached", "seconds": 0.0, "original_seconds": 30.0}]
+    assert _compute_seconds(inf, counted) == 160.5 and _compute_seconds(eps8, counted) == 30.5

@@ -191,12 +191,28 @@ def run_dir_name(size: int, epsilon: float) -> str:
     return f"size-{size}/eps-{'inf' if math.isinf(epsilon) else f'{epsilon:g}'}"
 
 
+def _compute_seconds(steps: list[dict], counted: set) -> float:
+    """Compute seconds of a manifest's steps (:func:`collect_frontier`); ``counted``: step keys already counted."""
+    total = 0.0
+    for s in steps:
+        key = s.get("key")
+        if key is not None:
+            if key in counted:
+                continue
+            counted.add(key)
+        cached = s.get("status") == "cached"
+        total += float((s.get("original_seconds") if cached else s.get("seconds")) or 0)
+    return total
+
+
 def collect_frontier(cfg: FrontierConfig, out_dir: str | Path) -> FrontierResult:
     """The table of what the runs of ``cfg`` in ``out_dir`` have finished so far, written (:meth:`FrontierResult.save`)
-    without training anything (``toolkit frontier --table-only``): a model without a verdict is left out, and the
-    seconds are those the finished runs recorded in their manifests."""
+    without training anything (``toolkit frontier --table-only``): a model without a verdict is left out. The seconds
+    are compute seconds from the runs' manifests: each step's own time, a step the last invocation found cached by the
+    time it took when it ran (``original_seconds``), and a step shared between runs (the same key) once — so a
+    frontier run in slices, resumed or re-tabled is timed as one run would be."""
     out = Path(out_dir)
-    points, runs, seconds = [], [], {}
+    points, runs, seconds, counted = [], [], {}, set()
     for size, eps, _ in cfg.runs():
         run_dir = out / run_dir_name(size, eps)
         found = points_from_dir(size, eps, run_dir) if run_dir.is_dir() else []
@@ -205,7 +221,7 @@ def collect_frontier(cfg: FrontierConfig, out_dir: str | Path) -> FrontierResult
             points += found
             manifest = run_dir / "manifest.json"
             steps = json.loads(manifest.read_text(encoding="utf-8")).get("steps") or [] if manifest.is_file() else []
-            seconds[run_dir_name(size, eps)] = round(sum(float(s.get("seconds") or 0) for s in steps), 1)
+            seconds[run_dir_name(size, eps)] = round(_compute_seconds(steps, counted), 1)
     res = FrontierResult(frontier_table(points, cfg.plain), runs, seconds, cfg.plain)
     res.save(out)
     return res
