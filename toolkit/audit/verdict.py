@@ -60,7 +60,7 @@ from typing import Any
 
 import numpy as np
 
-from toolkit.metrics.mia import detectable_auc, hanley_mcneil_ci
+from toolkit.metrics.mia import auc_lower_bound, detectable_auc
 from toolkit.metrics.significance import binomial_p_value
 
 __all__ = ["GREEN_STATEMENT", "LEVELS", "Verdict", "VerdictThresholds", "detectable_auc", "verdict"]
@@ -139,31 +139,9 @@ def _attacks_json(attacks) -> dict | None:
     return attacks.to_json() if hasattr(attacks, "to_json") else dict(attacks)
 
 
-def auc_lower_bound(rep: dict, battery: dict | None = None, confidence: float = 0.95) -> tuple[float, str] | None:
-    """``(lower bound, method)`` of one attack's AUC interval as the verdict judges it: the attack's own ``auc_ci``,
-    else the Hanley–McNeil interval from its AUC and counts (the battery's counts where the attack has none); None
-    without an AUC, or without an interval and counts of at least 2 members and 2 non-members."""
-    rep = rep if isinstance(rep, dict) else {}
-    auc = _num(rep.get("auc"))
-    if auc is None:
-        return None
-    n_m, n_n = (_count(rep.get(k)) if _count(rep.get(k)) is not None else _count((battery or {}).get(k))
-                for k in ("n_members", "n_nonmembers"))
-    ci = rep.get("auc_ci")
-    has_ci = isinstance(ci, (list, tuple)) and len(ci) == 2 and _num(ci[0]) is not None
-    if not has_ci and (n_m is None or n_n is None or n_m < 2 or n_n < 2):
-        return None
-    return _auc_interval(rep, auc, n_m, n_n, confidence)
-
-
 def _auc_interval(rep: dict, auc: float, n_m: int, n_n: int, confidence: float) -> tuple[float, str]:
     """``(lower bound, method)``: the attack's own ``auc_ci``, else the Hanley–McNeil interval."""
-    ci = rep.get("auc_ci")
-    lo = _num(ci[0]) if isinstance(ci, (list, tuple)) and len(ci) == 2 else None
-    if lo is not None:
-        method = str(rep.get("auc_ci_method") or "bootstrap")
-        return lo, {"hanley-mcneil": "Hanley–McNeil"}.get(method, method)
-    return hanley_mcneil_ci(min(max(auc, 0.0), 1.0), n_m, n_n, confidence)[0], "Hanley–McNeil"
+    return auc_lower_bound({**rep, "auc": auc, "n_members": n_m, "n_nonmembers": n_n}, confidence=confidence)
 
 
 def _membership(battery: dict | None, th: VerdictThresholds, red, amber, unjudgeable, not_measured, not_judged):

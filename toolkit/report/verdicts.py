@@ -16,7 +16,8 @@ from typing import Any
 
 import pandas as pd
 
-from toolkit.audit.verdict import GREEN_STATEMENT, VerdictThresholds, auc_lower_bound
+from toolkit.audit.verdict import GREEN_STATEMENT, VerdictThresholds
+from toolkit.metrics.mia import auc_lower_bound
 from toolkit.plots.attacks import attack_name
 
 #: the deciding rule of a verdict, in plain words
@@ -143,7 +144,7 @@ def split_shift(models: dict[str, Any], *, lower: float = 0.55) -> str | None:
     battery = base.get("attacks") or {}
     found = []
     for name, rep in (battery.get("attacks") or {}).items():
-        bound = auc_lower_bound(rep, battery)  # its bootstrap interval, else Hanley–McNeil's, as the verdict's
+        bound = auc_lower_bound(rep, battery.get("n_members"), battery.get("n_nonmembers"))  # as the verdict's
         if bound is not None and bound[0] > lower:
             found.append((bound[0], name, float(rep.get("auc") or 0)))
     if not found:
