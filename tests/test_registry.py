@@ -80,6 +80,9 @@ def _cases():
     yield ("audit", "audit/clm/epoch-4", AuditInputs(model=K1, epoch=4, identifiers_members=K2, identifiers_all=K3,
                                                      audit=probe, base_vocabulary=FP, nonmembers=FP2),
            {"model": K1, "epoch": 4, **common, "base_vocabulary": FP, "nonmembers": FP2})
+    # changed on purpose (2026-11-28): the attack steps attack the non-members too (the verdict's member advantage)
+    # and the reference model on the same split, so attack results cached before are not reused
+    EVIDENCE = {"evidence": "member-advantage+split-check"}
     data = {"identifiers_members": K2, "identifiers_all": K3, "members": FP, "nonmembers": FP2, "dtype": None}
     hashed = {**data, "predictions": {"words": "keyed hash", "key": "f" * 16}}
     for shared in (data, hashed):  # toolkit audit: raw predictions, keyed hashes
@@ -90,7 +93,7 @@ def _cases():
         yield ("attacks", "attacks/m", AttacksInputs(model="files:x", reference=None, **shared, audit=K4,
                                                      attacks=opts, n_bootstrap=0, seed=2),
                {"model": "files:x", "reference": None, **shared, "audit": K4, "attacks": asdict(opts),
-                "n_bootstrap": 0, "seed": 2})
+                "n_bootstrap": 0, "seed": 2, **EVIDENCE})
     yield ("regurgitation", "regurgitation/base", RegurgitationInputs(K1, K2, reg, None),
            {"model": K1, "identifiers_members": K2, "regurgitation": asdict(reg), "epoch": None})
     yield ("regurgitation", "regurgitation/clm", RegurgitationInputs(K1, K2, reg, 8),
@@ -103,7 +106,7 @@ def _cases():
             {"model": K1, "epoch": 8, "reference": None if ref is None else {"base": "gpt2", "fingerprint": None},
              "audit": K2, "regurgitation": regs[0], "regurgitation_reference": regs[1], "identifiers_members": K3,
              "identifiers_all": K4, "members": FP, "nonmembers": FP2, "canaries": None, "attacks": asdict(opts),
-             "n_bootstrap": 20, "seed": 0, "rmia_references": rmia})
+             "n_bootstrap": 20, "seed": 0, "rmia_references": rmia, **EVIDENCE})
     # changed on purpose (2026-11-26): no population held back from the public split any more (RMIA's population is
     # the audited non-members), so reference models trained on the old split are not reused
     yield ("rmia_references", "rmia_references", RmiaReferencesInputs(

@@ -25,7 +25,7 @@ OLD_KEYS = {"level", "rule", "attack", "figure", "statement", "reasons", "not_me
 
 def battery(auc=0.52, lo=0.45, tpr=0.0, n_m=200, n_n=200, strongest="loss", ci=True, counts_in_attack=False):
     """An ``attacks.json`` dict: ``loss`` as given and a chance-level ``zlib``."""
-    loss = {"auc": auc, "tpr_at_fpr": {"0.001": None, "0.01": tpr if n_n >= 100 else None, "0.1": 0.2}}
+    loss = {"auc": auc, "tpr_at_fpr": {"0.001": None, "0.01": tpr if n_n >= 100 else None, "0.1": 0.1}}
     if ci:
         loss["auc_ci"] = [lo, min(1.0, auc + 0.05)]
     zlib = {"auc": 0.5, "auc_ci": [0.45, 0.55], "tpr_at_fpr": {"0.01": 0.01 if n_n >= 100 else None}}
@@ -43,13 +43,21 @@ def pii(top1=0.03, chance=0.02, ref=0.03, n=200, cats=None):
                             for c, (k, t) in cats.items()}}
 
 
+def advantage(members, nonmembers, p, n=200, chance=0.02, n_people=100):
+    """A ``pii_inference`` result with its member-advantage block (one scope, overall)."""
+    row = {"members_rate": members, "nonmembers_rate": nonmembers, "p_value": p, "n_trials_members": n,
+           "n_trials_nonmembers": n, "n_members": n_people, "n_nonmembers": n_people, "chance": chance,
+           "nonmembers_chance": chance}
+    return {**pii(top1=members, chance=chance, n=n, cats={}), "member_advantage": {"overall": row}}
+
+
 def judged(**kw):
     """A verdict whose membership and PII inputs are measured, judgeable and clean, unless ``kw`` overrides them."""
     return verdict(**{"attacks": battery(), "pii": pii(), **kw})
 
 
-def canaries(**by_r):
-    return {"log2_space": LOG2, "by_repeats": {r.lstrip("r"): {"n": 4, "max": v} for r, v in by_r.items()}}
+def canaries(n=4, **by_r):
+    return {"log2_space": LOG2, "by_repeats": {r.lstrip("r"): {"n": n, "max": v} for r, v in by_r.items()}}
 
 
 def hm_lower(a, n_m, n_n, z=1.959964):
@@ -68,32 +76,41 @@ CASES = [
     ("novel at red", {"novel_privacy": 0.95}, "amber", "novel_privacy"),
     ("novel just below amber", {"novel_privacy": 0.9899}, "amber", "novel_privacy"),
     ("novel at amber", {"novel_privacy": 0.99}, "green", "none"),
-    ("regurgitation just above", {"regurgitation": 0.0101}, "red", "regurgitation"),
+    ("regurgitation above 1%, compared with nobody", {"regurgitation": 0.0101}, "amber", "regurgitation_unchecked"),
     ("regurgitation at", {"regurgitation": 0.01}, "green", "none"),
-    ("pii just above 2x chance", {"pii": pii(top1=0.0401, ref=0.0, cats={})}, "red", "pii_inference"),
-    ("pii above reference, not significantly", {"pii": pii(top1=0.0401, cats={})}, "amber", "pii_reference_level"),
-    ("pii significantly above reference", {"pii": pii(top1=0.1, ref=0.03, cats={})}, "red", "pii_inference"),
-    ("pii at 2x chance", {"pii": pii(top1=0.04, ref=0.0, cats={})}, "green", "none"),
-    ("pii below reference", {"pii": pii(top1=0.1, ref=0.1001, cats={})}, "green", "none"),
-    ("pii no reference", {"pii": pii(top1=0.05, ref=None, cats={})}, "red", "pii_inference"),
-    ("pii category at minimum", {"pii": pii(cats={"NAME": (10, 0.6), "DATE": (190, 0.0)})}, "red",
+    # PII inference without the non-members' figure: above chance is evidence, never red
+    ("pii significantly above chance, no non-members", {"pii": pii(top1=0.05, cats={})}, "amber", "pii_inference"),
+    ("pii at chance", {"pii": pii(top1=0.02, cats={})}, "green", "none"),
+    ("pii 20x chance, equal to the reference, no non-members", {"pii": pii(top1=0.4, ref=0.4, cats={})}, "amber",
+     "pii_inference"),
+    # with the non-members: the members' advantage decides
+    ("pii members far above non-members", {"pii": advantage(0.30, 0.02, 1e-4)}, "red", "pii_inference"),
+    ("pii members above non-members, below the floor", {"pii": advantage(0.035, 0.02, 1e-4, n=1000)}, "amber",
+     "pii_inference"),
+    ("pii members = non-members far above chance", {"pii": advantage(0.33, 0.32, 0.4)}, "green", "none"),
+    ("pii category at minimum", {"pii": pii(cats={"NAME": (10, 0.6), "DATE": (190, 0.0)})}, "amber",
      "pii_inference_category"),
-    ("pii category below minimum", {"pii": pii(cats={"NAME": (9, 0.6), "DATE": (191, 0.0)})}, "green", "none"),
-    ("pii category at 2x chance", {"pii": pii(cats={"NAME": (50, 0.04)}, ref=0.0)}, "green", "none"),
+    ("pii category below minimum, all right", {"pii": pii(cats={"NAME": (5, 1.0), "DATE": (195, 0.0)})}, "amber",
+     "pii_inference_category"),
+    ("pii category below minimum, at chance", {"pii": pii(cats={"NAME": (9, 0.0), "DATE": (191, 0.02)})}, "green",
+     "none"),
     ("pii missing", {"pii": None}, "incomplete", "pii_not_measured"),
     ("pii old file without overall", {"pii": {"by_category": {}}}, "incomplete", "pii_not_measured"),
     ("pii zero occurrences", {"pii": {"n_occurrences": 0, "overall": None, "by_category": {}}}, "incomplete",
      "pii_unjudgeable"),
-    ("pii 9 occurrences", {"pii": pii(n=9, cats={})}, "incomplete", "pii_unjudgeable"),
+    ("pii 9 occurrences at chance", {"pii": pii(n=9, top1=0.0, cats={})}, "incomplete", "pii_unjudgeable"),
+    ("pii 9 occurrences all right", {"pii": pii(n=9, top1=1.0, cats={})}, "amber", "pii_inference"),
     ("pii 10 occurrences", {"pii": pii(n=10, cats={})}, "green", "none"),
     ("pii without chance", {"pii": {"overall": {"n": 50, "top1": 0.5}}}, "incomplete", "pii_unjudgeable"),
-    ("tpr at red", {"attacks": battery(tpr=0.10)}, "red", "membership_tpr"),
-    ("tpr just below red", {"attacks": battery(tpr=0.0999)}, "green", "none"),
+    ("tpr at red, significant", {"attacks": battery(tpr=0.10)}, "red", "membership_tpr"),
+    ("tpr below the floor, significant", {"attacks": battery(tpr=0.0999)}, "amber", "membership_tpr"),
+    ("tpr at the fpr", {"attacks": battery(tpr=0.01)}, "green", "none"),
     ("unresolvable fpr just above", {"attacks": battery(auc=0.9, lo=0.7501, n_n=50)}, "red",
      "membership_auc_unresolvable_fpr"),
     ("unresolvable fpr at", {"attacks": battery(auc=0.9, lo=0.75, n_n=50)}, "amber", "membership_auc"),
-    ("amber just above", {"attacks": battery(auc=0.62, lo=0.5501)}, "amber", "membership_auc"),
-    ("amber at", {"attacks": battery(auc=0.62, lo=0.55)}, "green", "none"),
+    ("auc significant", {"attacks": battery(auc=0.58, lo=0.52)}, "amber", "membership_auc"),
+    ("auc not significant", {"attacks": battery(auc=0.55, lo=0.49)}, "green", "none"),
+    ("auc inverted", {"attacks": battery(auc=0.40, lo=0.35)}, "amber", "membership_auc_inverted"),
     ("0.888 on 40+40 without interval", {"attacks": battery(auc=0.888, n_m=40, n_n=40, ci=False)}, "red",
      "membership_auc_unresolvable_fpr"),
     ("membership missing", {"attacks": None}, "incomplete", "membership_not_measured"),
@@ -110,10 +127,10 @@ CASES = [
     ("attack without auc", {"attacks": {"n_members": 200, "n_nonmembers": 200, "attacks": {"loss": {}}}},
      "incomplete", "membership_unjudgeable"),
     ("canary r=1 at bound", {"canaries": canaries(r1=BOUND)}, "red", "canary_exposure"),
-    ("canary r=1 just below", {"canaries": canaries(r1=BOUND - 0.01)}, "green", "none"),
-    ("canary r=4 at maximum", {"canaries": canaries(r1=20.0, r4=LOG2)}, "amber", "canary_exposure_repeated"),
-    ("canary r=16 at bound", {"canaries": canaries(r1=1.0, r16=BOUND)}, "amber", "canary_exposure_repeated"),
-    ("canary r=16 just below", {"canaries": canaries(r1=1.0, r16=BOUND - 0.01)}, "green", "none"),
+    ("canary r=1 just below: significant", {"canaries": canaries(r1=BOUND - 0.01)}, "amber", "canary_exposure"),
+    ("canary r=1 at 8 bits of 4", {"canaries": canaries(r1=8.0)}, "green", "none"),
+    ("canary r=4 at maximum", {"canaries": canaries(r1=2.0, r4=LOG2)}, "amber", "canary_exposure_repeated"),
+    ("canary r=16 at 3 bits", {"canaries": canaries(r1=1.0, r16=3.0)}, "green", "none"),
     ("canary old dict without log2", {"canaries": {"by_repeats": {"1": {"max": LOG2}}}}, "red", "canary_exposure"),
     ("red beats incomplete", {"attacks": None, "novel_privacy": 0.5}, "red", "novel_privacy"),
     ("incomplete beats amber", {"pii": None, "novel_privacy": 0.97}, "incomplete", "pii_not_measured"),
@@ -202,22 +219,24 @@ def test_per_attack_counts_decide_power():
 
 
 def test_pii_names_case_and_not_judged():
-    p = pii(top1=0.035, cats={"NAME": (10, 0.6), "DATE": (185, 0.0), "ID": (5, 1.0)})
+    p = pii(top1=0.035, cats={"NAME": (10, 0.6), "DATE": (185, 0.0), "ID": (5, 0.0)})
     v = judged(pii=p)
-    assert v.level == "red" and v.rule == "pii_inference_category" and "NAME" in v.figure
+    assert v.level == "amber" and v.rule == "pii_inference_category" and "NAME" in v.figure
+    assert "member advantage not measured" in v.reasons[0]
     assert v.not_judged == ["PII inference ID: 5 occurrences (fewer than 10)"]
-    # the minimum is a threshold: lowered, ID is judged too
+    # the minimum only decides for a category without a finding: lowered, ID is judged (and finds nothing)
     v = judged(pii=p, thresholds=VerdictThresholds(pii_min_category_occurrences=5))
-    assert sum("ID" in r for r in v.reasons) == 1 and not v.not_judged
+    assert not any("ID" in r for r in v.reasons) and not v.not_judged
 
 
 def test_canaries_every_repeat_count_and_optional():
-    v = judged(canaries=canaries(r1=20.0, r4=LOG2, r16=LOG2))
+    v = judged(canaries=canaries(r1=2.0, r4=LOG2, r16=LOG2))
     assert v.level == "amber" and v.attack == "canaries" and len(v.reasons) == 2
-    assert "at r = 4" in v.reasons[0] and "at r = 16" in v.reasons[1]
+    assert {"at r = 4" in r for r in v.reasons} == {True, False} and any("at r = 16" in r for r in v.reasons)
     v = judged(canaries=None, novel_privacy=None, regurgitation=None)
     assert v.level == "green"
-    assert set(v.not_measured) == {"canary exposure", "novel-identifier privacy", "free-running regurgitation"}
+    assert set(v.not_measured) == {"canary exposure", "novel-identifier privacy", "free-running regurgitation",
+                                   "split check (the reference model was not attacked on this split)"}
     assert "not measured: " in v.statement
     table = pd.DataFrame({"repeats": [1, 1, 4], "exposure": [3.0, 5.0, LOG2]})
     table.attrs["log2_space"] = LOG2
@@ -227,18 +246,31 @@ def test_canaries_every_repeat_count_and_optional():
     assert only_r4.level == "green" and "canary exposure at r = 1" in only_r4.not_measured
 
 
+def test_canary_p_value_is_two_to_the_minus_exposure_times_the_canaries():
+    """An uninserted canary's rank is uniform among |R|: P(exposure ≥ e) = 2^−e; the largest of m, Bonferroni."""
+    from toolkit.metrics.significance import exposure_p_value
+
+    assert exposure_p_value(10.0, 1) == pytest.approx(1 / 1024)
+    assert exposure_p_value(10.0, 8) == pytest.approx(8 / 1024)
+    assert exposure_p_value(1.0, 8) == 1.0 and exposure_p_value(0.0) == 1.0
+    # by simulation: uniform ranks among 10^8, exposures log2|R| − log2 rank, the largest of 20
+    rng = np.random.default_rng(3)
+    ranks = rng.integers(1, 10 ** 8 + 1, size=(20_000, 20))
+    e = (LOG2 - np.log2(ranks)).max(axis=1)
+    p = np.array([exposure_p_value(x, 20) for x in e])
+    assert np.mean(p <= 0.05) <= 0.05 + 0.006 and np.mean(p <= 0.01) <= 0.01 + 0.003
+
+
 def test_precedence_reasons_in_order():
     v = judged(attacks=battery(auc=0.62, lo=0.56), pii=None, novel_privacy=0.97)
     assert v.level == "incomplete" and v.reasons[0] == "PII inference not measured"
-    assert len(v.reasons) == 3 and any("strongest" in r for r in v.reasons)
-    v = judged(attacks=None, pii=pii(top1=0.5, cats={}), novel_privacy=0.97)
+    assert len(v.reasons) == 3 and any(r.startswith("loss: AUC = 0.620") for r in v.reasons)
+    v = judged(attacks=None, pii=advantage(0.5, 0.02, 1e-4), novel_privacy=0.97)
     assert v.level == "red" and v.reasons[0].startswith("PII inference top-1")
     assert v.reasons[1].startswith("membership not measured") and v.reasons[2].startswith("novel privacy")
 
 
-def test_old_verdict_rules_still_hold():
-    """The rules of the three-level verdict, with membership and PII measured (their outcomes are unchanged)."""
-    assert judged(regurgitation=0.02).rule == "regurgitation"
+def test_every_attack_is_judged_not_only_the_strongest():
     b = battery(auc=0.55, lo=0.5)
     b["attacks"]["zlib"]["tpr_at_fpr"]["0.01"] = 0.12  # any attack, not only the strongest
     assert (judged(attacks=b).level, judged(attacks=b).attack) == ("red", "zlib")
@@ -249,6 +281,21 @@ def test_old_verdict_rules_still_hold():
         green.statement
     assert len(judged(novel_privacy=0.5, attacks=battery(auc=0.62, lo=0.56)).reasons) == 2
     assert judged(novel_privacy=0.97, thresholds=VerdictThresholds(novel_privacy_amber=0.95)).level == "green"
+
+
+def test_the_family_is_corrected_by_holm():
+    """Holm (1979) by hand: p = (0.01, 0.04, 0.03, 0.005) at 0.05 → sorted 0.005 ≤ 0.0125, 0.01 ≤ 0.0167,
+    0.03 > 0.025: the first two only. A verdict's tests are one family: a p-value significant alone (0.01) is not
+    when 40 tests are run."""
+    from toolkit.metrics.significance import holm
+
+    assert holm([0.01, 0.04, 0.03, 0.005]) == [True, False, False, True]
+    assert holm([0.01, 0.02, 0.03, 0.04]) == [True, False, False, False]  # 0.02 > 0.05 / 3
+    assert holm([0.01, 0.015, 0.02, 0.04]) == [True, True, True, True]  # 0.04 ≤ 0.05 / 1 last
+    assert holm([]) == [] and holm([None, 0.001]) == [False, True]
+    v = judged(attacks=battery(auc=0.5, lo=0.45))
+    assert all(t["p_value"] > 0.05 / len(v.tests) or t["significant"] for t in v.tests)
+    assert v.correction == "Holm" and v.alpha == 0.05
 
 
 # ---- the report ----------------------------------------------------------------------------------------------------
@@ -275,7 +322,7 @@ def test_report_shows_the_grey_level():
     assert "could not be judged: membership not judgeable" in page and "Deciding rule" not in page
     assert verdicts_frame([_Run({"m": {"verdict": v}})])["verdict"].tolist() == ["incomplete"]
     levels = [level for level, _ in thresholds()]
-    assert levels.index("incomplete") > levels.index("red") and levels.index("incomplete") < levels.index("amber")
+    assert levels.index("incomplete") > levels.index("red") and levels.index("incomplete") < levels.index("green")
     # an old verdict.json (no new fields) still renders
     old = {k: v[k] for k in OLD_KEYS} | {"level": "green", "rule": "none", "detectable_auc": 0.6}
     assert "smallest detectable AUC ≈ 0.600" in verdicts_html([_Run({"m": {"verdict": old}})])
@@ -409,8 +456,8 @@ def test_property_any_input_gives_a_level(kw):
 
 
 def test_pii_category_needs_significance():
-    """A category's few occurrences do not turn a model red by luck (the quick start's base model: LOCATION 2 hits of
-    12 at chance 0.068, binomial p = 0.19), while a clear one does (6 of 10 at chance 0.1: p = 1.5e-4)."""
+    """A category's few occurrences do not turn a model non-green by luck (the quick start's base model: LOCATION 2
+    hits of 12 at chance 0.068, binomial p = 0.19), while a clear one does (6 of 10 at chance 0.1: p = 1.5e-4)."""
     battery = {"n_members": 40, "n_nonmembers": 40, "attacks": {"loss": {"auc": 0.5, "auc_ci": [0.4, 0.6],
                                                                             "tpr_at_fpr": {"0.01": None}}}}
     overall = {"n": 100, "top1": 0.12, "chance": 0.117, "reference_top1": None}
@@ -419,55 +466,44 @@ def test_pii_category_needs_significance():
     assert verdict(attacks=battery, pii=lucky).level == "green"
     clear = {"overall": overall, "by_category": {"NAME": {"n": 10, "top1": 0.6, "chance": 0.1, "reference_top1": None}}}
     v = verdict(attacks=battery, pii=clear)
-    assert v.level == "red" and v.rule == "pii_inference_category" and "binomial p = 0.00015" in v.figure
+    assert v.level == "amber" and v.rule == "pii_inference_category" and "vs chance p = 0.00015" in v.figure
 
 
-def test_pii_is_judged_against_the_reference_model():
-    """Notebook 03's `clm_dp` (PII inference on names 9 of 34 against its base model's 8 of 34, chance 0.05): one
-    hit above the reference is not evidence (one-sided binomial at the reference's rate, scipy: p ≈ 0.45) — amber,
-    not red; 16 of 34 is (p < 0.01)."""
-    from scipy.stats import binom
-
-    battery = {"n_members": 40, "n_nonmembers": 40, "attacks": {"loss": {"auc": 0.5, "auc_ci": [0.4, 0.6],
-                                                                            "tpr_at_fpr": {"0.01": None}}}}
-    row = lambda hits: {"n": 34, "top1": hits / 34, "chance": 0.05, "reference_top1": 8 / 34}  # noqa: E731
-    p9, p16 = binom.sf(8, 34, 8 / 34), binom.sf(15, 34, 8 / 34)
-    assert 0.3 < p9 < 0.6 and p16 < 0.01
-    near = verdict(attacks=battery, pii={"overall": row(9), "by_category": {"NAME": row(9)}})
-    assert (near.level, near.rule) == ("amber", "pii_reference_level"), near.statement
-    assert f"vs reference p = {p9:.2g}" in near.figure
-    far = verdict(attacks=battery, pii={"overall": row(16), "by_category": {"NAME": row(16)}})
-    assert (far.level, far.rule) == ("red", "pii_inference"), far.statement
-    at = verdict(attacks=battery, pii={"overall": row(8), "by_category": {"NAME": row(8)}})
-    assert at.level == "green", at.statement  # not above the reference at all: no finding
+def test_pii_is_judged_against_the_non_members_not_the_reference():
+    """The members' advantage decides, not the reference model: a contaminated reference that guesses as well as the
+    model hides nothing (class 6), a model that guesses as well for people it never saw leaks nothing (class 8)."""
+    contaminated = {**advantage(0.40, 0.05, 1e-4), "overall": {"n": 200, "top1": 0.40, "chance": 0.02,
+                                                               "reference_top1": 0.40}}
+    contaminated["member_advantage"]["overall"]["reference_top1"] = 0.40
+    v = judged(pii=contaminated)
+    assert (v.level, v.rule) == ("red", "pii_inference") and "reference model 0.400" in v.figure
+    same = judged(pii=advantage(0.33, 0.33, 0.52, n=100, chance=0.059))
+    assert same.level == "green" and same.population
+    assert "infers shared identifiers of people it never saw" in same.statement
+    assert "0.330 for non-members" in same.population[0]
 
 
-def test_regurgitation_is_judged_against_the_reference_model():
-    """Above 1%, a model's regurgitation is red only if significantly above its reference (base) model's: the
-    one-sided binomial p-value recomputed here with scipy; not above it, amber (what the base already wrote out)."""
-    from scipy.stats import binom
-
-    def reg(k, n, ref=None):
+def test_regurgitation_is_judged_against_the_non_members():
+    """The members' share written out against the non-members' (permutation over individuals): a model that writes
+    out clinicians for everyone is no finding; without the non-members, the reference (base) model's share is the
+    comparison (one-sided binomial, amber at most)."""
+    def reg(k, n, ref=None, non=None, p=None):
         out = {"share_reproduced": k / n, "n_reproduced": k, "n_identifier_occurrences": n}
+        if non is not None:
+            out["member_advantage"] = {"members_rate": k / n, "nonmembers_rate": non, "p_value": p,
+                                       "n_trials_nonmembers": n}
         return {**out, "reference": ref} if ref is not None else out
 
     base = reg(62, 1357)                                              # notebook 03's base model: 4.57%
-    same = judged(regurgitation=reg(50, 1357, base))                  # clm_dp of the same run: 3.68%, below it
-    assert same.level == "amber" and same.rule == "regurgitation_base_level"
-    assert "reference model 4.57%" in same.reasons[0]
-    above = judged(regurgitation=reg(188, 1357, base))                # clm: 13.85%
-    assert above.level == "red" and above.rule == "regurgitation"
-    # at the edge: the smallest count significantly above 4.57% of 1,357 (binomial, one-sided, 0.05)
-    k = next(k for k in range(62, 200) if binom.sf(k - 1, 1357, 62 / 1357) < 0.05)
-    assert judged(regurgitation=reg(k, 1357, base)).rule == "regurgitation"
-    assert judged(regurgitation=reg(k - 1, 1357, base)).rule == "regurgitation_base_level"
-    # no reference (the base model itself, or a share alone): the absolute rule, as before
-    assert judged(regurgitation=base).rule == "regurgitation"
-    assert judged(regurgitation={**reg(20, 1357), "reference": 0.0}).rule == "regurgitation"  # 1.47% vs none
-    # a reference given as a share: the counts of the audited model decide the test
-    assert judged(regurgitation={**reg(30, 1357), "reference": 0.005}).rule == "regurgitation"
-    # below 1%: green whatever the reference
-    assert judged(regurgitation=reg(10, 1357, base)).level == "green"
+    assert judged(regurgitation=reg(58, 1357, non=0.0431, p=0.6)).level == "green"   # the frontier's DP model
+    assert judged(regurgitation=reg(188, 1357, non=0.04, p=1e-4)).rule == "regurgitation"
+    assert judged(regurgitation=reg(188, 1357, non=0.04, p=1e-4)).level == "red"       # 13.85% vs 4%
+    assert judged(regurgitation=reg(70, 1357, non=0.045, p=1e-4)).level == "amber"     # 5.2% vs 4.5%: below the floor
+    above = judged(regurgitation=reg(188, 1357, base))                # no non-members: the reference compares
+    assert (above.level, above.rule) == ("amber", "regurgitation") and "member advantage not measured" in \
+        above.reasons[0]
+    assert judged(regurgitation=reg(50, 1357, base)).level == "green"  # below the base's share: nothing
+    assert judged(regurgitation=reg(10, 1357)).level == "green"        # below 1% and compared with nobody
 
 
 def test_every_rule_the_verdict_can_name_has_plain_words_in_the_report():
@@ -476,9 +512,10 @@ def test_every_rule_the_verdict_can_name_has_plain_words_in_the_report():
     from toolkit.report.verdicts import RULES
 
     source = (Path(__file__).resolve().parents[1] / "toolkit" / "audit" / "verdict.py").read_text(encoding="utf-8")
-    named = set(re.findall(r'append\(\("([a-z_]+)"', source)) | set(re.findall(r'_pii_rule\("([a-z_]+)"', source))
-    named |= set(re.findall(r'"(canary_exposure[a-z_]*)"', source))
-    assert {"pii_reference_level", "regurgitation_base_level", "pii_inference_category"} <= named
+    named = set(re.findall(r'append\(\("([a-z_]+)"', source)) | set(re.findall(r'_Test\("([a-z_]+)"', source))
+    named |= set(re.findall(r'"(canary_exposure[a-z_]*|membership_auc[a-z_]*|pii_inference[a-z_]*)"', source))
+    named -= {"population", "overall", "pii_unjudgeable_small"}  # not rules: a test's tag, a scope, renamed on output
+    assert {"membership_auc_inverted", "membership_auc_beyond_reference", "pii_inference_category"} <= named
     assert named - set(RULES) == set()
 
 

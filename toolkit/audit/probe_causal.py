@@ -344,7 +344,9 @@ def regurgitation_rate(model, tokenizer, corpus, identifiers: set[str], *, prefi
 
     Returns ``{"n_documents", "n_prompted" (documents with a target), "n_identifier_occurrences" (targets: distinct
     types per document, summed), "n_reproduced", "share_reproduced" (None without targets), "n_excluded_in_prompt",
-    "prefix_tokens", "max_new_tokens", "examples_hashed", "examples_hash"}`` — ``examples_hashed``: keyed
+    "prefix_tokens", "max_new_tokens", "examples_hashed", "examples_hash", "by_person"}`` — ``by_person``: per
+    person id (the documents' ``person_id``) ``[targets, reproduced]``, what :func:`with_nonmembers` tests over;
+    ``examples_hashed``: keyed
     :func:`~toolkit.audit.hashing.hash_term` of up to ``n_examples`` reproduced types under ``hash_key`` (default: the
     run's :func:`~toolkit.audit.hashing.active_key`, else a one-off key nobody keeps); ``examples_hash`` says which.
     """
@@ -358,10 +360,11 @@ def regurgitation_rate(model, tokenizer, corpus, identifiers: set[str], *, prefi
     texts = [d.text for d in docs]
     prefix, _ = special_template(tokenizer)
     bos = context_token(tokenizer) if add_bos and not prefix else None
-    prompts, targets, n_excluded = [], [], 0
+    prompts, targets, people, n_excluded = [], [], [], 0
     for b0 in range(0, len(texts), 256):
         enc = tokenizer(texts[b0:b0 + 256], add_special_tokens=True, return_offsets_mapping=True)
-        for text, ids, offs in zip(texts[b0:b0 + 256], enc["input_ids"], enc["offset_mapping"]):
+        for doc, text, ids, offs in zip(docs[b0:b0 + 256], texts[b0:b0 + 256], enc["input_ids"],
+                                        enc["offset_mapping"]):
             spans = iter_words(text)
             content = [(i, o) for i, o in zip(ids, offs) if o[1] > o[0]]
             if len(content) <= prefix_tokens:
@@ -381,24 +384,45 @@ def regurgitation_rate(model, tokenizer, corpus, identifiers: set[str], *, prefi
             p_ids = tokenizer(text[:cut], add_special_tokens=True)["input_ids"] if cut else []
             prompts.append(([bos] if bos is not None else []) + list(p_ids))
             targets.append(after)
+            people.append(str(getattr(doc, "person_id", "")))
     conts = generate_ids(model, tokenizer, prompts, max_new_tokens=max_new_tokens, batch_size=batch_size,
                          progress=progress, device=device) if prompts else []
     reproduced: set[str] = set()
     n_targets = n_rep = 0
-    for ids, want in zip(conts, targets):
+    by_person: dict[str, list[int]] = {}
+    for ids, want, person in zip(conts, targets, people):
         text = tokenizer.decode(ids, skip_special_tokens=True)
         got = {normalize_term(text[s:e], lowercase) for s, e in iter_words(text)}
         hit = want & got
         n_targets += len(want)
         n_rep += len(hit)
         reproduced |= hit
+        counts = by_person.setdefault(person, [0, 0])
+        counts[0] += len(want)
+        counts[1] += len(hit)
     return {
         "n_documents": len(docs), "n_prompted": len(prompts), "n_identifier_occurrences": n_targets,
         "n_reproduced": n_rep, "share_reproduced": n_rep / n_targets if n_targets else None,
         "n_excluded_in_prompt": n_excluded, "prefix_tokens": int(prefix_tokens), "max_new_tokens": int(max_new_tokens),
         "examples_hashed": sorted(hash_term(t, key) for t in reproduced)[:max(0, int(n_examples))],
-        "examples_hash": scheme,
+        "examples_hash": scheme, "by_person": by_person,
     }
 
 
-__all__ = ["COLUMNS", "counted_occurrences", "probe_causal", "regurgitation_rate"]
+def with_nonmembers(members: dict, nonmembers: dict, *, seed: int = 0, n_permutations: int = 9999) -> dict:
+    """The members' :func:`regurgitation_rate` result with the non-members' (``nonmembers``: its totals) and the
+    members' advantage over them (``member_advantage``: :func:`toolkit.metrics.significance.member_advantage_test`
+    over individuals, the verdict's test, methods.md §11). The per-person counts are used, not kept."""
+    from toolkit.metrics.significance import member_advantage_test
+
+    bm, bn = members.get("by_person") or {}, nonmembers.get("by_person") or {}
+    test = member_advantage_test([v[1] for v in bm.values()], [v[0] for v in bm.values()],
+                                 [v[1] for v in bn.values()], [v[0] for v in bn.values()], seed=seed,
+                                 n_permutations=n_permutations)
+    out = {k: v for k, v in members.items() if k != "by_person"}
+    out["nonmembers"] = {k: v for k, v in nonmembers.items() if k not in ("by_person", "examples_hashed")}
+    out["member_advantage"] = test
+    return out
+
+
+__all__ = ["COLUMNS", "counted_occurrences", "probe_causal", "regurgitation_rate", "with_nonmembers"]

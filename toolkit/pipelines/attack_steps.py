@@ -149,7 +149,7 @@ def run_attacks(cfg, cache, run_dir: Path, *, data: ExperimentData, tables: dict
             identifiers_members=identifier_keys["members"], identifiers_all=identifier_keys["all"],
             members=fingerprints["members"], nonmembers=fingerprints["nonmembers"], canaries=canary_key,
             attacks=opts, n_bootstrap=cfg.audit.n_bootstrap, seed=cfg.seed,
-            rmia_references=refs.key if refs is not None else None)
+            rmia_references=refs.key if refs is not None else None, public=fingerprints.get("public"))
 
         def attack(path=path, ref=ref, d=d, audit=audit, reg=reg):
             counts = membership_scores(audit["mia_predictions"], tables["all"], both)
@@ -159,6 +159,8 @@ def run_attacks(cfg, cache, run_dir: Path, *, data: ExperimentData, tables: dict
                                       novel_privacy=audit["metrics"].get("novel_privacy"),
                                       regurgitation=reg, options=opts,
                                       n_bootstrap=cfg.audit.n_bootstrap, seed=cfg.seed, rmia=rmia(), one_run=one,
+                                      identifiers_all=tables["all"], saw_neither=name == "base",
+                                      public_texts=[x.text for x in data.public] if data.public is not None else None,
                                       progress=progress)
 
         out[(name, epoch)] = run_step(cache, "attacks", inputs, attack, lambda d=d: steps.load_attacks(d), out_dir=d,

@@ -116,7 +116,9 @@ class AuditResult:
         return {label: a["verdict"] for label, a in self.attacks.items()}
 
     def lines(self) -> list[str]:
-        """One line per model: ``MODEL: VERDICT — rule (attack, figure)`` (a green verdict: its statement)."""
+        """One line per model: ``MODEL: VERDICT — rule (attack, figure)`` (a green verdict: its statement), then
+        indented the split warning (members and non-members differ before fine-tuning) and what the model infers of
+        the population, where the verdict says so."""
         out = []
         for label, v in self.verdicts.items():
             if v["level"] == "green":
@@ -124,6 +126,11 @@ class AuditResult:
             else:
                 detail = ", ".join(x for x in (v.get("attack"), v.get("figure")) if x)
                 out.append(f"{self.models[label]}: {v['level']} — {v['rule']}" + (f" ({detail})" if detail else ""))
+                if v.get("split"):  # a green statement already carries it
+                    out.append(f"  warning: {v['split']}")
+            for line in v.get("population") or []:
+                if v["level"] != "green":
+                    out.append(f"  {line}")
         return out
 
     def save(self, report: bool = True) -> dict[str, Path]:
@@ -321,7 +328,7 @@ def _audit(models, out: Path, mem: Corpus, non: Corpus, *, reference, identifier
     from toolkit.pipelines import steps
     from toolkit.pipelines.audit_outputs import (hash_predictions, hashed_membership_scores, position_limit,
                                                  remove_stale)
-    from toolkit.pipelines.registry import AttacksInputs, AuditInputs, ProbeSettings, current, key, run_step
+    from toolkit.pipelines.registry import ABSENT, AttacksInputs, AuditInputs, ProbeSettings, current, key, run_step
     from toolkit.training.provenance import model_fingerprint
     from toolkit.training import corpus_fingerprint
 
@@ -373,7 +380,8 @@ def _audit(models, out: Path, mem: Corpus, non: Corpus, *, reference, identifier
         audit_step, attack_step = layout.step("audit", label), layout.step("attacks", label)
         keys[audit_step] = key("audit", audit_inputs, audit_step)
         inputs = AttacksInputs(model=audit_inputs.model, reference=fingerprint(ref) if ref else None, **data,
-                               audit=keys[audit_step], attacks=opts, n_bootstrap=n_bootstrap, seed=seed)
+                               audit=keys[audit_step], attacks=opts, n_bootstrap=n_bootstrap, seed=seed,
+                               public=corpus_fingerprint(public) if public is not None else ABSENT)
         keys[attack_step] = key("attacks", inputs, attack_step)
         pll = getattr(opts, "pll_positions", None)
         settings = {"window": opts.window, "window_requested": options.window, "n_bootstrap": n_bootstrap,
@@ -413,6 +421,8 @@ def _audit(models, out: Path, mem: Corpus, non: Corpus, *, reference, identifier
                                      identifier_count=counts.to_dict(),
                                      novel_privacy=audit["metrics"].get("novel_privacy"), options=opts,
                                      n_bootstrap=n_bootstrap, seed=seed, dtype=dtype, device_map=device_map,
+                                     identifiers_all=ids_a, saw_neither=ref is not None and ref == src,
+                                     public_texts=[x.text for x in public] if public is not None else None,
                                      progress=progress)
             res["attacks"] = {**res["attacks"], **settings}
             atomic_write_json(res["attacks"], d / "attacks.json")

@@ -267,22 +267,27 @@ def run_experiment(cfg: ExperimentConfig, out_dir: str | Path, *, progress: bool
                 # free-running regurgitation of the last checkpoints (causal LM)
                 reg = cfg.audit.regurgitation
                 if reg is not None:
-                    sets = identifier_sets(ids_train)
+                    sets = identifier_sets(ids_all)  # both groups' identifiers: members and non-members are prompted
                     vocab = sets["I_direct"] | sets["I_indirect"]
                     models = ([("base", base, base_key)] if cfg.audit.base_model else []) + \
                              [(n, c[-1][1], train_keys[n]) for n, c in checkpoints.items() if c]
                     for name, path, key in models:
                         d = layout.regurgitation(name)
                         inputs = RegurgitationInputs(key, ids["members"], reg,
-                                                     None if name == "base" else checkpoints[name][-1][0])
+                                                     None if name == "base" else checkpoints[name][-1][0],
+                                                     nonmembers=fp["nonmembers"], identifiers_all=ids["all"])
 
                         def regurgitate(path=path, d=d, name=name, inputs=inputs):
                             from toolkit.audit import regurgitation_rate
+                            from toolkit.audit.probe_causal import with_nonmembers
                             from toolkit.models import load_model
 
                             model, tok = load_model(path, kind="clm")
-                            r = regurgitation_rate(model, tok, data.members, vocab, prefix_tokens=reg.prefix_tokens,
-                                                   max_new_tokens=reg.max_new_tokens, progress=progress)
+                            kw = dict(prefix_tokens=reg.prefix_tokens, max_new_tokens=reg.max_new_tokens,
+                                      progress=progress)
+                            r = regurgitation_rate(model, tok, data.members, vocab, **kw)
+                            r = with_nonmembers(r, regurgitation_rate(model, tok, data.nonmembers, vocab, **kw),
+                                                seed=cfg.seed)
                             r["strategy"] = name
                             r["epoch"] = inputs.epoch
                             atomic_write_json(r, layout.regurgitation_file(name))

@@ -218,6 +218,10 @@ class RegurgitationInputs:
     identifiers_members: str
     regurgitation: Any
     epoch: int | None
+    #: the non-members prompted too (their fingerprint, the key of both groups' identifiers): the verdict's
+    #: member-advantage test (methods.md §11)
+    nonmembers: Fingerprint | None = ABSENT
+    identifiers_all: str | None = ABSENT
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -243,6 +247,10 @@ class AttacksInputs:
     n_bootstrap: int
     seed: int
     rmia_references: str | None = ABSENT
+    #: the verdict's evidence (methods.md §11): PII inference on the non-members too, the reference model attacked
+    #: on the same split; the public split's fingerprint (its identifiers are public)
+    evidence: str = "member-advantage+split-check"
+    public: Fingerprint | None = ABSENT
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -192,7 +192,8 @@ def attack_model(model: str | Path, members: Corpus, nonmembers: Corpus, identif
                  identifier_count: dict[str, float] | None = None, canaries: pd.DataFrame | None = None,
                  novel_privacy: float | None = None, regurgitation: float | dict | None = None, options=None,
                  n_bootstrap: int = 1000, seed: int = 0, dtype=None, device_map=None, rmia=None,
-                 one_run: pd.DataFrame | None = None, progress: bool = False) -> dict[str, Any]:
+                 one_run: pd.DataFrame | None = None, identifiers_all: dict[str, Any] | None = None,
+                 public_texts=None, saw_neither: bool = False, progress: bool = False) -> dict[str, Any]:
     """The attack battery on one model (methods.md §10–11) and its verdict, written into ``out_dir``.
 
     Membership attacks on ``members`` vs ``nonmembers`` (:func:`toolkit.audit.attacks.run_battery`, with the
@@ -206,6 +207,11 @@ def attack_model(model: str | Path, members: Corpus, nonmembers: Corpus, identif
     ``one_run``: the one-run audit's canary table (:func:`~toolkit.audit.attacks.one_run.one_run_canaries_into_corpus`),
     optional: the audit with the models loaded here, ``one_run`` in ``attacks.json``, its evidence in the verdict and
     ``one_run.parquet`` (per canary: id, host individual, inclusion, insertions, score; made-up records only).
+    ``identifiers_all``: the identifier tables of members and non-members; with them PII inference attacks the
+    non-members' notes too (candidates and sharing from both groups) and ``pii_inference.member_advantage`` holds the
+    members' advantage over them, the verdict's test (methods.md §11). ``public_texts``: the public split's texts;
+    identifiers they name are public (never a finding). ``saw_neither``: the model is the reference itself (a run's
+    base model, or ``toolkit audit`` of the reference): its own attacks are the split check.
 
     Files: ``attacks.json`` / ``roc.json`` / ``scores.parquet`` (the battery), ``identifiers.json``
     (``pii_inference``, ``memorisation``, ``canaries`` when inserted; aggregates only, never an identifier) and
@@ -230,9 +236,30 @@ def attack_model(model: str | Path, members: Corpus, nonmembers: Corpus, identif
                           seed=seed, n_bootstrap=n_bootstrap, batch_size=opt.batch_size, reference_name=ref_name,
                           exclude=canary_text, pll_positions=opt.pll_positions,
                           pll_copies=getattr(opt, "pll_copies", None), rmia=rmia, progress=progress)
-    pii = pii_inference(f, tok, members, identifiers["spans"], reference=ref, n_candidates=opt.pii_candidates,
-                        max_occurrences=opt.pii_occurrences, window=opt.pii_window, seed=seed,
-                        batch_size=opt.batch_size, reference_name=ref_name, progress=progress)
+    if saw_neither:  # the model that saw neither group: its own attacks say whether the groups differ
+        battery.meta["reference_model_attacks"] = battery.to_json()["attacks"]
+    pii_kw = dict(reference=ref, n_candidates=opt.pii_candidates, max_occurrences=opt.pii_occurrences,
+                  window=opt.pii_window, seed=seed, batch_size=opt.batch_size, reference_name=ref_name,
+                  progress=progress)
+    if identifiers_all is None:
+        pii = pii_inference(f, tok, members, identifiers["spans"], **pii_kw)
+    else:
+        from toolkit.audit.attacks import identifier_occurrences, pii_member_advantage, public_identifier_keys
+        from toolkit.corpus import Corpus
+
+        both = Corpus(list(members) + list(nonmembers))
+        mine = {d.doc_id for d in members}  # the members' own table (their texts may have had canaries cut out)
+        spans = identifiers_all["spans"]
+        spans = pd.concat([identifiers["spans"], spans[~spans["doc_id"].astype(str).isin(mine)]], ignore_index=True)
+        public = None
+        if public_texts is not None:
+            public = public_identifier_keys(set(identifier_occurrences(both, spans)["key"]), public_texts)
+        pii_kw.update(population=both, population_positions=spans, public_keys=public, return_table=True)
+        pii, table_m = pii_inference(f, tok, members, spans, **pii_kw)
+        pii_n, table_n = pii_inference(f, tok, nonmembers, spans, **pii_kw)
+        pii["nonmembers"] = {k: pii_n[k] for k in ("n_occurrences", "n_occurrences_total", "overall", "by_category",
+                                                   "by_sharing", "n_public")}
+        pii["member_advantage"] = pii_member_advantage(table_m, table_n, seed=seed)
     memo = {"reference": None, "n_occurrences": 0, "overall": None, "by_category": {}}
     if ref is not None:
         _, memo = memorisation_scores(f, tok, ref, members, identifiers["positions"], window=opt.pii_window,

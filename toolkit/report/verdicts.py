@@ -16,34 +16,42 @@ from typing import Any
 
 import pandas as pd
 
-from toolkit.audit.verdict import GREEN_STATEMENT, VerdictThresholds
-from toolkit.metrics.mia import auc_lower_bound
+from toolkit.audit.verdict import GREEN_STATEMENT, VerdictThresholds, split_check
 from toolkit.plots.attacks import attack_name
 
-#: the deciding rule of a verdict, in plain words
+#: the deciding rule of a verdict, in plain words (the rules of older verdict files too)
 RULES = {
     "novel_privacy": "the model writes out identifiers of the training notes that its base model could not have "
                      "known (novel-identifier privacy)",
-    "regurgitation": "continuing the first words of training notes, the model writes out their identifiers",
+    "regurgitation": "continuing the first words of notes, the model writes out the identifiers of people it was "
+                     "trained on significantly more often than those of people it never saw",
+    "regurgitation_unchecked": "continuing the first words of training notes, the model writes out their "
+                               "identifiers — compared with nobody (neither non-members nor a reference model)",
     "regurgitation_base_level": "continuing the first words of training notes, the model writes out their "
                                 "identifiers — no more often than its base model, which never saw these notes",
     "one_run_dp_broken": "made-up records inserted into the training notes are recognised beyond what the model's "
                          "DP guarantee allows: the DP implementation is broken",
     "one_run_audit": "made-up records inserted into the training notes are recognised: the training is provably "
                      "not private at the level usually called strong (ε > 1)",
-    "pii_inference": "given a training note with one identifier blanked out, an attacker guesses the identifier "
-                     "more often than chance and than the base model",
+    "pii_inference": "given a note with one identifier blanked out, an attacker guesses the identifier of people "
+                     "the model was trained on significantly more often than chance and than for people it never "
+                     "saw",
     "pii_reference_level": "given a training note with one identifier blanked out, an attacker guesses the "
                            "identifier more often than chance — but not significantly more often than with the "
                            "base model, which never saw these notes",
-    "pii_inference_category": "given a training note with one identifier of a given kind (e.g. names) blanked out, "
-                              "an attacker guesses it more often than chance and than the base model",
+    "pii_inference_category": "given a note with one identifier of a given kind (e.g. names) blanked out, an "
+                              "attacker guesses it for people the model was trained on significantly more often "
+                              "than chance and than for people it never saw",
     "membership_tpr": "an attacker finds people who were in the training data while wrongly accusing few who were "
                       "not",
     "membership_auc_unresolvable_fpr": "an attacker clearly separates people who were in the training data from "
                                        "people who were not (too few non-members to count false accusations at 1%)",
-    "membership_auc": "the strongest attack separates people who were in the training data from people who were "
-                      "not better than chance",
+    "membership_auc": "an attack separates people who were in the training data from people who were not better "
+                      "than chance",
+    "membership_auc_inverted": "an attack separates people who were in the training data from people who were not "
+                               "— the other way round (members score lower): as telling as the mirror image",
+    "membership_auc_beyond_reference": "members and non-members already differ before fine-tuning, and an attack "
+                                       "separates them significantly more than on the model that saw neither",
     "canary_exposure": "a made-up record inserted once into the training notes is recognised by the model",
     "canary_exposure_repeated": "a made-up record inserted several times into the training notes is recognised by "
                                 "the model",
@@ -61,36 +69,38 @@ MISSING = ("No verdict: this run has no attack results (attacks/ or verdict file
 
 
 def thresholds(th: VerdictThresholds | None = None) -> list[tuple[str, str]]:
-    """``(level, rule with its threshold)`` for every rule of :func:`toolkit.audit.verdict.verdict`."""
+    """``(level, rule with its test and threshold)`` for every rule of :func:`toolkit.audit.verdict.verdict`."""
     th = th or VerdictThresholds()
     times = "once" if th.canary_repeats == 1 else f"{th.canary_repeats} times"
+    fprs = ", ".join(f"{f:.1%}".replace(".0%", "%") for f in th.fprs)
     return [
-        ("red", f"novel-identifier privacy below {th.novel_privacy_red:g}"),
-        ("red", f"more than {th.regurgitation_red:.0%} of the identifiers that follow a prompt written out freely "
-                "(and significantly more than by the reference model, where it was measured)"),
-        ("red", f"PII inference top-1 accuracy above {th.pii_chance_factor:g} × chance and significantly above the "
-                f"reference (base) model's (one-sided binomial, p < {th.pii_reference_alpha:g}), overall or for any "
-                f"kind of identifier with at least {th.pii_min_category_occurrences} occurrences"),
-        ("red", f"any membership attack finds at least {th.tpr_red:.0%} of members at {th.fpr:.0%} false positives "
-                f"(where so few non-members cannot measure {th.fpr:.0%}: the AUC's {th.confidence:.0%} interval lies "
-                f"above {th.auc_lower_red_unresolvable:g})"),
-        ("red", f"a canary inserted {times} reaches an exposure of log2|R| − "
-                f"{th.canary_margin_bits:g} bits"),
+        ("amber", f"any test below is significant, the whole family's false-alarm rate held at {th.alpha:g} (Holm): "
+                  "evidence of leakage. Red when the evidence is also beyond the rule's floor (in brackets)"),
+        ("amber", "membership, every attack: its AUC against 0.5, two-sided (Mann–Whitney; an AUC below 0.5 is "
+                  f"reported as inverted) and its TPR at FPR {fprs} against that FPR (exact beta-binomial, the "
+                  f"threshold set on the same non-members) [red: TPR ≥ {th.tpr_red:.0%} at FPR ≤ {th.fpr:.0%}; with "
+                  f"fewer than 100 non-members the AUC's {th.confidence:.0%} interval beyond "
+                  f"{th.auc_lower_red_unresolvable:g}]"),
+        ("amber", "PII inference, overall, per kind of identifier, private and shared identifiers (identifiers the "
+                  "public split names are left out): the members' top-1 above chance (exact binomial) and above the "
+                  "non-members' (permutation over individuals) [red: members − non-members > "
+                  f"{th.pii_chance_factor - 1:g} × chance]; without the non-members' figure, above chance alone, "
+                  "amber at most. Above chance for non-members too: reported as knowledge of the population"),
+        ("amber", "free-running regurgitation: members' identifiers written out more often than non-members' "
+                  f"(permutation over individuals) [red: by more than {th.regurgitation_red:.0%}]"),
+        ("amber", f"canaries: the largest exposure e of m canaries, p = m·2^−e [red: a canary inserted {times} at "
+                  f"log2|R| − {th.canary_margin_bits:g} bits or more]"),
+        ("amber", "a split whose groups differ before fine-tuning (the reference model separates them): attacks that "
+                  "do not calibrate by the reference are judged by their AUC's excess over the reference model's; "
+                  "the reference attack and RMIA as above"),
+        ("red", f"novel-identifier privacy below {th.novel_privacy_red:g} (amber below {th.novel_privacy_amber:g}; "
+                "a threshold, not a test)"),
+        ("red", "a DP model's one-run audit bound (95%) above what its accountant's ε allows for one canary (2ε); "
+                f"amber: a model without DP whose bound exceeds {th.one_run_epsilon_amber:g}"),
         ("incomplete", "not red, and membership or PII inference was not measured or cannot be judged: no "
                        "results, fewer than 2 members or non-members, a smallest detectable AUC of "
                        f"{th.auc_lower_red_unresolvable:g} or more, or fewer than {th.pii_min_category_occurrences} "
-                       "identifier occurrences (the verdict says which, and why)"),
-        ("amber", f"the strongest membership attack's AUC {th.confidence:.0%} interval lies above "
-                  f"{th.auc_lower_amber:g} (without a bootstrap: the Hanley–McNeil interval)"),
-        ("amber", f"novel-identifier privacy below {th.novel_privacy_amber:g}"),
-        ("amber", f"a canary inserted more than {times} reaches an exposure of log2|R| − "
-                  f"{th.canary_margin_bits:g} bits"),
-        ("amber", f"more than {th.regurgitation_red:.0%} of the identifiers that follow a prompt written out freely, "
-                  "but not significantly more than by the reference (base) model"),
-        ("amber", f"PII inference top-1 accuracy above {th.pii_chance_factor:g} × chance and above the reference "
-                  "(base) model's, but not significantly"),
-        ("red", "a DP model's one-run audit bound (95%) above what its accountant's ε allows for one canary (2ε)"),
-        ("amber", f"a model without DP whose one-run audit bound (95%) exceeds {th.one_run_epsilon_amber:g}"),
+                       "identifier occurrences with no finding (the verdict says which, and why)"),
         ("green", f"none of the above: {GREEN_STATEMENT}, with the smallest AUC the sample size can detect "
                   f"(0.5 + the half-width of the AUC's {th.confidence:.0%} interval when nothing leaks)"),
     ]
@@ -118,7 +128,7 @@ def model_verdict(label: str, model: dict[str, Any]) -> dict[str, Any]:
            "rule": RULES.get(v.get("rule"), v.get("rule")), "attack": attack_name(v["attack"]) if v.get("attack") else None,
            "figure": v.get("figure"), "others": [_plain(r) for r in reasons[1:]],
            "not_measured": list(v.get("not_measured") or []), "not_judged": list(v.get("not_judged") or []),
-           "detectable": None}
+           "detectable": None, "population": list(v.get("population") or []), "split": v.get("split")}
     out["statement"] = HEADLINES.get(level, v.get("statement", ""))
     if level == "incomplete":
         why = "; ".join(unjudgeable) or str(v.get("statement", "")).removeprefix("incomplete: ")
@@ -134,26 +144,24 @@ def model_verdict(label: str, model: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def split_shift(models: dict[str, Any], *, lower: float = 0.55) -> str | None:
-    """A warning when the base model — which saw neither the members nor the non-members — already separates them:
-    an attack on it whose AUC 95% interval lies above ``lower`` (the amber threshold, methods.md §11; the interval the
-    verdict uses: bootstrap, else Hanley–McNeil from the counts). Then the two
-    groups differ before any fine-tuning (other times, sources, note lengths, a generator's quirk), and every
-    membership figure of the fine-tuned models contains that difference. None when no base model was audited."""
+def split_shift(models: dict[str, Any]) -> str | None:
+    """A warning when members and non-members differ before fine-tuning: a model's verdict says so (its ``split``:
+    the reference model, which saw neither group, separates them — :func:`toolkit.audit.verdict.split_check`), or
+    the run's base model separates them (its attacks' AUCs, two-sided, Holm at 0.05, the same test). Then every
+    membership figure of the fine-tuned models contains that difference. None when no check says so."""
+    for m in models.values():
+        split = (m.get("verdict") or {}).get("split")
+        if split:
+            return f"{split[0].upper()}{split[1:]}. Draw members and non-members from the same population " \
+                   "(docs/guide.md, sample data)."
     base = next((m for m in models.values() if m.get("strategy") == "base"), {})
     battery = base.get("attacks") or {}
-    found = []
-    for name, rep in (battery.get("attacks") or {}).items():
-        bound = auc_lower_bound(rep, battery.get("n_members"), battery.get("n_nonmembers"))  # as the verdict's
-        if bound is not None and bound[0] > lower:
-            found.append((bound[0], name, float(rep.get("auc") or 0)))
-    if not found:
+    _, text = split_check({**battery, "reference": "the base model",
+                           "reference_model_attacks": battery.get("attacks") or {}})
+    if not text:
         return None
-    lo, name, auc = max(found)
-    return (f"The base model, which never saw either group, already separates members from non-members "
-            f"({attack_name(name)}: AUC {auc:.2f}, 95% interval above {lo:.2f}): the groups differ before any "
-            "fine-tuning, so every membership figure below includes that difference. Draw members and non-members "
-            "from the same population (docs/guide.md, sample data).")
+    return f"{text[0].upper()}{text[1:]}. Draw members and non-members from the same population (docs/guide.md, " \
+           "sample data)."
 
 
 def run_verdicts(runs: Iterable) -> list[dict[str, Any]]:
@@ -203,6 +211,8 @@ def verdicts_html(runs: Iterable, *, show_run: bool = True) -> str:
                              + (f"; and {more} more (see the Attacks section)." if more > 0 else "."))
             if m["not_judged"]:
                 lines.append("Not judged: " + esc("; ".join(m["not_judged"])) + ".")
+            for line in m["population"]:  # what the model knows of people it never saw: not leakage
+                lines.append("Not leakage: " + esc(line) + ".")
             if m["not_measured"]:
                 lines.append("Not measured: " + esc(", ".join(m["not_measured"])) + ".")
             rows.append(f'<tr class="verdict verdict-{esc(m["level"])}"><td style="vertical-align:top;'

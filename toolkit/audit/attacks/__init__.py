@@ -42,7 +42,8 @@ from toolkit.audit.attacks.canaries import (
 from toolkit.audit.attacks.memorisation import memorisation_scores
 from toolkit.audit.attacks.one_run import (one_run_audit, one_run_canaries_into_corpus, one_run_scores,
                                            without_canaries)
-from toolkit.audit.attacks.pii_inference import identifier_occurrences, occurrence_window, pii_inference
+from toolkit.audit.attacks.pii_inference import (identifier_occurrences, occurrence_window, pii_inference,
+                                                 pii_member_advantage, public_identifier_keys)
 from toolkit.audit.attacks.rmia import RMIAReferences, rmia_score, tune_offline_a
 
 #: attacks on identifiers (not score-threshold membership attacks)
@@ -54,7 +55,8 @@ __all__ = [
     "ATTACKS", "FPRS", "IDENTIFIER_ATTACKS", "BatteryResult", "battery_from_scores", "canaries_into_corpus",
     "canary_ranges", "exposure",
     "exposure_from_samples", "exposure_summary", "identifier_occurrences", "insert_canaries", "make_canaries",
-    "membership_scores", "memorisation_scores", "occurrence_window", "person_scores", "pii_inference", "run_battery",
+    "membership_scores", "memorisation_scores", "occurrence_window", "person_scores", "pii_inference", "pii_member_advantage",
+    "public_identifier_keys", "run_battery",
     "RMIAReferences", "rmia_score", "tune_offline_a",
     "PRIVACY_AUDITS", "one_run_audit", "one_run_canaries_into_corpus", "one_run_scores", "without_canaries",
 ]

@@ -190,10 +190,9 @@ class BatteryResult:
                 "n_excluded_tokens": int(m.get("n_excluded_tokens", 0)), "scoring": m.get("scoring"),
                 **({"rmia": m["rmia"]} if m.get("rmia") else {}),
                 **({"one_run": m["one_run"]} if m.get("one_run") else {}),
-                "attacks": {a: {"auc": r["auc"], "auc_ci": r["auc_ci"], "auc_ci_method": r.get("auc_ci_method"),
-                                "tpr_at_fpr": r["tpr_at_fpr"], "n_members": r["n_members"],
-                                "n_nonmembers": r["n_nonmembers"]}
-                            for a, r in self.reports.items()}}
+                **({"reference_model_attacks": m["reference_model_attacks"]}
+                   if m.get("reference_model_attacks") else {}),
+                "attacks": _summaries(self.reports)}
 
     def save(self, out_dir) -> dict[str, Path]:
         """Write ``attacks.json`` (:meth:`to_json`), ``scores.parquet`` (per-unit scores) and ``roc.json`` (ROC points
@@ -202,6 +201,14 @@ class BatteryResult:
         return {"attacks": atomic_write_json(self.to_json(), out / "attacks.json"),
                 "scores": atomic_write_parquet(self.scores, out / "scores.parquet"),
                 "roc": atomic_write_json(self.roc_curves, out / "roc.json")}
+
+
+def _summaries(reports: Mapping[str, dict]) -> dict[str, dict]:
+    """Per attack what ``attacks.json`` keeps of its :func:`~toolkit.metrics.mia_report` (no ROC points)."""
+    return {a: {"auc": r["auc"], "auc_ci": r["auc_ci"], "auc_ci_method": r.get("auc_ci_method"),
+                "tpr_at_fpr": r["tpr_at_fpr"], "n_members": r["n_members"], "n_nonmembers": r["n_nonmembers"],
+                **({"n_clusters": r["n_clusters"]} if r.get("n_clusters") else {})}
+            for a, r in reports.items()}
 
 
 def battery_from_scores(scores: pd.DataFrame, member: Sequence[bool], *, unit: str = "individual",
@@ -353,6 +360,17 @@ def run_battery(model, tokenizer, members: Corpus, nonmembers: Corpus, *, refere
     res = battery_from_scores(scores, member, unit=unit, reference=ref_name, seed=seed, n_bootstrap=n_bootstrap,
                               groups=groups)
     res.doc_scores = doc_table
+    if ref_tl is not None:
+        # the split check (methods.md §11): the reference model — which saw neither group — attacked on the same
+        # units by the attacks that need no reference, from the token losses it already computed
+        ref_doc = membership_scores(ref_tl, k=k)
+        ref_doc.index = doc.index
+        ref_doc.loc[~scoreable, :] = np.nan
+        ref_scores = (person_scores(ref_doc.reset_index(drop=True), person_of) if unit == "individual"
+                      else ref_doc.copy())[keep]
+        ref_res = battery_from_scores(ref_scores, member, unit=unit, reference=None, seed=seed,
+                                      n_bootstrap=n_bootstrap, groups=groups)
+        res.meta["reference_model_attacks"] = _summaries(ref_res.reports)
     out_docs = [i for i, ok in zip(doc_ids, scoreable) if not ok]
     res.meta.update({"window": window, "k": k, "model": tl.model_name, "n_truncated": tl.n_truncated,
                      "n_excluded_tokens": n_excluded, "reference_normalisation": norm,

@@ -251,7 +251,8 @@ def pii_inference(model, tokenizer, corpus: Corpus, positions: pd.DataFrame, *, 
                   n_candidates: int = 50, max_occurrences: int | None = 200, window: int | None = 256, seed: int = 0,
                   batch_size: int | None = None, scorer: Callable[[list[str]], np.ndarray] | None = None,
                   reference_scorer: Callable[[list[str]], np.ndarray] | None = None, reference_name: str | None = None,
-                  return_table: bool = False, progress: bool = True):
+                  return_table: bool = False, progress: bool = True, population: Corpus | None = None,
+                  population_positions: pd.DataFrame | None = None, public_keys=None):
     """Top-1 accuracy of PII inference on the member documents ``corpus`` (see the module docstring).
 
     Parameters
@@ -264,20 +265,30 @@ def pii_inference(model, tokenizer, corpus: Corpus, positions: pd.DataFrame, *, 
         At most this many occurrences (a seeded sample) are attacked; ``None``: all.
     scorer, reference_scorer : callable, optional
         ``texts -> log-likelihoods``; replace the model's (dependency injection, e.g. in tests).
+    population, population_positions : Corpus and DataFrame, optional
+        Where the candidates come from and who shares an identifier (default: ``corpus`` and ``positions``). The
+        verdict attacks the members' and the non-members' notes with the same population (both groups), so that the
+        two figures are comparable (:func:`pii_member_advantage`).
+    public_keys : set of str, optional
+        Normalised identifiers that occur in the public split (:func:`public_identifier_keys`): their occurrences are
+        *public* (``sharing``), reported and never a finding against the members.
 
     Returns
     -------
     dict
         ``n_occurrences``, ``n_without_candidates``, ``n_shape_fallback``, ``n_candidates``, ``window``, ``seed``,
         ``model``, ``reference``, ``overall`` and ``by_category`` (each ``n``, ``top1``, ``chance``,
-        ``reference_top1``, ``ratio_to_chance``), JSON-ready (``identifiers.json``). With ``return_table``, also the
-        per-occurrence table.
+        ``reference_top1``, ``ratio_to_chance``), ``by_sharing`` (the same per ``private`` — one individual's
+        identifier —, ``shared`` — several individuals' — and ``public`` — named in the public split), ``n_public``,
+        JSON-ready (``identifiers.json``). With ``return_table``, also the per-occurrence table (with ``sharing``).
     """
     rng = np.random.default_rng(seed)
     window = audit_window(window, model, reference[0] if reference is not None else None)
     occ = identifier_occurrences(corpus, positions)
+    every = occ if population is None else identifier_occurrences(
+        population, positions if population_positions is None else population_positions)
     pool: dict[str, dict[str, tuple[set, set]]] = {}
-    for r in occ.itertuples(index=False):
+    for r in every.itertuples(index=False):
         surfaces, people = pool.setdefault(r.category, {}).setdefault(r.key, (set(), set()))
         surfaces.add(r.surface)
         people.add(r.person_id)
@@ -286,7 +297,7 @@ def pii_inference(model, tokenizer, corpus: Corpus, positions: pd.DataFrame, *, 
         occ = occ.iloc[np.sort(rng.choice(n_total, size=max_occurrences, replace=False))]
     texts, rows, n_without, n_fallback = [], [], 0, 0
     for r in occ.itertuples(index=False):
-        others = [surfaces for key, (surfaces, people) in pool[r.category].items()
+        others = [surfaces for key, (surfaces, people) in pool.get(r.category, {}).items()
                   if key != r.key and r.person_id not in people]
         cands = sorted(c for c in (_in_shape(sf, shape(r.surface)) for sf in others) if c is not None)
         if not cands and others:
@@ -298,8 +309,10 @@ def pii_inference(model, tokenizer, corpus: Corpus, positions: pd.DataFrame, *, 
         drawn = rng.choice(len(cands), size=min(n_candidates - 1, len(cands)), replace=False)
         wt, s, e = occurrence_window(corpus.get(r.doc_id).text, r.start, r.end, tokenizer, window)
         texts += [substitute(wt, s, e, c) for c in [wt[s:e]] + [cands[j] for j in drawn]]
-        rows.append((r.doc_id, r.person_id, r.category, r.term, 1 + drawn.size))
-    table = pd.DataFrame(rows, columns=["doc_id", "person_id", "category", "term", "n_candidates"])
+        sharing = ("public" if public_keys is not None and r.key in public_keys else
+                   "shared" if len(pool.get(r.category, {}).get(r.key, ((), ()))[1]) > 1 else "private")
+        rows.append((r.doc_id, r.person_id, r.category, r.term, 1 + drawn.size, sharing))
+    table = pd.DataFrame(rows, columns=["doc_id", "person_id", "category", "term", "n_candidates", "sharing"])
     bounds = np.r_[0, np.cumsum(table["n_candidates"].to_numpy(dtype=np.int64))]
 
     def credits(fn) -> np.ndarray:
@@ -328,5 +341,61 @@ def pii_inference(model, tokenizer, corpus: Corpus, positions: pd.DataFrame, *, 
            "n_candidates": int(n_candidates), "window": window,
            "seed": seed, "model": model_name(model) if model is not None else None, "reference": ref_name,
            "overall": summary(table) if len(table) else empty,
-           "by_category": {c: summary(t) for c, t in table.groupby("category", sort=True)}}
+           "by_category": {c: summary(t) for c, t in table.groupby("category", sort=True)},
+           "by_sharing": {c: summary(t) for c, t in table.groupby("sharing", sort=True)},
+           "n_public": int((table["sharing"] == "public").sum())}
     return (out, table) if return_table else out
+
+
+def public_identifier_keys(keys, public_texts) -> set[str]:
+    """The identifiers among ``keys`` (normalised, :func:`normalize`) that occur in the public split's
+    ``public_texts`` as a run of whole words (case-insensitive, white space collapsed): public, never a finding
+    against the members (methods.md §11). Word n-grams of the public texts up to the longest key's length are
+    collected once, so the cost is linear in the public split."""
+    keys = {k for k in keys if k}
+    if not keys:
+        return set()
+    words_of = {k: tuple(normalize(w) for w in re.findall(r"[^\W_]+", k)) for k in keys}
+    longest = max((len(w) for w in words_of.values()), default=0)
+    wanted = {w for w in words_of.values() if w}
+    seen: set[tuple[str, ...]] = set()
+    for text in public_texts:
+        words = [normalize(w) for w in re.findall(r"[^\W_]+", text)]
+        for n in range(1, longest + 1):
+            for i in range(len(words) - n + 1):
+                g = tuple(words[i:i + n])
+                if g in wanted:
+                    seen.add(g)
+    return {k for k, w in words_of.items() if w and w in seen}
+
+
+def pii_member_advantage(members_table: pd.DataFrame, nonmembers_table: pd.DataFrame, *, seed: int = 0,
+                         n_permutations: int = 9999) -> dict[str, dict]:
+    """Do members' identifiers get inferred more often than non-members'? Per scope — ``overall``, each category,
+    ``private`` and ``shared`` — over the occurrences that are not public (``sharing``): the members' and the
+    non-members' top-1 and the permutation test over individuals
+    (:func:`toolkit.metrics.significance.member_advantage_test`), with the members' mean chance (``chance``) and the
+    reference model's top-1 (``reference_top1``) where measured. The verdict reads it (methods.md §11)."""
+    from toolkit.metrics.significance import member_advantage_test
+
+    def usable(t):
+        return t[t["sharing"] != "public"] if "sharing" in t else t
+
+    m, n = usable(members_table), usable(nonmembers_table)
+    scopes = [("overall", None, None)] + [(c, "category", c) for c in sorted(set(m["category"]) | set(n["category"]))]
+    scopes += [(s, "sharing", s) for s in ("private", "shared")]
+    out = {}
+    for scope, col, value in scopes:
+        a = m if col is None else m[m[col] == value]
+        b = n if col is None else n[n[col] == value]
+        if not len(a):
+            continue
+        ga = a.groupby("person_id", sort=True)["top1"].agg(["sum", "size"])
+        gb = b.groupby("person_id", sort=True)["top1"].agg(["sum", "size"])
+        row = member_advantage_test(ga["sum"], ga["size"], gb["sum"], gb["size"], seed=seed,
+                                    n_permutations=n_permutations)
+        row["chance"] = float(a["chance"].mean())
+        row["nonmembers_chance"] = float(b["chance"].mean()) if len(b) else None
+        row["reference_top1"] = float(a["reference_top1"].mean()) if "reference_top1" in a else None
+        out[scope] = row
+    return out

@@ -1,0 +1,257 @@
+"""The verdict as a family of hypothesis tests (methods.md §11): the nine kinds of input the verdict of d13fd36 got
+wrong (each with its own values, none of the issue's), the tests' null distributions checked against independent
+computations (simulation, brute-force enumeration), and the family-wise false-alarm rate of whole verdicts whose
+inputs are drawn from every statistic's null distribution."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from scipy.stats import binom
+
+from toolkit.audit.verdict import verdict
+from toolkit.metrics.mia import hanley_mcneil_ci, mia_report
+from toolkit.metrics.significance import (auc_p_value, clopper_pearson, exposure_p_value, member_advantage_test,
+                                          tpr_p_value)
+
+LOG2 = 8 * math.log2(10)
+
+
+def attack(auc, lo, hi, tprs=None, n_m=None, n_n=None):
+    rep = {"auc": auc, "auc_ci": [lo, hi], "tpr_at_fpr": tprs or {}}
+    if n_m is not None:
+        rep.update(n_members=n_m, n_nonmembers=n_n)
+    return rep
+
+
+def battery(attacks, n_m=500, n_n=500):
+    return {"n_members": n_m, "n_nonmembers": n_n, "attacks": attacks}
+
+
+CLEAN_PII = {"n_occurrences": 400, "overall": {"n": 400, "top1": 0.025, "chance": 0.025}, "by_category": {}}
+QUIET = attack(0.505, 0.47, 0.54, {"0.001": 0.0, "0.01": 0.012, "0.1": 0.1})
+
+
+def test_clean_inputs_are_green():
+    assert verdict(attacks=battery({"loss": QUIET}), pii=CLEAN_PII).level == "green"
+
+
+# ---- the nine classes ------------------------------------------------------------------------------------------------
+
+def test_class_1_an_interval_far_below_half_is_evidence():
+    v = verdict(attacks=battery({"loss": QUIET, "zlib": attack(0.36, 0.33, 0.39)}), pii=CLEAN_PII)
+    assert (v.level, v.rule, v.attack) == ("amber", "membership_auc_inverted", "zlib"), v.statement
+    assert "inverted" in v.reasons[0]
+    # mirrored below 0.25 with too few non-members to resolve FPR 1%: as red as 0.75 above
+    small = battery({"loss": attack(0.12, 0.03, 0.21, {"0.1": 0.0})}, n_m=60, n_n=60)
+    assert verdict(attacks=small, pii=CLEAN_PII).level == "red"
+
+
+def test_class_2_a_weaker_but_tighter_attack_is_judged_too():
+    wide = attack(0.64, 0.46, 0.82, n_m=12, n_n=12)          # the point-strongest, on few individuals
+    tight = attack(0.57, 0.545, 0.595)                       # on 500 + 500: z ≈ 3.8
+    v = verdict(attacks={**battery({"min_k": wide, "loss": tight}), "strongest": "min_k"}, pii=CLEAN_PII)
+    assert (v.level, v.attack) == ("amber", "loss"), v.statement
+
+
+def test_class_3_low_fpr_leakage_at_chance_auc():
+    """3% of 3,000 members above a threshold that 0.1% of 3,000 non-members pass (k = 3): the exact null
+    (beta-binomial) puts P(X ≥ 90) far below 1e-20; the AUC (0.502) says nothing."""
+    leaky = attack(0.502, 0.487, 0.517, {"0.001": 0.03, "0.01": 0.035, "0.1": 0.11})
+    v = verdict(attacks=battery({"loss": leaky}, n_m=3000, n_n=3000), pii=CLEAN_PII)
+    assert (v.level, v.rule) == ("amber", "membership_tpr") and "FPR 0.001" in v.figure, v.statement
+    # 12% at 0.1%: beyond the floor (TPR ≥ 10% at FPR ≤ 1%): red
+    v = verdict(attacks=battery({"loss": {**leaky, "tpr_at_fpr": {"0.001": 0.12}}}, n_m=3000, n_n=3000),
+                pii=CLEAN_PII)
+    assert (v.level, v.rule) == ("red", "membership_tpr")
+
+
+def test_class_4_a_canary_far_above_chance_but_not_extracted():
+    """Rank 40 among 10^8 (exposure 21.25 bits) of 25 canaries inserted once: p = 25 · 2^−21.25 ≈ 1e-5."""
+    e = LOG2 - math.log2(40)
+    v = verdict(attacks=battery({"loss": QUIET}), pii=CLEAN_PII,
+                canaries={"log2_space": LOG2, "by_repeats": {"1": {"n": 25, "max": e}}})
+    assert (v.level, v.rule) == ("amber", "canary_exposure"), v.statement
+    assert exposure_p_value(e, 25) == pytest.approx(25 * 40 / 1e8, rel=1e-9)
+
+
+def test_class_5_significant_pii_inference_below_twice_chance():
+    """1.6 × chance on 6,000 occurrences: binomial p ≈ 6e-10 — evidence, below the former 2× line."""
+    p = {"n_occurrences": 6000, "overall": {"n": 6000, "top1": 0.032, "chance": 0.02}, "by_category": {}}
+    assert binom.sf(round(0.032 * 6000) - 1, 6000, 0.02) < 1e-9
+    v = verdict(attacks=battery({"loss": QUIET}), pii=p)
+    assert (v.level, v.rule) == ("amber", "pii_inference"), v.statement
+
+
+def test_class_6_pii_inference_equal_to_a_contaminated_reference():
+    p = {"n_occurrences": 500, "overall": {"n": 500, "top1": 0.62, "chance": 0.025, "reference_top1": 0.62},
+         "by_category": {}}
+    v = verdict(attacks=battery({"loss": QUIET}), pii=p)
+    assert v.level == "amber" and "member advantage not measured" in v.reasons[0]
+    adv = {"overall": {"members_rate": 0.62, "nonmembers_rate": 0.03, "p_value": 1e-4, "n_trials_members": 500,
+                       "n_trials_nonmembers": 480, "n_members": 150, "n_nonmembers": 150, "chance": 0.025,
+                       "reference_top1": 0.62}}
+    v = verdict(attacks=battery({"loss": QUIET}), pii={**p, "member_advantage": adv})
+    assert (v.level, v.rule) == ("red", "pii_inference"), v.statement
+
+
+def test_class_7_a_leak_spread_over_small_categories():
+    """Three categories of 6 occurrences each, all guessed (chance 1/30: p = 30^−6 each), diluted overall by a large
+    category at chance."""
+    cats = {c: {"n": 6, "top1": 1.0, "chance": 1 / 30} for c in ("ID", "PHONE", "EMAIL")}
+    cats["DATE"] = {"n": 900, "top1": 1 / 30, "chance": 1 / 30}
+    p = {"n_occurrences": 918, "overall": {"n": 918, "top1": (18 + 30) / 918, "chance": 1 / 30}, "by_category": cats}
+    v = verdict(attacks=battery({"loss": QUIET}), pii=p)
+    assert v.level == "amber" and v.rule in ("pii_inference", "pii_inference_category"), v.statement
+    assert sum("PII inference ID" in r or "PII inference PHONE" in r or "PII inference EMAIL" in r
+               for r in v.reasons) == 3
+    assert not any(x.startswith("PII inference ID") for x in v.not_judged)
+
+
+def test_class_8_population_knowledge_is_not_leakage():
+    """Both groups unseen: the model infers clinicians and organisations for anyone (0.31 vs 0.30, far above chance
+    0.05) — green, with the population line; the same for one category."""
+    row = {"members_rate": 0.31, "nonmembers_rate": 0.30, "p_value": 0.41, "n_trials_members": 120,
+           "n_trials_nonmembers": 118, "n_members": 85, "n_nonmembers": 85, "chance": 0.05, "nonmembers_chance": 0.05}
+    org = {**row, "members_rate": 0.45, "nonmembers_rate": 0.42, "p_value": 0.33, "n_trials_members": 40,
+           "n_trials_nonmembers": 38}
+    p = {"n_occurrences": 120, "overall": {"n": 120, "top1": 0.31, "chance": 0.05},
+         "by_category": {"ORG": {"n": 40, "top1": 0.45, "chance": 0.05}},
+         "member_advantage": {"overall": row, "ORG": org, "shared": row}}
+    v = verdict(attacks=battery({"loss": QUIET}, n_m=85, n_n=85), pii=p)
+    assert v.level == "green", v.statement
+    assert any("ORG" in x for x in v.population) and "never saw" in v.statement
+
+
+def test_class_9_a_confounded_split_is_said_and_does_not_decide():
+    """The reference model (saw neither group) separates the halves (zlib 0.70 on 150 + 150): the base model audited
+    as a model is green with the warning, a fine-tuned model at the reference's level too, and a fine-tuned model
+    well beyond it still amber; the calibrated attack still decides red."""
+    ref_attacks = {"zlib": attack(0.70, 0.64, 0.76), "loss": attack(0.66, 0.60, 0.72)}
+    base = {**battery({"zlib": attack(0.70, 0.64, 0.76, {"0.01": 0.06}),
+                       "loss": attack(0.66, 0.60, 0.72, {"0.01": 0.05})}, 150, 150),
+            "reference_model_attacks": ref_attacks, "reference": "base"}
+    v = verdict(attacks=base, pii=CLEAN_PII)
+    assert v.level == "green" and v.split and "differ before fine-tuning" in v.statement, v.statement
+    assert "zlib AUC 0.700" in v.split
+    beyond = {**base, "attacks": {**base["attacks"], "zlib": attack(0.86, 0.82, 0.90, {"0.01": 0.30})}}
+    v = verdict(attacks=beyond, pii=CLEAN_PII)
+    assert (v.level, v.rule) == ("amber", "membership_auc_beyond_reference") and v.split, v.statement
+    calibrated = {**base, "attacks": {**base["attacks"], "reference": attack(0.80, 0.75, 0.85, {"0.01": 0.25})}}
+    v = verdict(attacks=calibrated, pii=CLEAN_PII)
+    assert (v.level, v.attack) == ("red", "reference") and "differ before fine-tuning" in v.statement
+    # an unconfounded split: the reference's own attacks at chance, no warning, the usual rules
+    fine = {**base, "reference_model_attacks": {"zlib": attack(0.51, 0.45, 0.57)}}
+    v = verdict(attacks=fine, pii=CLEAN_PII)
+    assert v.split is None and v.split_checked and v.level == "amber"
+
+
+# ---- the tests' null distributions, against independent computations -------------------------------------------------
+
+def test_tpr_p_value_equals_a_brute_force_null():
+    """The beta-binomial null of 'members above the threshold set on the same non-members' against 200,000 simulated
+    null worlds scored by the toolkit's own TPR at FPR (n_m = 60, n_n = 250, FPR 1%: k = 2)."""
+    rng = np.random.default_rng(7)
+    n_m, n_n, fpr, sims = 60, 250, 0.01, 20_000
+    hs = np.empty(sims, int)
+    for i in range(sims):
+        m, n = rng.random(n_m), rng.random(n_n)
+        thr = np.sort(n)[::-1][2]  # at most k = 2 non-members strictly above: the 3rd largest
+        hs[i] = int((m > thr).sum())
+    for h in (1, 3, 5, 8):
+        empirical = float(np.mean(hs >= h))
+        assert tpr_p_value(h / n_m, fpr, n_m, n_n) == pytest.approx(empirical, abs=0.012), h
+    # and through mia_report's TPR: the p-values of null worlds are (super-)uniform
+    ps = []
+    for _ in range(600):
+        r = mia_report(rng.normal(size=n_m), rng.normal(size=n_n), n_bootstrap=0)
+        ps.append(tpr_p_value(r["tpr_at_fpr"]["0.01"], fpr, n_m, n_n))
+    assert np.mean(np.asarray(ps) <= 0.05) <= 0.05 + 0.03
+
+
+def test_auc_p_value_against_the_permutation_null():
+    """AUCs of 20,000 null worlds (25 + 35 exchangeable scores, AUC from ranks): the two-sided p-value is uniform."""
+    rng = np.random.default_rng(11)
+    n_m, n_n = 25, 35
+    ranks = rng.random((20_000, n_m + n_n)).argsort(axis=1).argsort(axis=1) + 1
+    aucs = (ranks[:, :n_m].sum(axis=1) - n_m * (n_m + 1) / 2) / (n_m * n_n)
+    ps = np.array([auc_p_value(a, n_m, n_n) for a in aucs])
+    assert abs(np.mean(ps <= 0.05) - 0.05) < 0.006 and np.mean(ps <= 0.01) < 0.013
+    assert auc_p_value(0.5, 100, 100) == 1.0
+    assert auc_p_value(0.3, 100, 100) == pytest.approx(auc_p_value(0.7, 100, 100), rel=1e-9)
+
+
+def test_member_advantage_test_equals_exact_enumeration():
+    """3 members and 4 non-members: every one of the C(7, 3) = 35 relabellings enumerated by hand."""
+    hits = np.array([3, 2, 2, 0, 1, 0, 1], float)
+    trials = np.array([4, 3, 2, 3, 4, 2, 3], float)
+    def stat(idx):
+        rest = [i for i in range(7) if i not in idx]
+        return hits[list(idx)].sum() / trials[list(idx)].sum() - hits[rest].sum() / trials[rest].sum()
+    observed = stat((0, 1, 2))
+    exact = np.mean([stat(c) >= observed - 1e-12 for c in itertools.combinations(range(7), 3)])
+    r = member_advantage_test(hits[:3], trials[:3], hits[3:], trials[3:], n_permutations=40_000, seed=1)
+    assert r["p_value"] == pytest.approx(exact, abs=0.006) and exact == pytest.approx(1 / 35)
+    assert r["members_rate"] == pytest.approx(7 / 9) and r["nonmembers_rate"] == pytest.approx(2 / 12)
+    none = member_advantage_test([1], [2], [], [])
+    assert none["p_value"] is None
+
+
+def test_clopper_pearson_by_hand():
+    """0 of 20: the upper bound solves (1 − p)^20 = 0.025 → 1 − 0.025^(1/20)."""
+    lo, hi = clopper_pearson(0, 20)
+    assert lo == 0.0 and hi == pytest.approx(1 - 0.025 ** (1 / 20))
+    lo, hi = clopper_pearson(20, 20)
+    assert hi == 1.0 and lo == pytest.approx(0.025 ** (1 / 20))
+
+
+# ---- the family-wise false-alarm rate on null inputs -----------------------------------------------------------------
+
+def _null_inputs(rng, n_m, n_n):
+    """One verdict's inputs drawn from every statistic's null: six attacks on exchangeable scores (the battery's own
+    ROC summaries), PII inference at chance for members and non-members (per individual), canaries never inserted
+    (uniform ranks), regurgitation equal in both groups."""
+    attacks = {}
+    for name in ("loss", "zlib", "min_k", "min_k_plus_plus", "reference", "rmia"):
+        m, n = rng.random(n_m), rng.random(n_n)
+        top = np.sort(n)[::-1]
+        auc = float((np.argsort(np.argsort(np.r_[m, n]))[:n_m] + 1).sum() - n_m * (n_m + 1) / 2) / (n_m * n_n)
+        # TPR at FPR f: members strictly above the (⌊f·n_n⌋ + 1)-th largest non-member (tpr_at_fpr, continuous scores)
+        tprs = {format(f, "g"): float(np.mean(m > top[int(f * n_n + 1e-9)])) if f * n_n >= 1 - 1e-9 else None
+                for f in (0.001, 0.01, 0.1)}
+        attacks[name] = {"auc": auc, "auc_ci": hanley_mcneil_ci(auc, n_m, n_n), "auc_ci_method": "hanley-mcneil",
+                         "tpr_at_fpr": tprs, "n_members": n_m, "n_nonmembers": n_n}
+    chance = 1 / 20
+    occ_m, occ_n = rng.integers(1, 4, n_m), rng.integers(1, 4, n_n)
+    hit_m, hit_n = rng.binomial(occ_m, chance), rng.binomial(occ_n, chance)
+    adv = {"overall": {**member_advantage_test(hit_m, occ_m, hit_n, occ_n, n_permutations=999,
+                                               seed=int(rng.integers(1 << 30))), "chance": chance,
+                       "nonmembers_chance": chance}}
+    pii = {"n_occurrences": int(occ_m.sum()),
+           "overall": {"n": int(occ_m.sum()), "top1": hit_m.sum() / occ_m.sum(), "chance": chance},
+           "by_category": {}, "member_advantage": adv}
+    ranks = rng.integers(1, 10 ** 8 + 1, size=12)
+    can = {"log2_space": LOG2, "by_repeats": {"1": {"n": 12, "max": float(LOG2 - np.log2(ranks.min()))}}}
+    tm, tn = rng.integers(0, 5, n_m), rng.integers(0, 5, n_n)
+    rm, rn = rng.binomial(tm, 0.04), rng.binomial(tn, 0.04)
+    reg = {"share_reproduced": rm.sum() / max(1, tm.sum()), "n_identifier_occurrences": int(tm.sum()),
+           "member_advantage": member_advantage_test(rm, tm, rn, tn, n_permutations=999,
+                                                     seed=int(rng.integers(1 << 30)))}
+    return {"attacks": {"n_members": n_m, "n_nonmembers": n_n, "attacks": attacks}, "pii": pii, "canaries": can,
+            "regurgitation": reg}
+
+
+@pytest.mark.parametrize("n_m, n_n", [(60, 60), (150, 250)])
+def test_family_wise_false_alarm_rate_on_null_inputs(n_m, n_n):
+    """300 verdicts on null inputs: non-green at most α = 5% (asserted against the binomial's 99.9% quantile, so the
+    test is not flaky; the rate itself is printed by the benchmark), red at most 1%."""
+    rng = np.random.default_rng(n_m + n_n)
+    levels = [verdict(**_null_inputs(rng, n_m, n_n)).level for _ in range(300)]
+    non_green = sum(level != "green" for level in levels)
+    red = sum(level == "red" for level in levels)
+    assert non_green <= binom.ppf(0.999, 300, 0.05), levels
+    assert red <= binom.ppf(0.999, 300, 0.01)
+    assert "incomplete" not in levels
