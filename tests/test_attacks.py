@@ -276,8 +276,14 @@ def test_battery_roc_matches_sklearn(gpt2, tmp_path):
                       extra_scores={"identifier_count": counts})
     js = res.to_json()
     assert set(js) == {"unit", "n_members", "n_nonmembers", "reference", "strongest", "attacks", "bootstrap_unit",
-                       "reference_normalisation", "n_unscoreable", "unscoreable", "n_excluded_tokens", "scoring"}
+                       "reference_normalisation", "n_unscoreable", "unscoreable", "n_excluded_tokens", "scoring",
+                       "reference_model_attacks"}
     assert js["scoring"] == {"kind": "clm", "estimator": "exact"}
+    # the split check: the reference model (here the model itself) attacked on the same split, by the attacks that
+    # need no reference — its AUCs equal the model's own
+    assert set(js["reference_model_attacks"]) == {"loss", "zlib", "min_k"}
+    for name, rep in js["reference_model_attacks"].items():
+        assert rep["auc"] == pytest.approx(js["attacks"][name]["auc"]) and rep["n_members"] == 4
     assert (js["n_members"], js["n_nonmembers"]) == (4, 4)
     assert set(js["attacks"]) == {"loss", "zlib", "min_k", "min_k_plus_plus", "reference", "identifier_count"}
     for name, rep in js["attacks"].items():

@@ -101,7 +101,7 @@ def test_audit_cli_on_trained_checkpoints(trained, kind, tmp_path, capsys):
     report = (out / "report.html").read_text(encoding="utf-8")
     assert label in report and html.escape(verdict["figure"]) in report      # the deciding figure of the verdict
     assert 'id="run1-mia"' in report and "count-based" in report  # the papers' probe and count attack, too
-    last = printed.out.strip().splitlines()[-1]
+    last = next(x for x in printed.out.strip().splitlines() if x.startswith(f"{ckpt.resolve()}: "))
     assert last.startswith(f"{ckpt.resolve()}: {verdict['level']} — {verdict['rule']}")
     # the files hold figures, never identifiers: no direct identifier of the members appears in them
     spans = {d.text[s.start:s.end] for d in trained["docs"] for s in d.spans if s.end - s.start >= 5}
@@ -115,7 +115,31 @@ def test_audit_cli_on_trained_checkpoints(trained, kind, tmp_path, capsys):
                  "heldout", "--detector", "oracle", "--window", "64", "--bootstrap", "50", "--out", str(out),
                  "--quiet"]) == 0
     assert len(before) == 4 and {p: p.read_text() for p in out.rglob("step.json")} == before
-    assert capsys.readouterr().out.strip().splitlines()[-1] == last
+    assert last in capsys.readouterr().out.strip().splitlines()
+
+
+@pytest.mark.slow
+def test_audit_on_people_the_model_never_saw_is_not_leakage(trained, tmp_path, capsys):
+    """The causal checkpoint (24 epochs on 6 training patients) audited with 'members' and 'non-members' both drawn
+    from patients it never saw (20 held-out vs 20 test patients): whatever it knows of the population (clinicians,
+    hospitals shared by many notes), the verdict is green or incomplete, never amber or red (methods.md §11)."""
+    notes = load_corpus(ROOT / "data_samples/clinical/notes.jsonl")
+    held, test = notes.filter(split="heldout"), notes.filter(split="test")
+    docs = Corpus(list(held.filter(person_ids=held.person_ids[6:26]))
+                  + list(test.filter(person_ids=test.person_ids[:20])))
+    corpus = write_jsonl(docs, tmp_path / "unseen.jsonl")
+    out = tmp_path / "audit"
+    code = main(["audit", str(trained["clm"]["checkpoint"]), "--corpus", str(corpus), "--members", "heldout",
+                 "--nonmembers", "test", "--detector", "oracle", "--window", "64", "--bootstrap", "50", "--out",
+                 str(out), "--quiet"])
+    assert code == 0
+    verdict = next(iter(json.loads((out / "verdicts.json").read_text()).values()))
+    assert verdict["level"] in ("green", "incomplete"), verdict["statement"]
+    assert not any(t["significant"] for t in verdict["tests"]), verdict["tests"]
+    ids = json.loads((out / "identifiers.json").read_text())["pii_inference"]
+    assert ids["member_advantage"]["overall"]["n_nonmembers"] > 0 and ids["nonmembers"]["n_occurrences"] > 0
+    attacks = json.loads((out / "attacks.json").read_text())
+    assert {"loss", "zlib", "min_k"} <= set(attacks["reference_model_attacks"])
 
 
 def test_audit_cli_errors(tmp_path, capsys):

@@ -11,7 +11,9 @@ order of precedence.
 from __future__ import annotations
 
 import html
+import json
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -222,10 +224,45 @@ def verdicts_html(runs: Iterable, *, show_run: bool = True) -> str:
     return "\n".join(parts)
 
 
+#: the verdict's measured operating characteristic (benchmarks/verdict_error_rates.py --publish)
+OPERATING_CHARACTERISTIC = Path(__file__).resolve().parents[1] / "audit" / "operating_characteristic.json"
+
+
+def error_rates(path: str | Path | None = None) -> list[str]:
+    """The verdict's measured false-alarm rate (null worlds: members and non-members both unseen) and power (planted
+    leaks), one line each, from ``benchmarks/verdict_error_rates.py``'s published result; [] when there is none."""
+    p = Path(path) if path is not None else OPERATING_CHARACTERISTIC
+    try:
+        oc = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+
+    def share(x: dict, what: str) -> str:
+        n = x["n"]
+        k = n - x["levels"]["green"] if what == "non_green" else x["levels"]["red"]
+        lo, hi = x[what]["ci95"]
+        return f"{k} of {n} ({lo:.0%}–{hi:.0%})"
+
+    head = f"measured at commit {oc.get('commit')} on {oc.get('machine')}"
+    lines = []
+    for name, x in (oc.get("null_worlds") or {}).items():
+        lines.append(f"False alarms, null world {name}: non-green {share(x, 'non_green')}, red {share(x, 'red')}")
+    for name, x in (oc.get("power") or {}).items():
+        y = x.get("membership and PII (no canaries)") or {}
+        can = "; ".join(f"r = {r}: {c['detected']} of {c['n']}" for r, c in (x.get("canaries detected") or {}).items())
+        lines.append(f"Power, {name} (40 of its members vs 40 unseen): non-green {share(y, 'non_green')}, red "
+                     f"{share(y, 'red')}" + (f"; canaries detected {can}" if can else ""))
+    return [f"{line} — {head}" for line in lines[:1]] + lines[1:] if lines else []
+
+
 def thresholds_html(th: VerdictThresholds | None = None) -> str:
     rows = "".join(f"<li>{_badge(level)} {html.escape(text)}</li>" for level, text in thresholds(th))
+    rates = error_rates()
+    measured = ("<p><strong>Measured error rates of these rules</strong> (Clopper–Pearson 95% intervals; "
+                "docs/methods.md §11.1):</p><ul>" + "".join(f"<li>{html.escape(x)}</li>" for x in rates) + "</ul>"
+                if rates else "")
     return ('<p>The first level whose rule applies decides, in this order: red, incomplete, amber, green.</p>'
-            f'<ul style="list-style:none;padding-left:0;line-height:1.9">{rows}</ul>')
+            f'<ul style="list-style:none;padding-left:0;line-height:1.9">{rows}</ul>' + measured)
 
 
 def verdicts_frame(runs: Iterable) -> pd.DataFrame:
@@ -238,5 +275,5 @@ def verdicts_frame(runs: Iterable) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["run", "model", "verdict", "deciding rule", "attack", "figure", "statement"])
 
 
-__all__ = ["COLORS", "HEADLINES", "MISSING", "RULES", "model_verdict", "run_verdicts", "thresholds", "thresholds_html",
+__all__ = ["COLORS", "HEADLINES", "MISSING", "OPERATING_CHARACTERISTIC", "RULES", "error_rates", "model_verdict", "run_verdicts", "thresholds", "thresholds_html",
            "verdicts_frame", "verdicts_html"]

@@ -155,6 +155,8 @@ class BatteryResult:
     reference: str | None = None
     doc_scores: pd.DataFrame | None = None
     meta: dict = field(default_factory=dict)
+    #: the reference model's own scores per unit (the split check), where a reference was given
+    reference_scores: pd.DataFrame | None = None
 
     @property
     def n_members(self) -> int:
@@ -371,6 +373,7 @@ def run_battery(model, tokenizer, members: Corpus, nonmembers: Corpus, *, refere
         ref_res = battery_from_scores(ref_scores, member, unit=unit, reference=None, seed=seed,
                                       n_bootstrap=n_bootstrap, groups=groups)
         res.meta["reference_model_attacks"] = _summaries(ref_res.reports)
+        res.reference_scores = ref_scores
     out_docs = [i for i, ok in zip(doc_ids, scoreable) if not ok]
     res.meta.update({"window": window, "k": k, "model": tl.model_name, "n_truncated": tl.n_truncated,
                      "n_excluded_tokens": n_excluded, "reference_normalisation": norm,

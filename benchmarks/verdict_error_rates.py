@@ -1,0 +1,251 @@
+"""The verdict's operating characteristic (methods.md §11): how often it raises a false alarm, how often it finds a
+planted leak.
+
+**Null worlds.** A tiny model fine-tuned on 40 patients of the sample corpus' ``train`` split is audited with
+"members" and "non-members" *both* drawn from the 400 patients it never saw (``heldout`` + ``test``): random
+halves of 40 + 40 and 200 + 200, ``--splits`` each (default 20), causal and masked, with and without the reference
+(base) model. Every non-green verdict there is a false alarm. Each unseen patient is scored once (membership scores
+of the model and of the reference, PII inference, regurgitation per individual) and every split re-reads those
+scores: every statistic the verdict tests is a function of per-individual scores that do not depend on the split —
+except RMIA (its population is the audited non-members: left out here) and PII inference's candidate pool (drawn here
+from all 400 unseen patients, in an audit from the two groups). Novel-identifier privacy (a threshold, not a test) and
+canaries (none inserted into unseen patients) are not part of a null world.
+
+**Planted leaks (power).** The causal model fine-tuned on 100 ``train`` patients with checkpoints at 1, 2, 4 and 8
+epochs, 20 canaries inserted 1, 4 or 16 times into their notes: each checkpoint audited on 40 of its members against
+40 unseen patients (``--splits`` draws) — the share of non-green and red verdicts at each strength — and the share
+of canaries whose own exposure test is significant (p = 2^−e ≤ 0.05 / 20) at each insertion count.
+
+Shares are given with Clopper–Pearson 95% intervals. Writes ``--out`` (JSON; the report and docs/methods.md §11 read
+``toolkit/audit/operating_characteristic.json``, copy it there with ``--publish``).
+
+    python benchmarks/verdict_error_rates.py --out runs/verdict_error_rates [--splits 20] [--publish]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from toolkit.audit.attacks import (battery_from_scores, canaries_into_corpus, canary_ranges, exposure,  # noqa: E402
+                                   pii_inference,
+                                   pii_member_advantage, public_identifier_keys, run_battery)
+from toolkit.audit.attacks.battery import _summaries  # noqa: E402
+from toolkit.audit.attacks.pii_inference import identifier_occurrences  # noqa: E402
+from toolkit.audit.probe_causal import regurgitation_rate  # noqa: E402
+from toolkit.audit.verdict import verdict  # noqa: E402
+from toolkit.corpus import Corpus, load_corpus  # noqa: E402
+from toolkit.metrics.significance import clopper_pearson, member_advantage_test  # noqa: E402
+from toolkit.models import load_model  # noqa: E402
+from toolkit.training.trainer import TrainConfig, train  # noqa: E402
+
+CORPUS = ROOT / "data_samples" / "clinical" / "notes.jsonl"
+BASES = {"clm": ROOT / "prebuilt" / "c34a500c5cc9828972a0e6452aaf1a27138f6d95f614f6288724e452560f83e5",
+         "mlm": ROOT / "prebuilt" / "1b93acc91fe5796d10b3ef25fa85937be4961ec5a0f354e6bc5a35859b482028"}
+#: the CPU profile's fine-tuning schedule (toolkit/configs/cpu.yaml)
+SCHEDULE = {"clm": dict(batch_size=16, learning_rate=2e-3, lr_schedule="constant", max_length=256),
+            "mlm": dict(batch_size=8, learning_rate=2e-3, warmup_steps=50, lr_schedule="constant", max_length=256)}
+EPOCHS = {"clm": 8, "mlm": 32}
+
+
+def positions(corpus: Corpus) -> pd.DataFrame:
+    """The gold spans as an identifier table (every gold span a direct identifier, its label the category)."""
+    rows = [(d.doc_id, s.start, s.end, s.label, True) for d in corpus for s in d.spans]
+    return pd.DataFrame(rows, columns=["doc_id", "start", "end", "category", "direct"])
+
+
+def people(corpus: Corpus, split: str) -> list[str]:
+    return sorted({d.person_id for d in corpus if d.split == split})
+
+
+def of(corpus: Corpus, ids) -> Corpus:
+    ids = set(ids)
+    return Corpus([d for d in corpus if d.person_id in ids])
+
+
+def fine_tune(corpus: Corpus, kind: str, epochs: list[int], out: Path) -> list[tuple[int, Path]]:
+    cfg = TrainConfig(epochs=epochs, seed=0, **SCHEDULE[kind])
+    return train(corpus, BASES[kind], out, kind, cfg, progress=False)
+
+
+def score_once(model_dir: Path, kind: str, members: Corpus | None, unseen: Corpus, pos: pd.DataFrame, public_keys: set,
+               *, pii_occurrences: int, exclude=None) -> dict:
+    """Per-individual scores of everyone in ``members`` and ``unseen``: membership (model and reference), PII
+    inference per occurrence (model and reference), regurgitation per individual (causal)."""
+    model, tok = load_model(model_dir, kind=kind)
+    ref = load_model(BASES[kind], kind=kind)
+    everyone = Corpus(list(members or []) + list(unseen))
+    pll = {"pll_copies": 32} if kind == "mlm" else {}
+    half = sorted(unseen.person_ids)
+    first = (list(members.person_ids) if members is not None else []) + half[: len(half) // 2]
+    a, b = of(everyone, first), of(everyone, half[len(half) // 2:])
+    res = run_battery(model, tok, a, b, reference=ref, window=256, n_bootstrap=0, progress=False, exclude=exclude,
+                      **pll)
+    scores = res.scores.set_index("id").drop(columns=["member"])
+    ref_scores = res.reference_scores
+    _, table = pii_inference(model, tok, everyone, pos, reference=ref, n_candidates=20,
+                             max_occurrences=pii_occurrences, window=64, seed=0, population=everyone,
+                             public_keys=public_keys, return_table=True, progress=False)
+    reg = None
+    if kind == "clm":
+        vocab = set(identifier_occurrences(everyone, pos)["key"])
+        reg = regurgitation_rate(model, tok, everyone, vocab, prefix_tokens=32, max_new_tokens=64, progress=False)
+    return {"scores": scores, "ref_scores": ref_scores, "pii": table, "regurgitation": reg}
+
+
+def world(s: dict, a: list[str], b: list[str], *, with_reference: bool, seed: int) -> dict:
+    """The verdict's inputs for members ``a`` and non-members ``b`` from the per-individual scores ``s``."""
+    ids = list(a) + list(b)
+    member = np.r_[np.ones(len(a), bool), np.zeros(len(b), bool)]
+    cols = [c for c in s["scores"].columns if with_reference or c != "reference"]
+    bat = battery_from_scores(s["scores"].loc[ids, cols], member, n_bootstrap=0).to_json()
+    if with_reference:
+        bat["reference_model_attacks"] = _summaries(
+            battery_from_scores(s["ref_scores"].loc[ids], member, n_bootstrap=0).reports)
+        bat["reference"] = "the base model"
+    t = s["pii"]
+    ta, tb = t[t["person_id"].isin(set(a))], t[t["person_id"].isin(set(b))]
+    if not with_reference:
+        ta, tb = ta.drop(columns=["reference_top1"]), tb.drop(columns=["reference_top1"])
+    usable = ta[ta["sharing"] != "public"]
+    overall = {"n": int(len(usable)), "top1": float(usable["top1"].mean()) if len(usable) else None,
+               "chance": float(usable["chance"].mean()) if len(usable) else None}
+    pii = {"n_occurrences": int(len(ta)), "overall": overall, "by_category": {},
+           "n_public": int((ta["sharing"] == "public").sum()),
+           "member_advantage": pii_member_advantage(ta, tb, seed=seed, n_permutations=1999)}
+    reg = None
+    if s["regurgitation"] is not None:
+        bp = s["regurgitation"]["by_person"]
+        ra = [bp.get(p, [0, 0]) for p in a]
+        rb = [bp.get(p, [0, 0]) for p in b]
+        n_t = sum(x[0] for x in ra)
+        reg = {"share_reproduced": sum(x[1] for x in ra) / n_t if n_t else None, "n_identifier_occurrences": n_t,
+               "member_advantage": member_advantage_test([x[1] for x in ra], [x[0] for x in ra],
+                                                         [x[1] for x in rb], [x[0] for x in rb], seed=seed,
+                                                         n_permutations=1999)}
+    return {"attacks": bat, "pii": pii, "regurgitation": reg}
+
+
+def shares(levels: list[str]) -> dict:
+    n = len(levels)
+    out = {"n": n, "levels": {lv: levels.count(lv) for lv in ("green", "amber", "red", "incomplete")}}
+    for name, k in (("red", levels.count("red")), ("non_green", n - levels.count("green"))):
+        lo, hi = clopper_pearson(k, n)
+        out[name] = {"share": k / n if n else None, "ci95": [lo, hi]}
+    return out
+
+
+def main(argv=None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default="runs/verdict_error_rates")
+    ap.add_argument("--splits", type=int, default=20)
+    ap.add_argument("--kinds", default="clm,mlm")
+    ap.add_argument("--pii-occurrences", type=int, default=1500)
+    ap.add_argument("--skip-power", action="store_true")
+    ap.add_argument("--publish", action="store_true", help="copy the result to toolkit/audit/operating_characteristic.json")
+    ap.add_argument("--merge", nargs="+", help="only merge these results (parts run separately) into --out")
+    args = ap.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    if args.merge:
+        parts = [json.loads(Path(p).read_text(encoding="utf-8")) for p in args.merge]
+        result = {**parts[0], "null_worlds": {}, "power": {}, "seconds": {}}
+        for part in parts:
+            for k in ("null_worlds", "power", "seconds"):
+                result[k].update(part[k])
+        result["seconds"]["total"] = round(sum(p["seconds"].get("total", 0) for p in parts), 1)
+        return _write(result, out, args.publish)
+    t0 = time.time()
+    corpus = load_corpus(CORPUS)
+    pos = positions(corpus)
+    unseen_ids = people(corpus, "heldout") + people(corpus, "test")
+    train_ids = people(corpus, "train")
+    public_texts = [d.text for d in corpus if d.split == "public"]
+    keys = set(identifier_occurrences(corpus, pos)["key"])
+    public_keys = public_identifier_keys(keys, public_texts)
+    unseen = of(corpus, unseen_ids)
+    result = {"commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                       cwd=ROOT).stdout.strip(),
+              "machine": f"{platform.machine()}, {__import__('os').cpu_count()} cores, {platform.python_version()}",
+              "splits": args.splits, "null_worlds": {}, "power": {}, "seconds": {}}
+
+    # ---- null worlds
+    for kind in [k for k in args.kinds.split(",") if k]:
+        t = time.time()
+        members = of(corpus, train_ids[:40])
+        ckpt = fine_tune(members, kind, [EPOCHS[kind]], out / f"null-{kind}")[-1][1]
+        s = score_once(ckpt, kind, None, unseen, pos, public_keys,
+                       pii_occurrences=args.pii_occurrences if kind == "clm" else args.pii_occurrences // 5)
+        result["seconds"][f"null {kind}: train and score"] = round(time.time() - t, 1)
+        rng = np.random.default_rng(0)
+        for size in (40, 200):
+            for with_ref in (True, False):
+                levels, rules = [], []
+                for i in range(args.splits):
+                    draw = rng.permutation(unseen_ids)
+                    v = verdict(**world(s, list(draw[:size]), list(draw[size:2 * size]), with_reference=with_ref,
+                                        seed=i))
+                    levels.append(v.level)
+                    rules.append(v.rule)
+                key = f"{kind} {size}+{size} {'with' if with_ref else 'without'} reference"
+                result["null_worlds"][key] = {**shares(levels), "rules": sorted(set(rules) - {"none"})}
+                print(key, result["null_worlds"][key]["levels"], flush=True)
+
+    # ---- planted leaks (causal)
+    if not args.skip_power:
+        t = time.time()
+        members = of(corpus, train_ids[:100])
+        planted, table = canaries_into_corpus(members, 60, repeats=(1, 4, 16), seed=0)
+        ckpts = fine_tune(planted, "clm", [1, 2, 4, 8], out / "power-clm")
+        pos_planted = pd.concat([positions(planted), pos], ignore_index=True)  # spans moved with the canaries
+        cut = canary_ranges(planted, table, with_separator=True)  # no membership evidence (as toolkit run)
+        rng = np.random.default_rng(1)
+        for epoch, path in ckpts:
+            s = score_once(path, "clm", planted, of(corpus, unseen_ids[:200]), pos_planted, public_keys,
+                           pii_occurrences=args.pii_occurrences, exclude=cut)
+            model, tok = load_model(path, kind="clm")
+            exp = exposure(model, tok, table, n_reference=1000, seed=0, progress=False)
+            can = {"log2_space": float(8 * np.log2(10)), "by_repeats": {
+                str(r): {"n": int(len(g)), "max": float(g["exposure"].max())} for r, g in exp.groupby("repeats")}}
+            per = {}
+            for r, g in exp.groupby("repeats"):
+                p = np.minimum(1.0, 2.0 ** -g["exposure"].to_numpy() * len(exp))
+                k = int((p <= 0.05).sum())
+                per[str(r)] = {"n": int(len(g)), "detected": k, "ci95": list(clopper_pearson(k, len(g)))}
+            levels, levels_no_canary = [], []
+            for i in range(args.splits):
+                a = list(rng.choice(sorted(planted.person_ids), 40, replace=False))
+                b = list(rng.choice(unseen_ids[:200], 40, replace=False))
+                w = world(s, a, b, with_reference=True, seed=i)
+                levels_no_canary.append(verdict(**w).level)
+                levels.append(verdict(**w, canaries=can).level)
+            result["power"][f"clm epoch {epoch}"] = {"membership and PII (no canaries)": shares(levels_no_canary),
+                                                     "with canaries": shares(levels), "canaries detected": per}
+            print(f"epoch {epoch}", result["power"][f"clm epoch {epoch}"]["membership and PII (no canaries)"]["levels"],
+                  per, flush=True)
+        result["seconds"]["power: train and score"] = round(time.time() - t, 1)
+    result["seconds"]["total"] = round(time.time() - t0, 1)
+    return _write(result, out, args.publish)
+
+
+def _write(result: dict, out: Path, publish: bool) -> dict:
+    (out / "operating_characteristic.json").write_text(json.dumps(result, indent=1), encoding="utf-8")
+    if publish:
+        (ROOT / "toolkit" / "audit" / "operating_characteristic.json").write_text(json.dumps(result, indent=1),
+                                                                                 encoding="utf-8")
+    return result
+
+
+if __name__ == "__main__":
+    main()
