@@ -67,7 +67,7 @@ def test_verdict_at_the_top(html, dirs):
     # 8 members and 8 non-members: smallest detectable AUC 0.79 ≥ 0.75, so nothing short of red can be judged
     assert levels["clm (epoch 8)"] == "red" and levels["ppclm (epoch 8)"] == levels["base (epoch 0)"] == "incomplete"
     # one badge per audited model (base + each strategy's last checkpoint), the deciding rule, attack and figure
-    assert re.search(r"RED clm \(epoch 8\) : leakage found Deciding rule: given a training note with one identifier "
+    assert re.search(r"RED clm \(epoch 8\) : leakage found Deciding rule: given a note with one identifier "
                      r"blanked out, .* Attack: PII inference\. Figure: PII inference top-1 = 0\.400", text)
     for label in ("ppclm (epoch 8)", "base (epoch 0)"):  # the grey level, with what could not be judged and why
         assert (f"INCOMPLETE {label} : could not be judged: membership not judgeable — 8 members and 8 non-members: "
@@ -76,10 +76,12 @@ def test_verdict_at_the_top(html, dirs):
     assert "clm (epoch 4)" not in text  # earlier checkpoints: in the attack section's table, not at the top
     # the thresholds, printed from VerdictThresholds
     th = VerdictThresholds()
-    for value in (th.novel_privacy_red, th.novel_privacy_amber, th.auc_lower_amber, th.auc_lower_red_unresolvable):
+    for value in (th.novel_privacy_red, th.novel_privacy_amber, th.auc_lower_red_unresolvable, th.alpha):
         assert f"{value:g}" in text
-    assert f"at least {th.tpr_red:.0%} of members at {th.fpr:.0%} false positives" in text
-    assert f"above {th.pii_chance_factor:g} × chance" in text
+    assert f"TPR ≥ {th.tpr_red:.0%} at FPR ≤ {th.fpr:.0%}" in text and "(Holm)" in text
+    assert f"members − non-members > {th.pii_chance_factor - 1:g} × chance" in text
+    # the measured error rates of the rules, from the published benchmark
+    assert "Measured error rates of these rules" in top and "False alarms, null world" in text
 
 
 def test_green_wording_never_anonymous(html, dirs):

@@ -511,8 +511,9 @@ def test_every_rule_the_verdict_can_name_has_plain_words_in_the_report():
 
     from toolkit.report.verdicts import RULES
 
-    source = (Path(__file__).resolve().parents[1] / "toolkit" / "audit" / "verdict.py").read_text(encoding="utf-8")
-    named = set(re.findall(r'append\(\("([a-z_]+)"', source)) | set(re.findall(r'_Test\("([a-z_]+)"', source))
+    audit = Path(__file__).resolve().parents[1] / "toolkit" / "audit"
+    source = "".join(p.read_text(encoding="utf-8") for p in [audit / "verdict.py", *(audit / "rules").glob("*.py")])
+    named = set(re.findall(r'append\(\("([a-z_]+)"', source)) | set(re.findall(r'FamilyTest\("([a-z_]+)"', source))
     named |= set(re.findall(r'"(canary_exposure[a-z_]*|membership_auc[a-z_]*|pii_inference[a-z_]*)"', source))
     named -= {"population", "overall", "pii_unjudgeable_small"}  # not rules: a test's tag, a scope, renamed on output
     assert {"membership_auc_inverted", "membership_auc_beyond_reference", "pii_inference_category"} <= named

@@ -116,22 +116,10 @@ class AuditResult:
         return {label: a["verdict"] for label, a in self.attacks.items()}
 
     def lines(self) -> list[str]:
-        """One line per model: ``MODEL: VERDICT — rule (attack, figure)`` (a green verdict: its statement), then
-        indented the split warning (members and non-members differ before fine-tuning) and what the model infers of
-        the population, where the verdict says so."""
-        out = []
-        for label, v in self.verdicts.items():
-            if v["level"] == "green":
-                out.append(f"{self.models[label]}: green — {v['statement']}")
-            else:
-                detail = ", ".join(x for x in (v.get("attack"), v.get("figure")) if x)
-                out.append(f"{self.models[label]}: {v['level']} — {v['rule']}" + (f" ({detail})" if detail else ""))
-                if v.get("split"):  # a green statement already carries it
-                    out.append(f"  warning: {v['split']}")
-            for line in v.get("population") or []:
-                if v["level"] != "green":
-                    out.append(f"  {line}")
-        return out
+        """The verdicts as printed, one model after another (:func:`toolkit.audit.verdict.verdict_lines`)."""
+        from toolkit.audit.verdict import verdict_lines
+
+        return [x for label, v in self.verdicts.items() for x in verdict_lines(str(self.models[label]), v)]
 
     def save(self, report: bool = True) -> dict[str, Path]:
         """Write ``attacks.json``, ``identifiers.json``, ``verdicts.json`` and (``report``) ``report.html`` into

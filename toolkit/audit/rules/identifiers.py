@@ -1,0 +1,186 @@
+"""Identifier rules of the verdict (methods.md §11): PII inference per scope against chance (exact binomial) and
+against the non-members (permutation over individuals), what a model infers of people it never saw (population
+knowledge, not leakage), canaries (p = m·2^−e), free-running regurgitation against the non-members."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from toolkit.audit.rules import FamilyTest, count, num, p_text
+from toolkit.metrics.significance import binomial_p_value, exposure_p_value
+
+_LOG2_SPACE = float(8 * np.log2(10))  # |R| = 10^8 record numbers (methods.md §10)
+
+
+def _pii_scope(scope: str, row: dict, adv: dict | None, th, tests, population) -> bool:
+    """Add one PII-inference scope's test (module docstring); True when it was tested."""
+    top1, chance, n = num(row.get("top1")), num(row.get("chance")), count(row.get("n"))
+    if top1 is None or chance is None or not n:
+        return False
+    p_chance = binomial_p_value(top1, n, chance)
+    label = "PII inference " + ("" if scope == "overall" else f"{scope} ")
+    fig = f"{label}top-1 = {top1:.3f} on {n} occurrences (chance {chance:.3f}"
+    ref = num(row.get("reference_top1"))
+    if ref is not None:
+        fig += f", reference model {ref:.3f}"
+    adv_p = num((adv or {}).get("p_value"))
+    rule = "pii_inference" if scope == "overall" else "pii_inference_category"
+    if adv_p is None:
+        fig += f"; vs chance {p_text(p_chance)})"
+        tests.append(FamilyTest(rule, "pii_inference", p_chance, False, fig,
+                           f"{fig}: above chance; member advantage not measured (the non-members' notes were not "
+                           "attacked), so it may be knowledge of the population", scope=scope))
+        return True
+    non = num(adv.get("nonmembers_rate"))
+    fig += (f"; non-members {non:.3f} on {count(adv.get('n_trials_nonmembers'))} occurrences of "
+            f"{count(adv.get('n_nonmembers'))} individuals; vs chance {p_text(p_chance)}, vs non-members "
+            f"{p_text(adv_p)} over individuals)")
+    p = max(p_chance, adv_p)
+    floor = non is not None and top1 - non > (th.pii_chance_factor - 1) * chance
+    tests.append(FamilyTest(rule, "pii_inference", p, floor, fig, f"{fig}: members above non-members and chance"
+                       + (f", by more than {th.pii_chance_factor - 1:g}× chance" if floor else ""), scope=scope))
+    # population knowledge: significant above chance for the non-members too (reported if the members' finding is not)
+    n_non = count(adv.get("n_trials_nonmembers"))
+    c_non = num(adv.get("nonmembers_chance")) or chance
+    if non is not None and n_non:
+        p_non = binomial_p_value(non, n_non, c_non)
+        tests.append(FamilyTest("population", None, p_non, False,
+                           f"{label}top-1 = {non:.3f} for non-members (chance {c_non:.3f}, {p_text(p_non)})",
+                           "", scope=scope))
+    return True
+
+
+def pii_tests(pii: dict | None, th, tests, unjudgeable, not_measured, not_judged, population) -> None:
+    pii = pii if isinstance(pii, dict) else {}
+    overall = pii.get("overall") if isinstance(pii.get("overall"), dict) else {}
+    n = count(overall.get("n"))
+    n = count(pii.get("n_occurrences")) if n is None else n
+    least = th.pii_min_category_occurrences
+    if num(overall.get("top1")) is None and n != 0:
+        not_measured.append("PII inference")
+        unjudgeable.append(("pii_not_measured", "pii_inference", None, "PII inference not measured"))
+        return
+    if n == 0:
+        unjudgeable.append(("pii_unjudgeable", "pii_inference", "0 occurrences",
+                            "PII inference not judgeable — 0 occurrences scored"))
+        return
+    if num(overall.get("chance")) is None:
+        unjudgeable.append(("pii_unjudgeable", "pii_inference", None, "PII inference not judgeable — no chance level"))
+        return
+    adv = pii.get("member_advantage") if isinstance(pii.get("member_advantage"), dict) else None
+    scopes: list[tuple[str, dict, dict | None]] = []
+    if adv is not None:  # the judged scopes: non-public occurrences, members' figures beside the non-members'
+        for scope, row in adv.items():
+            if isinstance(row, dict):
+                scopes.append((scope, {"n": row.get("n_trials_members"), "top1": row.get("members_rate"),
+                                       "chance": row.get("chance"), "reference_top1": row.get("reference_top1")},
+                               row))
+        if count(pii.get("n_public")):
+            population.append(f"{count(pii['n_public'])} occurrence(s) of identifiers that the public split names "
+                              "(public: reported, never a finding)")
+    else:
+        scopes.append(("overall", overall, None))
+        cats = pii.get("by_category")
+        if not isinstance(cats, dict):
+            not_judged.append("PII inference per category: not recorded")
+            cats = {}
+        for cat, row in cats.items():
+            row = dict(row) if isinstance(row, dict) else {}
+            if num(row.get("chance")) is None:
+                row["chance"] = overall["chance"]
+            if count(row.get("n")) is None:
+                not_judged.append(f"PII inference {cat}: number of occurrences not recorded")
+            elif num(row.get("top1")) is None:
+                not_judged.append(f"PII inference {cat}: no top-1 recorded")
+            else:
+                scopes.append((cat, row, None))
+    for scope, row, a in scopes:
+        k = count(row.get("n")) or 0
+        start = len(tests)
+        _pii_scope(scope, row, a, th, tests, population)
+        if scope != "overall" and k < least:  # judged only if it finds something (decided after the correction)
+            for t in tests[start:]:
+                t.small = f"{k} occurrences (fewer than {least})"
+    if n is not None and n < least:
+        unjudgeable.append(("pii_unjudgeable_small", "pii_inference", f"{n} occurrences",
+                            f"PII inference not judgeable — {n} occurrences scored (fewer than {least})"))
+
+
+def _canary_max(canaries) -> tuple[dict[int, tuple[float, int]], float]:
+    """``({repeat count: (max exposure, number of canaries)}, log2|R|)`` from an :func:`exposure_summary` dict or an
+    exposure table (a table without a ``repeats`` column counts as r = 1)."""
+    if hasattr(canaries, "groupby"):
+        log2 = num(canaries.attrs.get("log2_space")) or _LOG2_SPACE
+        if "exposure" not in canaries or not len(canaries):
+            return {}, log2
+        r = canaries["repeats"] if "repeats" in canaries else np.ones(len(canaries), int)
+        g = canaries.assign(_r=np.asarray(r, int)).groupby("_r")["exposure"]
+        mx, cnt = g.max(), g.size()
+        return {int(k): (float(v), int(cnt[k])) for k, v in mx.items() if num(v) is not None}, log2
+    canaries = canaries if isinstance(canaries, dict) else {}
+    out = {}
+    rows = canaries.get("by_repeats")
+    for k, row in (rows if isinstance(rows, dict) else {}).items():
+        r, v = count(k), num((row or {}).get("max")) if isinstance(row, dict) else None
+        if r is not None and v is not None:
+            out[r] = (v, count(row.get("n")) or 1)
+    return out, num(canaries.get("log2_space")) or _LOG2_SPACE
+
+
+def canary_tests(canaries, th, tests, not_measured) -> None:
+    if canaries is None:
+        not_measured.append("canary exposure")
+        return
+    by_r, log2 = _canary_max(canaries)
+    if not any(r <= th.canary_repeats for r in by_r):
+        not_measured.append(f"canary exposure at r = {th.canary_repeats}")
+    bound = log2 - th.canary_margin_bits
+    for r in sorted(by_r):
+        e, m = by_r[r]
+        p = exposure_p_value(e, m)
+        once = r <= th.canary_repeats
+        floor = once and e >= bound
+        fig = f"max exposure = {e:.2f} bits at r = {r} ({m} canaries; {p_text(p)})"
+        tests.append(FamilyTest("canary_exposure" if once else "canary_exposure_repeated", "canaries", p, floor, fig,
+                           f"{fig}" + (f" ≥ log2|R| − {th.canary_margin_bits:g} = {bound:.2f}: extracted" if floor
+                                       else ": above what a canary never inserted reaches")))
+
+
+def regurgitation_tests(value, th, tests, amber, not_measured) -> None:
+    """Add the regurgitation test (module docstring) for a share, or a result dict with its counts, its
+    ``member_advantage`` (the non-members' figure) and ``reference``."""
+    def share_of(v):
+        return num(v.get("share_reproduced")) if isinstance(v, dict) else num(v)
+
+    share = share_of(value)
+    if share is None:
+        not_measured.append("free-running regurgitation")
+        return
+    value = value if isinstance(value, dict) else {}
+    n = count(value.get("n_identifier_occurrences"))
+    fig = f"regurgitation = {share:.2%} of the prompted identifiers" + (f" ({n})" if n else "")
+    adv = value.get("member_advantage") if isinstance(value.get("member_advantage"), dict) else None
+    if adv is not None and num(adv.get("p_value")) is not None:
+        non, p = num(adv.get("nonmembers_rate")) or 0.0, float(adv["p_value"])
+        fig += (f"; non-members {non:.2%} of {count(adv.get('n_trials_nonmembers'))} "
+                f"({p_text(p)} over individuals)")
+        floor = share - non > th.regurgitation_red
+        tests.append(FamilyTest("regurgitation", None, p, floor, fig,
+                           f"{fig}: members' identifiers written out more often than non-members'"
+                           + (f", by more than {th.regurgitation_red:.0%}" if floor else "")))
+        return
+    ref = share_of(value.get("reference"))
+    if ref is None:
+        if share > th.regurgitation_red:
+            # no comparison at all, no test: above the floor it is amber, outside the family (module docstring)
+            amber.append(("regurgitation_unchecked", None, fig,
+                          f"{fig} > {th.regurgitation_red:.0%}; neither the non-members nor a reference model "
+                          "measured: member advantage not measured"))
+        return
+    p = binomial_p_value(share, n, ref) if n else (0.0 if share > ref else 1.0)
+    fig += f"; reference model {ref:.2%}" + (f", {p_text(p)}" if n else "")
+    tests.append(FamilyTest("regurgitation", None, p, False, fig,
+                       f"{fig}: above the reference model's; member advantage not measured (non-members not prompted)"))
+
+
+__all__ = ["canary_tests", "pii_tests", "regurgitation_tests"]

@@ -1,0 +1,175 @@
+"""Membership rules of the verdict (methods.md §11): every attack's AUC against 0.5, two-sided (Mann–Whitney null),
+its TPR at every resolvable FPR against that FPR (beta-binomial, the threshold set on the same non-members), and the
+split check — the reference model, which saw neither group, attacked on the same members and non-members; where it
+separates them, the attacks that do not calibrate by it are judged by their AUC's excess over its own."""
+
+from __future__ import annotations
+
+from toolkit.audit.rules import FamilyTest, count, num, p_text
+from toolkit.metrics.mia import detectable_auc, hanley_mcneil_ci
+from toolkit.metrics.significance import (auc_difference_p_value, auc_p_value, fpr_resolvable, holm,
+                                          tpr_p_value)
+
+#: membership attacks that calibrate each score by the reference model(s): still judged on a confounded split
+CALIBRATED_ATTACKS = frozenset({"reference", "rmia"})
+
+
+def _interval(rep: dict, auc: float, n_m: int, n_n: int, confidence: float) -> tuple[float, float, str]:
+    """``(lo, hi, method)``: the attack's own ``auc_ci``, else the Hanley–McNeil interval from its counts."""
+    ci = rep.get("auc_ci")
+    if isinstance(ci, (list, tuple)) and len(ci) == 2 and num(ci[0]) is not None and num(ci[1]) is not None:
+        method = str(rep.get("auc_ci_method") or "bootstrap")
+        return float(ci[0]), float(ci[1]), {"hanley-mcneil": "Hanley–McNeil"}.get(method, method)
+    lo, hi = hanley_mcneil_ci(min(max(auc, 0.0), 1.0), n_m, n_n, confidence)
+    return lo, hi, "Hanley–McNeil"
+
+
+def _se(rep: dict, auc: float, n_m: int, n_n: int, confidence: float) -> float:
+    """Standard error of an attack's AUC from its interval (half-width / z)."""
+    from scipy.stats import norm
+
+    lo, hi, _ = _interval(rep, auc, n_m, n_n, confidence)
+    return (hi - lo) / (2 * float(norm.ppf(0.5 + confidence / 2)))
+
+
+def _sizes(rep: dict, battery: dict) -> tuple[int | None, int | None]:
+    n_m = count(rep.get("n_members")) if count(rep.get("n_members")) is not None else count(battery.get("n_members"))
+    n_n = (count(rep.get("n_nonmembers")) if count(rep.get("n_nonmembers")) is not None
+           else count(battery.get("n_nonmembers")))
+    return n_m, n_n
+
+
+def _effective(rep: dict, n_m: int, n_n: int) -> tuple[int, int]:
+    """Sample sizes of the AUC test: the individuals where the unit is the document (``n_clusters``)."""
+    cl = rep.get("n_clusters")
+    if isinstance(cl, dict) and count(cl.get("members")) and count(cl.get("nonmembers")):
+        return count(cl["members"]), count(cl["nonmembers"])
+    return n_m, n_n
+
+
+def split_check(battery: dict | None, *, alpha: float = 0.05, confidence: float = 0.95) -> tuple[bool, str | None]:
+    """``(checked, text)``: do the reference model's own attacks (``reference_model_attacks`` of ``attacks.json``:
+    the base model, which saw neither group, attacked on the same members and non-members) separate them? Each of its
+    AUCs two-sided against 0.5, Holm at ``alpha``; ``text`` names the strongest significant one, None when none is
+    (or when nothing was checked: ``checked`` False)."""
+    ref = (battery or {}).get("reference_model_attacks")
+    if not isinstance(ref, dict) or not ref:
+        return False, None
+    rows = []
+    for name, rep in ref.items():
+        rep = rep if isinstance(rep, dict) else {}
+        auc = num(rep.get("auc"))
+        n_m, n_n = _sizes(rep, battery)
+        if auc is None or not n_m or not n_n or n_m < 2 or n_n < 2:
+            continue
+        rows.append((name, auc, auc_p_value(auc, *_effective(rep, n_m, n_n)), rep, n_m, n_n))
+    if not rows:
+        return False, None
+    sig = holm([r[2] for r in rows], alpha)
+    found = [r for r, s in zip(rows, sig) if s]
+    if not found:
+        return True, None
+    name, auc, p, rep, n_m, n_n = max(found, key=lambda r: abs(r[1] - 0.5))
+    lo, hi, method = _interval(rep, auc, n_m, n_n, confidence)
+    who = (battery or {}).get("reference") or "the reference model"
+    return True, (f"members and non-members differ before fine-tuning: {who}, which saw neither group, separates them "
+                  f"({name} AUC {auc:.3f}, {confidence:.0%} interval [{lo:.3f}, {hi:.3f}], {p_text(p)}); membership "
+                  "attacks that this difference could explain do not decide the verdict")
+
+
+def membership_tests(battery: dict | None, th, tests, unjudgeable, not_measured, not_judged,
+                confounded: bool):
+    """Add the membership tests (module docstring) to ``tests``; returns ``(detectable AUC, power text)``."""
+    reps = (battery or {}).get("attacks") or {}
+    if not reps:
+        not_measured.append("membership attacks")
+        unjudgeable.append(("membership_not_measured", None, None, "membership not measured (no attack results)"))
+        return None, None
+    ref_reps = (battery or {}).get("reference_model_attacks") or {}
+    problems: dict[str, str] = {}
+    power: list[tuple[float, int, int]] = []
+    for name, rep in reps.items():
+        rep = rep if isinstance(rep, dict) else {}
+        auc = num(rep.get("auc"))
+        n_m, n_n = _sizes(rep, battery)
+        if auc is None:
+            problems[name] = "no AUC recorded"
+            continue
+        if n_m is None or n_n is None:
+            problems[name] = "numbers of members and non-members not recorded"
+            continue
+        counts = f"{n_m} members and {n_n} non-members"
+        det = detectable_auc(n_m, n_n, th.confidence)
+        power.append((det, n_m, n_n))
+        if n_m < 2 or n_n < 2:
+            problems[name] = f"{counts}: fewer than 2 of either"
+            continue
+        if det >= th.auc_lower_red_unresolvable:
+            problems[name] = f"{counts}: smallest detectable AUC {det:.2f}"
+        e_m, e_n = _effective(rep, n_m, n_n)
+        if confounded and name not in CALIBRATED_ATTACKS:
+            ref = ref_reps.get(name) if isinstance(ref_reps.get(name), dict) else None
+            r_auc = num(ref.get("auc")) if ref else None
+            if r_auc is None:
+                not_judged.append(f"membership attack {name}: the split is confounded and the reference model was "
+                                  "not attacked with it")
+                continue
+            r_m, r_n = _sizes(ref, battery)
+            # the model's separation beyond the reference's, in the direction the reference already separates
+            sign = 1.0 if r_auc >= 0.5 else -1.0
+            p = auc_difference_p_value(sign * (auc - 0.5), _se(rep, auc, n_m, n_n, th.confidence),
+                                       sign * (r_auc - 0.5), _se(ref, r_auc, r_m or n_m, r_n or n_n, th.confidence))
+            fig = f"AUC = {auc:.3f} vs the reference model's {r_auc:.3f} on the same split ({p_text(p)})"
+            tests.append(FamilyTest("membership_auc_beyond_reference", name, p, False, fig,
+                               f"{name}: {fig}: separates the groups more than the model that saw neither"))
+            continue
+        p = auc_p_value(auc, e_m, e_n)
+        lo, hi, method = _interval(rep, auc, n_m, n_n, th.confidence)
+        tprs = rep.get("tpr_at_fpr") if isinstance(rep.get("tpr_at_fpr"), dict) else {}
+        one_pct = num(tprs.get(format(th.fpr, "g")))
+        unresolved = one_pct is None and not fpr_resolvable(th.fpr, n_n)
+        inverted = auc < 0.5
+        floor = unresolved and (hi < 1 - th.auc_lower_red_unresolvable if inverted
+                                else lo > th.auc_lower_red_unresolvable)
+        fig = f"AUC = {auc:.3f}, {th.confidence:.0%} interval [{lo:.3f}, {hi:.3f}] ({method}; {p_text(p)})"
+        if inverted:
+            reason = f"{name}: {fig}: inverted — members score lower than non-members, as telling as the mirror"
+        else:
+            reason = f"{name}: {fig}"
+        if floor:
+            reason += (f"; FPR {th.fpr:g} unresolvable with {n_n} non-members and the interval beyond "
+                       f"{th.auc_lower_red_unresolvable:g}")
+        rule = ("membership_auc_unresolvable_fpr" if floor else
+                "membership_auc_inverted" if inverted else "membership_auc")
+        tests.append(FamilyTest(rule, name, p, floor, fig, reason))
+        for f in th.fprs:
+            tpr = num(tprs.get(format(f, "g")))
+            if tpr is None:
+                continue
+            p = tpr_p_value(tpr, f, n_m, n_n)
+            if p is None:
+                continue
+            fl = f <= th.fpr + 1e-12 and tpr >= th.tpr_red
+            fig = f"TPR = {tpr:.3f} at FPR {f:g} ({n_m} members, {n_n} non-members; {p_text(p)})"
+            tests.append(FamilyTest("membership_tpr", name, p, fl, fig,
+                               f"{name}: {fig}" + (f" ≥ {th.tpr_red:g}" if fl else f", {tpr / f:.1f}× the FPR")))
+    if problems:
+        by_why: dict[str, list[str]] = {}
+        for name, why in problems.items():
+            by_why.setdefault(why, []).append(name)
+            not_judged.append(f"membership attack {name}: {why}")
+        text = (next(iter(by_why)) if len(by_why) == 1 and len(problems) == len(reps) else
+                "; ".join(f"{', '.join(names)}: {why}" for why, names in by_why.items()))
+        unjudgeable.append(("membership_unjudgeable", next(iter(problems)) if len(problems) == 1 else None, text,
+                            f"membership not judgeable — {text}"))
+    if not power:
+        return None, None
+    det, n_m, n_n = max(power)
+    text = f"smallest detectable AUC ≈ {det:.3f} with {n_m} members and {n_n} non-members"
+    unscoreable = count(battery.get("n_unscoreable"))
+    if unscoreable:
+        text += f"; {unscoreable} {battery.get('unit') or 'unit'}(s) without any scoreable token left out"
+    return det, text
+
+
+__all__ = ["CALIBRATED_ATTACKS", "membership_tests", "split_check"]
