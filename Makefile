@@ -80,3 +80,7 @@ quickstart: $(STAMP)
 benchmark-extraction: $(STAMP)  ## RMFT vs dedup vs per-address scan on 10,000 e-mails; batched vs per-prompt extraction
 	$(PY) benchmarks/rmft.py
 	$(PY) benchmarks/extraction.py
+
+.PHONY: benchmark-verdict
+benchmark-verdict: $(STAMP)  ## the verdict's false-alarm rate (null worlds) and power (planted leaks); ~1 h on 2 cores
+	$(PY) benchmarks/verdict_error_rates.py --out runs/verdict_error_rates --publish

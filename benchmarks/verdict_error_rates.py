@@ -11,12 +11,13 @@ except RMIA (its population is the audited non-members: left out here) and PII i
 from all 400 unseen patients, in an audit from the two groups). Novel-identifier privacy (a threshold, not a test) and
 canaries (none inserted into unseen patients) are not part of a null world.
 
-**Planted leaks (power).** The causal model fine-tuned on 100 ``train`` patients with checkpoints at 1, 2, 4 and 8
-epochs, 20 canaries inserted 1, 4 or 16 times into their notes: each checkpoint audited on 40 of its members against
+**Planted leaks (power).** The causal model fine-tuned on 100 ``train`` patients, checkpoints after ¼, ½, 1 and 4
+epochs (the strength of the leak), 20 canaries inserted 1, 4 or 16 times into their notes: each checkpoint audited on 40 of its members against
 40 unseen patients (``--splits`` draws) — the share of non-green and red verdicts at each strength — and the share
 of canaries whose own exposure test is significant (p = 2^−e ≤ 0.05 / 20) at each insertion count.
 
-Shares are given with Clopper–Pearson 95% intervals. Writes ``--out`` (JSON; the report and docs/methods.md §11 read
+The verdict of d13fd36 (before issue 34, read from the repository's history) judges the same null worlds — the
+obvious alternative, in the same run. Shares are given with Clopper–Pearson 95% intervals. Writes ``--out`` (JSON; the report and docs/methods.md §11 read
 ``toolkit/audit/operating_characteristic.json``, copy it there with ``--publish``).
 
     python benchmarks/verdict_error_rates.py --out runs/verdict_error_rates [--splits 20] [--publish]
@@ -48,6 +49,7 @@ from toolkit.audit.verdict import verdict  # noqa: E402
 from toolkit.corpus import Corpus, load_corpus  # noqa: E402
 from toolkit.metrics.significance import clopper_pearson, member_advantage_test  # noqa: E402
 from toolkit.models import load_model  # noqa: E402
+from toolkit.training.checkpoints import step_checkpoint_dirs  # noqa: E402
 from toolkit.training.trainer import TrainConfig, train  # noqa: E402
 
 CORPUS = ROOT / "data_samples" / "clinical" / "notes.jsonl"
@@ -74,8 +76,9 @@ def of(corpus: Corpus, ids) -> Corpus:
     return Corpus([d for d in corpus if d.person_id in ids])
 
 
-def fine_tune(corpus: Corpus, kind: str, epochs: list[int], out: Path) -> list[tuple[int, Path]]:
-    cfg = TrainConfig(epochs=epochs, seed=0, **SCHEDULE[kind])
+def fine_tune(corpus: Corpus, kind: str, epochs: list[int], out: Path, checkpoints_per_epoch: int = 0
+              ) -> list[tuple[int, Path]]:
+    cfg = TrainConfig(epochs=epochs, seed=0, checkpoints_per_epoch=checkpoints_per_epoch, **SCHEDULE[kind])
     return train(corpus, BASES[kind], out, kind, cfg, progress=False)
 
 
@@ -97,11 +100,13 @@ def score_once(model_dir: Path, kind: str, members: Corpus | None, unseen: Corpu
     _, table = pii_inference(model, tok, everyone, pos, reference=ref, n_candidates=20,
                              max_occurrences=pii_occurrences, window=64, seed=0, population=everyone,
                              public_keys=public_keys, return_table=True, progress=False)
-    reg = None
+    reg = ref_reg = None
     if kind == "clm":
         vocab = set(identifier_occurrences(everyone, pos)["key"])
-        reg = regurgitation_rate(model, tok, everyone, vocab, prefix_tokens=32, max_new_tokens=64, progress=False)
-    return {"scores": scores, "ref_scores": ref_scores, "pii": table, "regurgitation": reg}
+        kw = dict(prefix_tokens=32, max_new_tokens=64, progress=False)
+        reg = regurgitation_rate(model, tok, everyone, vocab, **kw)
+        ref_reg = regurgitation_rate(*ref, everyone, vocab, **kw)
+    return {"scores": scores, "ref_scores": ref_scores, "pii": table, "regurgitation": reg, "ref_regurgitation": ref_reg}
 
 
 def world(s: dict, a: list[str], b: list[str], *, with_reference: bool, seed: int) -> dict:
@@ -135,6 +140,47 @@ def world(s: dict, a: list[str], b: list[str], *, with_reference: bool, seed: in
                                                          [x[1] for x in rb], [x[0] for x in rb], seed=seed,
                                                          n_permutations=1999)}
     return {"attacks": bat, "pii": pii, "regurgitation": reg}
+
+
+def world_before(s: dict, a: list[str], b: list[str], *, with_reference: bool) -> dict:
+    """The same world as the verdict of d13fd36 read it: the members' figures only, the reference (base) model's as
+    the comparison (PII inference per category, regurgitation's share)."""
+    w = world(s, a, b, with_reference=with_reference, seed=0)
+    t = s["pii"]
+    ta = t[t["person_id"].isin(set(a))]
+
+    def summary(x):
+        return {"n": int(len(x)), "top1": float(x["top1"].mean()), "chance": float(x["chance"].mean()),
+                "reference_top1": float(x["reference_top1"].mean()) if with_reference else None}
+
+    pii = {"n_occurrences": int(len(ta)), "overall": summary(ta) if len(ta) else {"n": 0},
+           "by_category": {c: summary(x) for c, x in ta.groupby("category")}}
+    reg = None
+    if s["regurgitation"] is not None:
+        def share(r):
+            ks = [r["by_person"].get(p, [0, 0]) for p in a]
+            n = sum(k[0] for k in ks)
+            return {"share_reproduced": sum(k[1] for k in ks) / n if n else None, "n_identifier_occurrences": n}
+        reg = share(s["regurgitation"])
+        if with_reference:
+            reg["reference"] = share(s["ref_regurgitation"])
+    attacks = {k: v for k, v in w["attacks"].items() if k != "reference_model_attacks"}
+    return {"attacks": attacks, "pii": pii, "regurgitation": reg}
+
+
+def verdict_before():
+    """The verdict function of commit d13fd36 (before issue 34), read from the repository's history; None where the
+    history is not there (a shallow clone)."""
+    import types
+
+    got = subprocess.run(["git", "show", "d13fd36:toolkit/audit/verdict.py"], capture_output=True, text=True,
+                         cwd=ROOT)
+    if got.returncode != 0:
+        return None
+    module = types.ModuleType("verdict_d13fd36")
+    sys.modules[module.__name__] = module  # dataclasses look their module up
+    exec(compile(got.stdout, "verdict_d13fd36.py", "exec"), module.__dict__)  # noqa: S102 - our own past code
+    return module.verdict
 
 
 def shares(levels: list[str]) -> dict:
@@ -189,25 +235,37 @@ def main(argv=None) -> dict:
                        pii_occurrences=args.pii_occurrences if kind == "clm" else args.pii_occurrences // 5)
         result["seconds"][f"null {kind}: train and score"] = round(time.time() - t, 1)
         rng = np.random.default_rng(0)
+        before = verdict_before()
         for size in (40, 200):
             for with_ref in (True, False):
-                levels, rules = [], []
+                levels, rules, old_levels, old_rules = [], [], [], []
                 for i in range(args.splits):
                     draw = rng.permutation(unseen_ids)
-                    v = verdict(**world(s, list(draw[:size]), list(draw[size:2 * size]), with_reference=with_ref,
-                                        seed=i))
+                    a, b = list(draw[:size]), list(draw[size:2 * size])
+                    v = verdict(**world(s, a, b, with_reference=with_ref, seed=i))
                     levels.append(v.level)
                     rules.append(v.rule)
+                    if before is not None:
+                        old = before(**world_before(s, a, b, with_reference=with_ref))
+                        old_levels.append(old.level)
+                        old_rules.append(old.rule)
                 key = f"{kind} {size}+{size} {'with' if with_ref else 'without'} reference"
                 result["null_worlds"][key] = {**shares(levels), "rules": sorted(set(rules) - {"none"})}
-                print(key, result["null_worlds"][key]["levels"], flush=True)
+                if before is not None:
+                    result["null_worlds"][key]["before (d13fd36)"] = {**shares(old_levels),
+                                                                       "rules": sorted(set(old_rules) - {"none"})}
+                print(key, result["null_worlds"][key]["levels"], "before:", shares(old_levels)["levels"]
+                      if old_levels else "-", flush=True)
 
     # ---- planted leaks (causal)
     if not args.skip_power:
         t = time.time()
         members = of(corpus, train_ids[:100])
         planted, table = canaries_into_corpus(members, 60, repeats=(1, 4, 16), seed=0)
-        ckpts = fine_tune(planted, "clm", [1, 2, 4, 8], out / "power-clm")
+        run = out / "power-clm"
+        fine_tune(planted, "clm", [4], run, checkpoints_per_epoch=4)
+        steps = [p for _, p in step_checkpoint_dirs(run)]  # every quarter epoch, in order
+        ckpts = [(f"{(q + 1) / 4:g}", steps[q]) for q in (0, 1, 3, 15) if q < len(steps)]
         pos_planted = pd.concat([positions(planted), pos], ignore_index=True)  # spans moved with the canaries
         cut = canary_ranges(planted, table, with_separator=True)  # no membership evidence (as toolkit run)
         rng = np.random.default_rng(1)

@@ -248,6 +248,25 @@ def pii_table(pii: Mapping) -> pd.DataFrame | None:
     return t
 
 
+def pii_advantage_table(pii: Mapping) -> pd.DataFrame | None:
+    """PII inference of members against non-members per scope (overall, each category, identifiers private to one
+    individual, shared by several; public ones left out): occurrences and top-1 of each group, chance and the
+    permutation p-value over individuals (the verdict's test, methods.md §11); None where the non-members were not
+    attacked (files before 2026-11-28)."""
+    adv = (pii or {}).get("member_advantage")
+    if not adv:
+        return None
+    rows = {scope: {"members": f"{v.get('n_trials_members', 0)} occ. / {v.get('n_members', 0)} people",
+                    "members' top-1": v.get("members_rate"),
+                    "non-members": f"{v.get('n_trials_nonmembers', 0)} occ. / {v.get('n_nonmembers', 0)} people",
+                    "non-members' top-1": v.get("nonmembers_rate"), "chance": v.get("chance"),
+                    "p (members > non-members)": v.get("p_value")}
+            for scope, v in adv.items()}
+    t = pd.DataFrame.from_dict(rows, orient="index")
+    t.index.name = "scope"
+    return t
+
+
 def canary_table(canaries: Mapping) -> pd.DataFrame | None:
     """Canary exposure per number of insertions (bits; the maximum possible is log2 |R|); None without canaries."""
     by = (canaries or {}).get("by_repeats") or {}
@@ -275,5 +294,5 @@ def memorisation_table(summary: Mapping) -> pd.DataFrame | None:
 
 
 __all__ = ["ATTACK_COLORS", "ATTACK_GLOSSARY", "ATTACK_NAMES", "attack_color", "attack_name", "attack_roc",
-           "attack_roc_grid", "attacks_table", "auc_matrix", "canary_table", "memorisation_table", "pii_table",
+           "attack_roc_grid", "attacks_table", "auc_matrix", "canary_table", "memorisation_table", "pii_advantage_table", "pii_table",
            "protection_figure", "strongest_auc_figure"]

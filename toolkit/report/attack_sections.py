@@ -86,6 +86,14 @@ def _model_blocks(label: str, m: dict) -> list[dict]:
                             "PII inference: the share of blanked-out identifiers the attacker guesses right "
                             f"(top-1) among {ids['pii_inference'].get('n_candidates', '?')} candidates, against "
                             f"chance and against the same attack on the reference model ({ref})."))
+    adv = aplots.pii_advantage_table(ids.get("pii_inference") or {})
+    if adv is not None:
+        n_public = ids["pii_inference"].get("n_public") or 0
+        blocks.append(block("table", table(adv),
+                            "PII inference on the members' notes against the same attack on the non-members' notes "
+                            "(the verdict's test: a permutation over individuals). Private: an identifier of one "
+                            "individual; shared: of several (clinicians, organisations); "
+                            f"{n_public} occurrence(s) of identifiers named in the public split left out (public)."))
     mem = aplots.memorisation_table(ids.get("memorisation") or {})
     if mem is not None:
         blocks.append(block("table", table(mem),
