@@ -3,7 +3,7 @@ planted leak.
 
 **Null worlds.** A tiny model fine-tuned on 40 patients of the sample corpus' ``train`` split is audited with
 "members" and "non-members" *both* drawn from the 400 patients it never saw (``heldout`` + ``test``): random
-halves of 40 + 40 and 200 + 200, ``--splits`` each (default 20), causal and masked, with and without the reference
+halves of 40 + 40 and 200 + 200, ``--splits`` each (default 100), causal and masked, with and without the reference
 (base) model. Every non-green verdict there is a false alarm. Each unseen patient is scored once (membership scores
 of the model and of the reference, PII inference, regurgitation per individual) and every split re-reads those
 scores: every statistic the verdict tests is a function of per-individual scores that do not depend on the split —
@@ -11,8 +11,9 @@ except RMIA (its population is the audited non-members: left out here) and PII i
 from all 400 unseen patients, in an audit from the two groups). Novel-identifier privacy (a threshold, not a test) and
 canaries (none inserted into unseen patients) are not part of a null world.
 
-**Planted leaks (power).** The causal model fine-tuned on 100 ``train`` patients, checkpoints after ¼, ½, 1 and 4
-epochs (the strength of the leak), 20 canaries inserted 1, 4 or 16 times into their notes: each checkpoint audited on 40 of its members against
+**Planted leaks (power).** The causal model fine-tuned on 100 ``train`` patients at a tenth of the CPU profile's
+learning rate (2·10⁻⁴; at the profile's 2·10⁻³ every verdict is red after a quarter epoch), checkpoints after ¼, ½, 1
+and 4 epochs (the strength of the leak), 20 canaries inserted 1, 4 or 16 times into their notes: each checkpoint audited on 40 of its members against
 40 unseen patients (``--splits`` draws) — the share of non-green and red verdicts at each strength — and the share
 of canaries whose own exposure test is significant (p = 2^−e ≤ 0.05 / 20) at each insertion count.
 
@@ -20,7 +21,7 @@ The verdict of d13fd36 (before issue 34, read from the repository's history) jud
 obvious alternative, in the same run. Shares are given with Clopper–Pearson 95% intervals. Writes ``--out`` (JSON; the report and docs/methods.md §11 read
 ``toolkit/audit/operating_characteristic.json``, copy it there with ``--publish``).
 
-    python benchmarks/verdict_error_rates.py --out runs/verdict_error_rates [--splits 20] [--publish]
+    python benchmarks/verdict_error_rates.py --out runs/verdict_error_rates [--splits 100] [--publish]
 """
 
 from __future__ import annotations
@@ -76,9 +77,10 @@ def of(corpus: Corpus, ids) -> Corpus:
     return Corpus([d for d in corpus if d.person_id in ids])
 
 
-def fine_tune(corpus: Corpus, kind: str, epochs: list[int], out: Path, checkpoints_per_epoch: int = 0
-              ) -> list[tuple[int, Path]]:
-    cfg = TrainConfig(epochs=epochs, seed=0, checkpoints_per_epoch=checkpoints_per_epoch, **SCHEDULE[kind])
+def fine_tune(corpus: Corpus, kind: str, epochs: list[int], out: Path, checkpoints_per_epoch: int = 0,
+              **schedule) -> list[tuple[int, Path]]:
+    cfg = TrainConfig(epochs=epochs, seed=0, checkpoints_per_epoch=checkpoints_per_epoch,
+                      **{**SCHEDULE[kind], **schedule})
     return train(corpus, BASES[kind], out, kind, cfg, progress=False)
 
 
@@ -195,7 +197,7 @@ def shares(levels: list[str]) -> dict:
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="runs/verdict_error_rates")
-    ap.add_argument("--splits", type=int, default=20)
+    ap.add_argument("--splits", type=int, default=100)
     ap.add_argument("--kinds", default="clm,mlm")
     ap.add_argument("--pii-occurrences", type=int, default=1500)
     ap.add_argument("--skip-power", action="store_true")
@@ -263,7 +265,8 @@ def main(argv=None) -> dict:
         members = of(corpus, train_ids[:100])
         planted, table = canaries_into_corpus(members, 60, repeats=(1, 4, 16), seed=0)
         run = out / "power-clm"
-        fine_tune(planted, "clm", [4], run, checkpoints_per_epoch=4)
+        # a tenth of the profile's learning rate: leaks from barely measurable (¼ epoch) to plain (4 epochs)
+        fine_tune(planted, "clm", [4], run, checkpoints_per_epoch=4, learning_rate=2e-4)
         steps = [p for _, p in step_checkpoint_dirs(run)]  # every quarter epoch, in order
         ckpts = [(f"{(q + 1) / 4:g}", steps[q]) for q in (0, 1, 3, 15) if q < len(steps)]
         pos_planted = pd.concat([positions(planted), pos], ignore_index=True)  # spans moved with the canaries
@@ -273,7 +276,7 @@ def main(argv=None) -> dict:
             s = score_once(path, "clm", planted, of(corpus, unseen_ids[:200]), pos_planted, public_keys,
                            pii_occurrences=args.pii_occurrences, exclude=cut)
             model, tok = load_model(path, kind="clm")
-            exp = exposure(model, tok, table, n_reference=1000, seed=0, progress=False)
+            exp = exposure(model, tok, table, n_reference=500, seed=0, progress=False)
             can = {"log2_space": float(8 * np.log2(10)), "by_repeats": {
                 str(r): {"n": int(len(g)), "max": float(g["exposure"].max())} for r, g in exp.groupby("repeats")}}
             per = {}
@@ -281,15 +284,18 @@ def main(argv=None) -> dict:
                 p = np.minimum(1.0, 2.0 ** -g["exposure"].to_numpy() * len(exp))
                 k = int((p <= 0.05).sum())
                 per[str(r)] = {"n": int(len(g)), "detected": k, "ci95": list(clopper_pearson(k, len(g)))}
-            levels, levels_no_canary = [], []
+            levels, levels_no_canary, rules = [], [], []
             for i in range(args.splits):
                 a = list(rng.choice(sorted(planted.person_ids), 40, replace=False))
                 b = list(rng.choice(unseen_ids[:200], 40, replace=False))
                 w = world(s, a, b, with_reference=True, seed=i)
-                levels_no_canary.append(verdict(**w).level)
+                v = verdict(**w)
+                levels_no_canary.append(v.level)
+                rules.append(v.rule)
                 levels.append(verdict(**w, canaries=can).level)
-            result["power"][f"clm epoch {epoch}"] = {"membership and PII (no canaries)": shares(levels_no_canary),
-                                                     "with canaries": shares(levels), "canaries detected": per}
+            result["power"][f"clm epoch {epoch}"] = {
+                "membership and PII (no canaries)": {**shares(levels_no_canary), "rules": sorted(set(rules) - {"none"})},
+                "with canaries": shares(levels), "canaries detected": per}
             print(f"epoch {epoch}", result["power"][f"clm epoch {epoch}"]["membership and PII (no canaries)"]["levels"],
                   per, flush=True)
         result["seconds"]["power: train and score"] = round(time.time() - t, 1)
