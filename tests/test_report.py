@@ -250,14 +250,19 @@ def test_a_base_model_that_separates_the_groups_is_reported():
 
     def models(lo):
         base = {"strategy": "base", "verdict": {"level": "amber", "rule": "membership_auc"},
-                "attacks": {"attacks": {"loss": {"auc": lo + 0.05, "auc_ci": [lo, lo + 0.1]},
+                "attacks": {"n_members": 200, "n_nonmembers": 200,
+                            "attacks": {"loss": {"auc": lo + 0.05, "auc_ci": [lo, lo + 0.1]},
                                         "zlib": {"auc": 0.5, "auc_ci": [0.4, 0.6]}}}}
         return {"base (epoch 0)": base, "clm (epoch 8)": {"strategy": "clm", "verdict": {"level": "red", "rule": "membership_auc",
                                                                            "figure": "AUC 0.9"}}}
 
     assert split_shift(models(0.50)) is None and split_shift({"clm (epoch 8)": {"strategy": "clm"}}) is None
+    # its AUCs tested two-sided against 0.5 (Holm), as the verdict's split check: 0.55 on 200 + 200 is p = 0.08
     text = split_shift(models(0.56))
-    assert text and "AUC 0.61" in text and "above 0.56" in text
+    assert text and "loss AUC 0.610, 95% interval [0.560, 0.660]" in text and "differ before fine-tuning" in text
+    # a model's verdict that says so is reported as it says it
+    said = {"clm": {"strategy": "clm", "verdict": {"level": "green", "split": "members and non-members differ x"}}}
+    assert split_shift(said).startswith("Members and non-members differ x.")
 
     class Run:
         label = "r"
@@ -279,8 +284,8 @@ def test_a_base_model_that_separates_the_groups_is_reported():
     lo = a - 1.959964 * math.sqrt((a * (1 - a) + (n - 1) * (q1 - a * a) + (n - 1) * (q2 - a * a)) / (n * n))
     bare = {"base": {"strategy": "base", "attacks": {"n_members": n, "n_nonmembers": n,
                                                      "attacks": {"loss": {"auc": a}}}}}
-    assert f"above {lo:.2f}" in split_shift(bare) and 0.64 < lo < 0.66
-    bare["base"]["attacks"]["attacks"]["loss"]["auc"] = 0.53  # its interval reaches below 0.55
+    assert f"[{lo:.3f}, " in split_shift(bare) and 0.64 < lo < 0.66
+    bare["base"]["attacks"]["attacks"]["loss"]["auc"] = 0.53  # z = 0.03 / √(401 / 480000) = 1.04: not significant
     assert split_shift(bare) is None
     del bare["base"]["attacks"]["n_members"]  # no counts, no interval: nothing claimed
     bare["base"]["attacks"]["attacks"]["loss"]["auc"] = 0.9

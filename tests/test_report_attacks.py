@@ -67,8 +67,9 @@ def test_verdict_at_the_top(html, dirs):
     # 8 members and 8 non-members: smallest detectable AUC 0.79 ≥ 0.75, so nothing short of red can be judged
     assert levels["clm (epoch 8)"] == "red" and levels["ppclm (epoch 8)"] == levels["base (epoch 0)"] == "incomplete"
     # one badge per audited model (base + each strategy's last checkpoint), the deciding rule, attack and figure
-    assert re.search(r"RED clm \(epoch 8\) : leakage found Deciding rule: given a note with one identifier "
-                     r"blanked out, .* Attack: PII inference\. Figure: PII inference top-1 = 0\.400", text)
+    # (every attack is judged: loss's AUC beyond 0.75 with too few non-members for FPR 1% decides before PII)
+    assert re.search(r"RED clm \(epoch 8\) : leakage found Deciding rule: an attacker clearly separates people who "
+                     r"were in the training data .* Attack: Loss\. Figure: AUC = 0\.984, 95% interval", text)
     for label in ("ppclm (epoch 8)", "base (epoch 0)"):  # the grey level, with what could not be judged and why
         assert (f"INCOMPLETE {label} : could not be judged: membership not judgeable — 8 members and 8 non-members: "
                 "smallest detectable AUC 0.79") in text
