@@ -12,8 +12,7 @@ from all 400 unseen patients, in an audit from the two groups). Novel-identifier
 canaries (none inserted into unseen patients) are not part of a null world.
 
 **Planted leaks (power).** The causal model fine-tuned on 100 ``train`` patients at a tenth of the CPU profile's
-learning rate (2·10⁻⁴; at the profile's 2·10⁻³ every verdict is red after a quarter epoch), checkpoints after ¼, ½, 1
-and 4 epochs (the strength of the leak), 20 canaries inserted 1, 4 or 16 times into their notes: each checkpoint audited on 40 of its members against
+learning rate (2·10⁻⁴), checkpoints after ¼, 1 and 4 epochs (the strength of the leak), 20 canaries inserted 1, 4 or 16 times into their notes: each checkpoint audited on 40 of its members against
 40 unseen patients (``--splits`` draws) — the share of non-green and red verdicts at each strength — and the share
 of canaries whose own exposure test is significant (p = 2^−e ≤ 0.05 / 20) at each insertion count.
 
@@ -268,15 +267,17 @@ def main(argv=None) -> dict:
         # a tenth of the profile's learning rate: leaks from barely measurable (¼ epoch) to plain (4 epochs)
         fine_tune(planted, "clm", [4], run, checkpoints_per_epoch=4, learning_rate=2e-4)
         steps = [p for _, p in step_checkpoint_dirs(run)]  # every quarter epoch, in order
-        ckpts = [(f"{(q + 1) / 4:g}", steps[q]) for q in (0, 1, 3, 15) if q < len(steps)]
-        pos_planted = pd.concat([positions(planted), pos], ignore_index=True)  # spans moved with the canaries
+        ckpts = [(f"{(q + 1) / 4:g}", steps[q]) for q in (0, 3, 15) if q < len(steps)]
+        # the members' spans moved with the canaries; everyone else's as they were
+        pos_planted = pd.concat([positions(planted), pos[~pos["doc_id"].isin({d.doc_id for d in planted})]],
+                                ignore_index=True)
         cut = canary_ranges(planted, table, with_separator=True)  # no membership evidence (as toolkit run)
         rng = np.random.default_rng(1)
         for epoch, path in ckpts:
             s = score_once(path, "clm", planted, of(corpus, unseen_ids[:200]), pos_planted, public_keys,
                            pii_occurrences=args.pii_occurrences, exclude=cut)
             model, tok = load_model(path, kind="clm")
-            exp = exposure(model, tok, table, n_reference=500, seed=0, progress=False)
+            exp = exposure(model, tok, table, n_reference=300, seed=0, progress=False)
             can = {"log2_space": float(8 * np.log2(10)), "by_repeats": {
                 str(r): {"n": int(len(g)), "max": float(g["exposure"].max())} for r, g in exp.groupby("repeats")}}
             per = {}
@@ -303,8 +304,35 @@ def main(argv=None) -> dict:
     return _write(result, out, args.publish)
 
 
+def markdown(result: dict) -> str:
+    """The result as the tables of docs/methods.md §11.1 and docs/results.md."""
+    def cell(x: dict, what: str) -> str:
+        n, lv = x["n"], x["levels"]
+        k = n - lv["green"] if what == "non_green" else lv["red"]
+        lo, hi = x[what]["ci95"]
+        return f"{k}/{n} ({lo:.1%}–{hi:.1%})"
+
+    out = ["| null world | non-green | red | rules | before (d13fd36): non-green | red | its rules |",
+           "|---|---|---|---|---|---|---|"]
+    for name, x in result.get("null_worlds", {}).items():
+        old = x.get("before (d13fd36)")
+        out.append(f"| {name} | {cell(x, 'non_green')} | {cell(x, 'red')} | {', '.join(x['rules']) or '—'} | "
+                   + (f"{cell(old, 'non_green')} | {cell(old, 'red')} | {', '.join(old['rules']) or '—'} |" if old
+                      else "— | — | — |"))
+    if result.get("power"):
+        out += ["", "| planted leak | non-green | red | deciding rules | canaries detected (r = 1 / 4 / 16) |",
+                "|---|---|---|---|---|"]
+        for name, x in result["power"].items():
+            y = x["membership and PII (no canaries)"]
+            can = " / ".join(f"{c['detected']}/{c['n']}" for c in x["canaries detected"].values())
+            out.append(f"| {name} | {cell(y, 'non_green')} | {cell(y, 'red')} | {', '.join(y.get('rules', [])) or '—'}"
+                       f" | {can} |")
+    return "\n".join(out)
+
+
 def _write(result: dict, out: Path, publish: bool) -> dict:
     (out / "operating_characteristic.json").write_text(json.dumps(result, indent=1), encoding="utf-8")
+    print(markdown(result))
     if publish:
         (ROOT / "toolkit" / "audit" / "operating_characteristic.json").write_text(json.dumps(result, indent=1),
                                                                                  encoding="utf-8")
