@@ -255,3 +255,21 @@ def test_family_wise_false_alarm_rate_on_null_inputs(n_m, n_n):
     assert non_green <= binom.ppf(0.999, 300, 0.05), levels
     assert red <= binom.ppf(0.999, 300, 0.01)
     assert "incomplete" not in levels
+
+
+def test_the_published_error_rates_are_what_the_report_prints():
+    """The report prints the benchmark's published counts (recounted here from the levels) with their exact
+    intervals; a missing file prints nothing."""
+    import json
+
+    from toolkit.report.verdicts import OPERATING_CHARACTERISTIC, error_rates
+
+    oc = json.loads(OPERATING_CHARACTERISTIC.read_text(encoding="utf-8"))
+    lines = error_rates()
+    assert len(lines) == len(oc["null_worlds"]) + len(oc["power"]) and oc["commit"] in lines[0]
+    for line, (name, x) in zip(lines, oc["null_worlds"].items()):
+        n, lv = x["n"], x["levels"]
+        assert sum(lv.values()) == n and f"non-green {n - lv['green']} of {n}" in line and name in line
+        lo, hi = clopper_pearson(n - lv["green"], n)
+        assert f"({lo:.1%}–{hi:.1%})" in line
+    assert error_rates("/nonexistent/operating_characteristic.json") == []

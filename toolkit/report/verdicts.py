@@ -241,7 +241,7 @@ def error_rates(path: str | Path | None = None) -> list[str]:
         n = x["n"]
         k = n - x["levels"]["green"] if what == "non_green" else x["levels"]["red"]
         lo, hi = x[what]["ci95"]
-        return f"{k} of {n} ({lo:.0%}–{hi:.0%})"
+        return f"{k} of {n} ({lo:.1%}–{hi:.1%})"
 
     head = f"measured at commit {oc.get('commit')} on {oc.get('machine')}"
     lines = []
