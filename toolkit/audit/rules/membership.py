@@ -121,7 +121,7 @@ def membership_tests(battery: dict | None, th, tests, unjudgeable, not_measured,
                                        sign * (r_auc - 0.5), _se(ref, r_auc, r_m or n_m, r_n or n_n, th.confidence))
             fig = f"AUC = {auc:.3f} vs the reference model's {r_auc:.3f} on the same split ({p_text(p)})"
             tests.append(FamilyTest("membership_auc_beyond_reference", name, p, False, fig,
-                               f"{name}: {fig}: separates the groups more than the model that saw neither"))
+                                    f"{name}: {fig}: separates the groups more than the model that saw neither"))
             continue
         p = auc_p_value(auc, e_m, e_n)
         lo, hi, method = _interval(rep, auc, n_m, n_n, th.confidence)
@@ -151,8 +151,8 @@ def membership_tests(battery: dict | None, th, tests, unjudgeable, not_measured,
                 continue
             fl = f <= th.fpr + 1e-12 and tpr >= th.tpr_red
             fig = f"TPR = {tpr:.3f} at FPR {f:g} ({n_m} members, {n_n} non-members; {p_text(p)})"
-            tests.append(FamilyTest("membership_tpr", name, p, fl, fig,
-                               f"{name}: {fig}" + (f" ≥ {th.tpr_red:g}" if fl else f", {tpr / f:.1f}× the FPR")))
+            tests.append(FamilyTest("membership_tpr", name, p, fl, fig, f"{name}: {fig}"
+                                    + (f" ≥ {th.tpr_red:g}" if fl else f", {tpr / f:.1f}× the FPR")))
     if problems:
         by_why: dict[str, list[str]] = {}
         for name, why in problems.items():
