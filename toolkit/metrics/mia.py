@@ -16,8 +16,8 @@ from sklearn.metrics import roc_auc_score, roc_curve
 
 from toolkit.metrics.probing import check_columns, norm_set, normalize_word, prediction_words
 
-__all__ = ["auxiliary_knowledge_identifiable", "detectable_auc", "hanley_mcneil_ci", "mia_report", "mia_scores", "roc",
-           "tpr_at_fpr"]
+__all__ = ["auc_interval", "auxiliary_knowledge_identifiable", "detectable_auc", "hanley_mcneil_ci", "mia_report",
+           "mia_scores", "roc", "tpr_at_fpr"]
 
 #: relative tolerance when comparing FPRs (k / n computed in floating point) with a target FPR
 _FPR_TOL = 1e-9
@@ -257,13 +257,13 @@ def hanley_mcneil_ci(auc: float, n_pos: int, n_neg: int, confidence: float = 0.9
     return [max(0.0, a - half), min(1.0, a + half)]
 
 
-def auc_lower_bound(report: dict, n_members: int | None = None, n_nonmembers: int | None = None,
-                    confidence: float = 0.95) -> tuple[float, str] | None:
-    """``(lower bound, method)`` of one attack's AUC interval as ``attacks.json`` records it: its own ``auc_ci``
-    (method ``auc_ci_method``, bootstrap by default), else :func:`hanley_mcneil_ci` from its ``auc`` and counts (the
-    report's ``n_members`` / ``n_nonmembers``, else the ones given — a battery's). None without an AUC, or without an
-    interval and at least 2 members and 2 non-members. The verdict (methods.md §11) and the report's base-model split
-    check use it."""
+def auc_interval(report: dict, n_members: int | None = None, n_nonmembers: int | None = None,
+                 confidence: float = 0.95) -> tuple[float, float, str] | None:
+    """``(lower, upper, method)`` of one attack's AUC interval as ``attacks.json`` records it: its own ``auc_ci``
+    (method ``auc_ci_method``, bootstrap by default; an upper end not recorded is 1), else :func:`hanley_mcneil_ci`
+    from its ``auc`` and counts (the report's ``n_members`` / ``n_nonmembers``, else the ones given — a battery's).
+    None without an AUC, or without an interval and at least 2 members and 2 non-members. The verdict (methods.md
+    §11) and the report's split check use it."""
     def finite(x):
         try:
             v = float(x)
@@ -279,12 +279,13 @@ def auc_lower_bound(report: dict, n_members: int | None = None, n_nonmembers: in
     lo = finite(ci[0]) if isinstance(ci, (list, tuple)) and len(ci) == 2 else None
     if lo is not None:
         method = str(report.get("auc_ci_method") or "bootstrap")
-        return lo, {"hanley-mcneil": "Hanley–McNeil"}.get(method, method)
+        hi = finite(ci[1])
+        return lo, 1.0 if hi is None else hi, {"hanley-mcneil": "Hanley–McNeil"}.get(method, method)
     n_m = finite(report.get("n_members")) if finite(report.get("n_members")) is not None else finite(n_members)
     n_n = finite(report.get("n_nonmembers")) if finite(report.get("n_nonmembers")) is not None else finite(n_nonmembers)
     if n_m is None or n_n is None or n_m < 2 or n_n < 2:
         return None
-    return hanley_mcneil_ci(min(max(auc, 0.0), 1.0), int(n_m), int(n_n), confidence)[0], "Hanley–McNeil"
+    return (*hanley_mcneil_ci(min(max(auc, 0.0), 1.0), int(n_m), int(n_n), confidence), "Hanley–McNeil")
 
 
 def _cluster_index(groups, size: int, side: str) -> np.ndarray:

@@ -6,7 +6,7 @@ separates them, the attacks that do not calibrate by it are judged by their AUC'
 from __future__ import annotations
 
 from toolkit.audit.rules import FamilyTest, count, num, p_text
-from toolkit.metrics.mia import detectable_auc, hanley_mcneil_ci
+from toolkit.metrics.mia import auc_interval, detectable_auc
 from toolkit.metrics.significance import (auc_difference_p_value, auc_p_value, fpr_resolvable, holm,
                                           tpr_p_value)
 
@@ -15,13 +15,9 @@ CALIBRATED_ATTACKS = frozenset({"reference", "rmia"})
 
 
 def _interval(rep: dict, auc: float, n_m: int, n_n: int, confidence: float) -> tuple[float, float, str]:
-    """``(lo, hi, method)``: the attack's own ``auc_ci``, else the Hanley–McNeil interval from its counts."""
-    ci = rep.get("auc_ci")
-    if isinstance(ci, (list, tuple)) and len(ci) == 2 and num(ci[0]) is not None and num(ci[1]) is not None:
-        method = str(rep.get("auc_ci_method") or "bootstrap")
-        return float(ci[0]), float(ci[1]), {"hanley-mcneil": "Hanley–McNeil"}.get(method, method)
-    lo, hi = hanley_mcneil_ci(min(max(auc, 0.0), 1.0), n_m, n_n, confidence)
-    return lo, hi, "Hanley–McNeil"
+    """``(lo, hi, method)`` of an attack's AUC interval (:func:`toolkit.metrics.mia.auc_interval`) with the sizes
+    the verdict settled on (≥ 2 of each, so there always is one)."""
+    return auc_interval({**rep, "auc": auc, "n_members": n_m, "n_nonmembers": n_n}, confidence=confidence)
 
 
 def _se(rep: dict, auc: float, n_m: int, n_n: int, confidence: float) -> float:
