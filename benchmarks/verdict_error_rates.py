@@ -42,7 +42,6 @@ sys.path.insert(0, str(ROOT))
 from toolkit.audit.attacks import (battery_from_scores, canaries_into_corpus, canary_ranges, exposure,  # noqa: E402
                                    pii_inference,
                                    pii_member_advantage, public_identifier_keys, run_battery)
-from toolkit.audit.attacks.battery import _summaries  # noqa: E402
 from toolkit.audit.attacks.pii_inference import identifier_occurrences  # noqa: E402
 from toolkit.audit.probe_causal import regurgitation_rate  # noqa: E402
 from toolkit.audit.verdict import verdict  # noqa: E402
@@ -117,8 +116,8 @@ def world(s: dict, a: list[str], b: list[str], *, with_reference: bool, seed: in
     cols = [c for c in s["scores"].columns if with_reference or c != "reference"]
     bat = battery_from_scores(s["scores"].loc[ids, cols], member, n_bootstrap=0).to_json()
     if with_reference:
-        bat["reference_model_attacks"] = _summaries(
-            battery_from_scores(s["ref_scores"].loc[ids], member, n_bootstrap=0).reports)
+        bat["reference_model_attacks"] = battery_from_scores(s["ref_scores"].loc[ids], member,
+                                                             n_bootstrap=0).to_json()["attacks"]
         bat["reference"] = "the base model"
     t = s["pii"]
     ta, tb = t[t["person_id"].isin(set(a))], t[t["person_id"].isin(set(b))]
