@@ -98,7 +98,8 @@ def score_once(model_dir: Path, kind: str, members: Corpus | None, unseen: Corpu
     scores = res.scores.set_index("id").drop(columns=["member"])
     ref_scores = res.reference_scores
     _, table = pii_inference(model, tok, everyone, pos, reference=ref, n_candidates=20,
-                             max_occurrences=pii_occurrences, window=64, seed=0, population=everyone,
+                             max_occurrences=pii_occurrences, window=64, seed=0,
+                             population=identifier_occurrences(everyone, pos),
                              public_keys=public_keys, return_table=True, progress=False)
     reg = ref_reg = None
     if kind == "clm":

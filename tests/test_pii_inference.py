@@ -171,3 +171,31 @@ def test_defaults_are_the_documented_ones():
     assert inspect.signature(exposure).parameters["n_reference"].default == 10_000
     methods = (Path(__file__).resolve().parents[1] / "docs" / "methods.md").read_text(encoding="utf-8")
     assert "*Defaults* (50 candidates, 256-token window)" in methods and "(`canary_references`, default 10,000)" in methods
+
+
+def test_population_decides_candidates_and_sharing():
+    """Attacked on one individual's note, the candidates come from the population's occurrences (not only the attacked
+    corpus'), an identifier two individuals use is ``shared``, one in ``public_keys`` is ``public``, and the rest
+    ``private`` — recounted by hand."""
+    a = make_document("a1", "pa", "Seen by Dr. Okafor at Mercy Clinic with Alma Brandt.")
+    b = make_document("b1", "pb", "Seen by Dr. Okafor at Mercy Clinic with Rudi Vance.")
+
+    def spans(d):
+        return [{"doc_id": d.doc_id, "start": d.text.index(w), "end": d.text.index(w) + len(w), "category": c}
+                for w, c in (("Okafor", "NAME"), ("Mercy Clinic", "ORG"), (d.text.split(" with ")[1][:-1], "NAME"))]
+
+    positions = pd.DataFrame(spans(a) + spans(b))
+    every = pii.identifier_occurrences(Corpus([a, b]), positions)
+    alone, t0 = pii.pii_inference(None, None, Corpus([a]), positions, n_candidates=5, window=None,
+                                  scorer=lambda ts: np.zeros(len(ts)), return_table=True, progress=False)
+    assert alone["n_without_candidates"] == 3  # no other individual in the attacked corpus: no candidate at all
+    kw = dict(n_candidates=5, window=None, population=every, scorer=lambda ts: np.zeros(len(ts)), return_table=True,
+              progress=False)
+    out, table = pii.pii_inference(None, None, Corpus([a]), positions, **kw)
+    # Okafor (pa and pb) is shared, its candidate pb's "Rudi Vance"; Alma Brandt is pa's alone; Mercy Clinic is the
+    # only ORG and both use it: no candidate of another individual, left out
+    assert dict(zip(table["term"], table["sharing"])) == {"Okafor": "shared", "Alma Brandt": "private"}
+    assert out["n_without_candidates"] == 1 and out["n_public"] == 0
+    out, table = pii.pii_inference(None, None, Corpus([a]), positions, public_keys={"okafor"}, **kw)
+    assert dict(zip(table["term"], table["sharing"])) == {"Okafor": "public", "Alma Brandt": "private"}
+    assert out["n_public"] == 1 and set(out["by_sharing"]) == {"private", "public"}

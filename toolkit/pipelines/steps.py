@@ -251,10 +251,9 @@ def attack_model(model: str | Path, members: Corpus, nonmembers: Corpus, identif
         mine = {d.doc_id for d in members}  # the members' own table (their texts may have had canaries cut out)
         spans = identifiers_all["spans"]
         spans = pd.concat([identifiers["spans"], spans[~spans["doc_id"].astype(str).isin(mine)]], ignore_index=True)
-        public = None
-        if public_texts is not None:
-            public = public_identifier_keys(set(identifier_occurrences(both, spans)["key"]), public_texts)
-        pii_kw.update(population=both, population_positions=spans, public_keys=public, return_table=True)
+        every = identifier_occurrences(both, spans)  # once: the candidates and who shares what, for both calls
+        public = public_identifier_keys(set(every["key"]), public_texts) if public_texts is not None else None
+        pii_kw.update(population=every, public_keys=public, return_table=True)
         pii, table_m = pii_inference(f, tok, members, spans, **pii_kw)
         pii_n, table_n = pii_inference(f, tok, nonmembers, spans, **pii_kw)
         pii["nonmembers"] = {k: pii_n[k] for k in ("n_occurrences", "n_occurrences_total", "overall", "by_category",

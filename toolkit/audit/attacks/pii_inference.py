@@ -251,8 +251,8 @@ def pii_inference(model, tokenizer, corpus: Corpus, positions: pd.DataFrame, *, 
                   n_candidates: int = 50, max_occurrences: int | None = 200, window: int | None = 256, seed: int = 0,
                   batch_size: int | None = None, scorer: Callable[[list[str]], np.ndarray] | None = None,
                   reference_scorer: Callable[[list[str]], np.ndarray] | None = None, reference_name: str | None = None,
-                  return_table: bool = False, progress: bool = True, population: Corpus | None = None,
-                  population_positions: pd.DataFrame | None = None, public_keys=None):
+                  return_table: bool = False, progress: bool = True, population: pd.DataFrame | None = None,
+                  public_keys=None):
     """Top-1 accuracy of PII inference on the member documents ``corpus`` (see the module docstring).
 
     Parameters
@@ -265,10 +265,10 @@ def pii_inference(model, tokenizer, corpus: Corpus, positions: pd.DataFrame, *, 
         At most this many occurrences (a seeded sample) are attacked; ``None``: all.
     scorer, reference_scorer : callable, optional
         ``texts -> log-likelihoods``; replace the model's (dependency injection, e.g. in tests).
-    population, population_positions : Corpus and DataFrame, optional
-        Where the candidates come from and who shares an identifier (default: ``corpus`` and ``positions``). The
-        verdict attacks the members' and the non-members' notes with the same population (both groups), so that the
-        two figures are comparable (:func:`pii_member_advantage`).
+    population : DataFrame, optional
+        The identifier occurrences (:func:`identifier_occurrences`) the candidates come from and that say who shares
+        an identifier (default: those of ``corpus``). The verdict attacks the members' and the non-members' notes
+        with the same population (both groups), so that the two figures are comparable (:func:`pii_member_advantage`).
     public_keys : set of str, optional
         Normalised identifiers that occur in the public split (:func:`public_identifier_keys`): their occurrences are
         *public* (``sharing``), reported and never a finding against the members.
@@ -285,8 +285,7 @@ def pii_inference(model, tokenizer, corpus: Corpus, positions: pd.DataFrame, *, 
     rng = np.random.default_rng(seed)
     window = audit_window(window, model, reference[0] if reference is not None else None)
     occ = identifier_occurrences(corpus, positions)
-    every = occ if population is None else identifier_occurrences(
-        population, positions if population_positions is None else population_positions)
+    every = occ if population is None else population
     pool: dict[str, dict[str, tuple[set, set]]] = {}
     for r in every.itertuples(index=False):
         surfaces, people = pool.setdefault(r.category, {}).setdefault(r.key, (set(), set()))
