@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -213,3 +214,75 @@ def test_one_estimator_at_a_time(tok, berts):
     with pytest.raises(ToolkitError, match="pll_copies"):
         token_losses(berts[0], tok, TEXTS[:1], pll_copies=0, progress=False)
     assert load_profile("cpu").pll_copies == 32 and load_profile("paper").pll_copies == "all"
+
+
+def _brute_strided_pll(model, tok, text: str, k: int) -> float:
+    """Strided pseudo-log-likelihood of a whole text, by hand: copy j masks every k-th scorable token from j."""
+    enc = tok(text, return_special_tokens_mask=True)
+    x = torch.tensor(enc["input_ids"])[None]
+    pos = np.flatnonzero(~np.array(enc["special_tokens_mask"], dtype=bool))
+    total = 0.0
+    for j in range(min(k, pos.size)):
+        sel = pos[j::k]
+        y = x.clone()
+        y[0, sel] = tok.mask_token_id
+        with torch.no_grad():
+            lp = torch.log_softmax(model(input_ids=y).logits[0].double(), -1)
+        total += float(lp[sel, x[0, sel]].sum())
+    return total
+
+
+def test_pii_inference_and_canaries_follow_the_strided_estimator(tok, berts, monkeypatch):
+    """A masked audit's PII inference and canaries take the membership estimator (issue 37): the candidates' scores
+    are the strided pseudo-log-likelihood computed by hand, the estimator is recorded, and K ≥ the window is exact."""
+    from toolkit.audit.attacks import exposure, make_canaries, pii_inference
+
+    model, k = berts[0], 3
+    names = ["Ana Lopez", "Bo Chen", "Cy Dorn", "Di Evans", "Ed Fox", "Flo Grant"]
+    docs = [make_document(f"d{i}", f"p{i}", f"Note {i}: {n} took aspirin in the morning and rested at home.",
+                          [(len(f"Note {i}: "), len(f"Note {i}: ") + len(n), "NAME")])
+            for i, n in enumerate(names)]
+    corpus = Corpus(docs)
+    pos = pd.DataFrame([{"doc_id": d.doc_id, "start": s.start, "end": s.end, "category": "NAME",
+                         "term": d.text[s.start:s.end]} for d in docs for s in d.spans])
+    seen: list[str] = []
+
+    def by_hand(texts):
+        seen.extend(texts)
+        return np.array([_brute_strided_pll(model, tok, t, k) for t in texts])
+
+    import importlib
+
+    module = importlib.import_module("toolkit.audit.attacks.pii_inference")  # the package exports the function
+
+    calls = []
+    real = module.sequence_log_likelihoods
+
+    def spy(*args, **kwargs):
+        calls.append((list(args[2]), real(*args, **kwargs)))
+        return calls[-1][1]
+
+    monkeypatch.setattr(module, "sequence_log_likelihoods", spy)
+    kw = dict(window=40, n_candidates=4, seed=1, progress=False, return_table=True)
+    got, t_got = pii_inference(model, tok, corpus, pos, pll_copies=k, **kw)
+    want, t_want = pii_inference(model, tok, corpus, pos, scorer=by_hand, **kw)
+    assert len(seen) == t_got["n_candidates"].sum() and got["pll"] == {"estimator": "strided", "copies": k,
+                                                                       "positions": "all"}
+    assert calls[0][0] == seen                                                  # the same windows, scored alike
+    hand = [_brute_strided_pll(model, tok, t, k) for t in seen[:8]]
+    np.testing.assert_allclose(calls[0][1][:8], hand, atol=1e-4)
+    np.testing.assert_array_equal(t_got["top1"], t_want["top1"])
+    assert got["overall"]["top1"] == pytest.approx(want["overall"]["top1"])
+    exact, t_exact = pii_inference(model, tok, corpus, pos, **kw)
+    wide, t_wide = pii_inference(model, tok, corpus, pos, pll_copies=64, **kw)   # K >= every window: exact
+    assert exact["pll"] == {"estimator": "exact", "positions": "all"}
+    np.testing.assert_array_equal(t_wide["top1"], t_exact["top1"])
+    # canaries: the same estimator on each record
+    can = make_canaries(2, seed=4)
+    recs = []
+    ex = exposure(model, tok, can, n_reference=12, pll_copies=k, progress=False)
+    hand = exposure(model, tok, can, n_reference=12, progress=False,
+                    scorer=lambda texts: (recs.extend(texts), by_hand(texts))[1])
+    assert len(recs) == 2 * 13
+    np.testing.assert_allclose(ex["log_likelihood"], hand["log_likelihood"], atol=1e-4)
+    np.testing.assert_allclose(ex["exposure"], hand["exposure"], atol=1e-3)

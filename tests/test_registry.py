@@ -81,8 +81,9 @@ def _cases():
                                                      audit=probe, base_vocabulary=FP, nonmembers=FP2),
            {"model": K1, "epoch": 4, **common, "base_vocabulary": FP, "nonmembers": FP2})
     # changed on purpose (2026-11-28): the attack steps attack the non-members too (the verdict's member advantage)
-    # and the reference model on the same split, so attack results cached before are not reused
-    EVIDENCE = {"evidence": "member-advantage+split-check"}
+    # and the reference model on the same split, so attack results cached before are not reused; (later the same
+    # day) a masked model's PII inference and canaries follow pll_copies
+    EVIDENCE = {"evidence": "member-advantage+split-check+strided-pii"}
     data = {"identifiers_members": K2, "identifiers_all": K3, "members": FP, "nonmembers": FP2, "dtype": None}
     hashed = {**data, "predictions": {"words": "keyed hash", "key": "f" * 16}}
     for shared in (data, hashed):  # toolkit audit: raw predictions, keyed hashes

@@ -240,7 +240,7 @@ def attack_model(model: str | Path, members: Corpus, nonmembers: Corpus, identif
         battery.meta["reference_model_attacks"] = battery.to_json()["attacks"]
     pii_kw = dict(reference=ref, n_candidates=opt.pii_candidates, max_occurrences=opt.pii_occurrences,
                   window=opt.pii_window, seed=seed, batch_size=opt.batch_size, reference_name=ref_name,
-                  progress=progress)
+                  progress=progress, pll_copies=getattr(opt, "pll_copies", None))
     if identifiers_all is None:
         pii = pii_inference(f, tok, members, identifiers["spans"], **pii_kw)
     else:
@@ -268,7 +268,7 @@ def attack_model(model: str | Path, members: Corpus, nonmembers: Corpus, identif
     found = {"pii_inference": pii, "memorisation": memo}
     if canaries is not None and len(canaries):
         table = exposure(f, tok, canaries, n_reference=opt.canary_references, seed=seed, batch_size=opt.batch_size,
-                         progress=progress)
+                         progress=progress, pll_copies=getattr(opt, "pll_copies", None))
         found["canaries"] = {**exposure_summary(table), "canaries": [
             {"canary_id": r.canary_id, "repeats": int(r.repeats), "exposure": float(r.exposure),
              "rank": float(r.rank)} for r in table.itertuples(index=False)]}

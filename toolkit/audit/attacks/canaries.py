@@ -179,12 +179,15 @@ def exposure_from_samples(secret_ll, reference_ll, space: float) -> tuple[np.nda
 
 def exposure(model, tokenizer, canaries: pd.DataFrame, *, n_reference: int = 10_000, digits: int = 8, seed: int = 0,
              kind: str | None = None, batch_size: int | None = None,
-             scorer: Callable[[list[str]], np.ndarray] | None = None, progress: bool = True) -> pd.DataFrame:
+             scorer: Callable[[list[str]], np.ndarray] | None = None, progress: bool = True,
+             pll_copies: int | str | None = None) -> pd.DataFrame:
     """Exposure of every canary under ``model`` (see the module docstring).
 
     The ``n_reference`` random numbers (seeded, distinct, none equal to a canary's) are the same for all canaries;
     each canary's records are its ``prefix + number + suffix``, scored by the summed log-likelihood (causal) or
-    pseudo-log-likelihood (masked) of the whole record (``scorer`` replaces the model's).
+    pseudo-log-likelihood (masked; exact, or strided with ``pll_copies = K`` masked copies per record — exact when a
+    record has at most K tokens) of the whole record (``scorer`` replaces the model's). Any deterministic score keeps
+    an uninserted canary's rank uniform, so the exposure test (methods.md §11) holds for either estimator.
 
     Returns the canary table with ``log_likelihood``, ``rank`` (estimated) and ``exposure`` added.
     """
@@ -198,7 +201,7 @@ def exposure(model, tokenizer, canaries: pd.DataFrame, *, n_reference: int = 10_
     if scorer is None:
         def scorer(texts):
             return sequence_log_likelihoods(model, tokenizer, texts, kind=kind, window=None, batch_size=batch_size,
-                                            progress=progress, label="canary")
+                                            progress=progress, label="canary", pll_copies=pll_copies)
     out = canaries.copy()
     lls, expos, ranks = [], [], []
     for r in canaries.itertuples(index=False):

@@ -242,9 +242,19 @@ def _top1(scores: np.ndarray) -> float:
     return 1.0 / int((scores == best).sum()) if scores[0] == best else 0.0
 
 
-def _default_scorer(model, tokenizer, batch_size, progress) -> Callable[[list[str]], np.ndarray]:
+def _default_scorer(model, tokenizer, batch_size, progress, pll_copies=None) -> Callable[[list[str]], np.ndarray]:
     return lambda texts: sequence_log_likelihoods(model, tokenizer, texts, window=None, batch_size=batch_size,
-                                                  progress=progress, label="PII inference")
+                                                  progress=progress, label="PII inference", pll_copies=pll_copies)
+
+
+def _pll_record(model, pll_copies) -> dict | None:
+    """The masked estimator the candidates were scored with (:func:`toolkit.audit.pll.estimator`); None for causal."""
+    from toolkit.audit.pll import check_budget, estimator
+    from toolkit.models import model_kind
+
+    if model is None or model_kind(model) != "mlm":
+        return None
+    return estimator(None, 0, check_budget(pll_copies, "pll_copies"))
 
 
 def pii_inference(model, tokenizer, corpus: Corpus, positions: pd.DataFrame, *, reference=None,
@@ -252,7 +262,7 @@ def pii_inference(model, tokenizer, corpus: Corpus, positions: pd.DataFrame, *, 
                   batch_size: int | None = None, scorer: Callable[[list[str]], np.ndarray] | None = None,
                   reference_scorer: Callable[[list[str]], np.ndarray] | None = None, reference_name: str | None = None,
                   return_table: bool = False, progress: bool = True, population: pd.DataFrame | None = None,
-                  public_keys=None):
+                  public_keys=None, pll_copies: int | str | None = None):
     """Top-1 accuracy of PII inference on the member documents ``corpus`` (see the module docstring).
 
     Parameters
@@ -272,6 +282,10 @@ def pii_inference(model, tokenizer, corpus: Corpus, positions: pd.DataFrame, *, 
     public_keys : set of str, optional
         Normalised identifiers that occur in the public split (:func:`public_identifier_keys`): their occurrences are
         *public* (``sharing``), reported and never a finding against the members.
+    pll_copies : int, "all" or None
+        Masked models: the candidates' windows scored by strided pseudo-log-likelihood with K masked copies per
+        window (:func:`toolkit.audit.pll.strided_groups`; the audit's membership estimator, methods.md §10) instead of
+        one copy per token (exact, the default). Causal models: ignored. Recorded as ``pll``.
 
     Returns
     -------
@@ -318,13 +332,14 @@ def pii_inference(model, tokenizer, corpus: Corpus, positions: pd.DataFrame, *, 
         ll = np.asarray(fn(texts), dtype=float) if texts else np.zeros(0)
         return np.array([_top1(ll[bounds[i]:bounds[i + 1]]) for i in range(len(table))])
 
-    scorer = scorer or _default_scorer(model, tokenizer, batch_size, progress)
+    scorer_given = scorer is not None
+    scorer = scorer or _default_scorer(model, tokenizer, batch_size, progress, pll_copies)
     table["top1"] = credits(scorer)
     table["chance"] = 1.0 / table["n_candidates"]
     ref_name = None
     if reference is not None or reference_scorer is not None:
         if reference_scorer is None:
-            reference_scorer = _default_scorer(reference[0], reference[1], batch_size, progress)
+            reference_scorer = _default_scorer(reference[0], reference[1], batch_size, progress, pll_copies)
         table["reference_top1"] = credits(reference_scorer)
         ref_name = reference_name or (model_name(reference[0]) if reference is not None else "reference")
 
@@ -339,6 +354,7 @@ def pii_inference(model, tokenizer, corpus: Corpus, positions: pd.DataFrame, *, 
            "n_without_candidates": int(n_without), "n_shape_fallback": int(n_fallback),
            "n_candidates": int(n_candidates), "window": window,
            "seed": seed, "model": model_name(model) if model is not None else None, "reference": ref_name,
+           "pll": None if scorer_given else _pll_record(model, pll_copies),
            "overall": summary(table) if len(table) else empty,
            "by_category": {c: summary(t) for c, t in table.groupby("category", sort=True)},
            "by_sharing": {c: summary(t) for c, t in table.groupby("sharing", sort=True)},
