@@ -8,7 +8,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 PIP    := $(PY) -m pip install --progress-bar off -c constraints.txt
 
-.PHONY: install test test-fast demo lab benchmark samples clean fuzz quickstart git-filters screenshots prebuilt
+.PHONY: install test test-fast demo lab benchmark samples clean fuzz quickstart git-filters screenshots prebuilt measure
 
 # Notebooks are committed stripped. With this git filter (set up by `make install`), opening a notebook in Lab —
 # which adds the kernel's language_info, outputs and execution counts — does not make it show as modified.
@@ -29,14 +29,23 @@ git-filters:
 
 install: $(STAMP)
 
+# on every core (pytest-xdist: one worker per core, at most 4; tests/conftest.py groups the tests that share a
+# fixture and starts the longest first); `$(PY) -m pytest` alone runs on one process
+XDIST := -n auto --maxprocesses 4 --dist loadgroup --no-loadscope-reorder
+
 test: $(STAMP)
-	$(PY) -m pytest
+	$(PY) -m pytest $(XDIST)
 
 test-fast: $(STAMP)
-	$(PY) -m pytest -m "not slow"
+	$(PY) -m pytest $(XDIST) -m "not slow"
 
 demo: $(STAMP)
 	$(PY) -m toolkit demo --notebooks notebooks --out outputs --profile cpu
+
+# what a newcomer waits for: a fresh clone of HEAD with empty caches — install, the quick start, make test,
+# make test-fast, make demo —, written to docs/measurements.json, docs/performance.md and README.md (about an hour)
+measure:
+	$(PYTHON) benchmarks/measure.py
 
 # Lab serves the repository (so the notebooks' links to ../outputs/ resolve) and opens on notebooks/
 lab: $(STAMP)

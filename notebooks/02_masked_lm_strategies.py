@@ -48,6 +48,7 @@ detector = None  # None: the config's ("oracle": gold PHI); "spacy+patterns" to 
 k = None  # indirect identifiers: terms used by fewer than k individuals; None: the config's
 work_dir = "../outputs/work/02_masked_lm"
 n_bootstrap = None  # bootstrap resamples of the ROC; None: the config's
+attacks = None  # audit.attacks options to change, e.g. {"pii_occurrences": 20}; None: the config's
 known_categories = ["drug", "condition"]  # the auxiliary-knowledge attacker (001 §6.1)
 downstream_epochs = 6  # methods.md §8; 0 to skip
 
@@ -74,6 +75,7 @@ overrides = {key: value for key, value in {
     "training.epochs": epochs, "training.dp_epochs": dp_epochs, "model.pretrain.epochs": pretrain_epochs,
     "identifiers.detector": detector,
     "identifiers.k": k, "audit.n_bootstrap": n_bootstrap}.items() if value is not None}
+overrides.update({f"audit.attacks.{name}": value for name, value in (attacks or {}).items()})
 cfg = load_experiment(config, overrides)
 pd.Series(cfg.summary(), name=cfg.name).to_frame()
 

@@ -43,6 +43,7 @@ detector = None  # None: the config's ("oracle": gold PHI)
 k = None  # indirect identifiers: terms used by fewer than k individuals; None: the config's
 work_dir = "../outputs/work/03_causal_lm"
 n_bootstrap = None  # None: the config's
+attacks = None  # audit.attacks options to change, e.g. {"pii_occurrences": 20}; None: the config's
 regurgitation_prefix = None  # prompt = the first tokens of each member note; None: the config's
 regurgitation_new_tokens = None  # None: the config's
 
@@ -67,6 +68,7 @@ overrides = {key: value for key, value in {
     "identifiers.k": k, "audit.n_bootstrap": n_bootstrap,
     "audit.regurgitation.prefix_tokens": regurgitation_prefix,
     "audit.regurgitation.max_new_tokens": regurgitation_new_tokens}.items() if value is not None}
+overrides.update({f"audit.attacks.{name}": value for name, value in (attacks or {}).items()})
 cfg = load_experiment(config, overrides)
 pd.Series(cfg.summary(), name=cfg.name).to_frame()
 

@@ -14,8 +14,8 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-
          "--disable-dev-shm-usage", "--window-size=1280,1600"]
 
 needs_chromium = pytest.mark.skipif(not (CHROMIUM.exists() and CHROMEDRIVER.exists()),
-                                    reason="needs Debian's chromium and chromium-driver (apt-get install chromium "
-                                           "chromium-driver; .ci/run installs them)")
+                                    reason="needs Debian's chromium and chromium-driver: "
+                                           "sudo apt-get install -y chromium chromium-driver (.ci/run installs them)")
 
 
 def free_port() -> int:

@@ -2,7 +2,20 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # `make test` runs the suite on every core with pytest-xdist, one worker per core: each worker (and every
+    # subprocess or notebook kernel it starts, through the environment) computes on its share of the cores, so that
+    # workers do not fight over them (toolkit/threads.py reads TOOLKIT_THREADS; torch reads OMP_NUM_THREADS when it
+    # loads, after this file)
+    from toolkit.threads import core_count
+
+    _share = str(max(1, core_count() // max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))))
+    os.environ.setdefault("TOOLKIT_THREADS", _share)
+    os.environ.setdefault("OMP_NUM_THREADS", _share)
 
 
 @pytest.fixture(scope="module")
@@ -31,3 +44,55 @@ def private_ner_cache(tmp_path_factory):
         os.environ.pop("XDG_CACHE_HOME", None)
     else:
         os.environ["XDG_CACHE_HOME"] = old
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """The last lines of ``make test`` (after pytest's own summary, before the counts): how many tests were skipped
+    and why, each reason once, so that a machine without what a test needs (the browser tests: Debian's chromium)
+    never passes silently."""
+    result = yield
+    skipped = terminalreporter.stats.get("skipped", [])
+    if not skipped:
+        return result
+    reasons: dict[str, int] = {}
+    for rep in skipped:
+        longrepr = rep.longrepr
+        reason = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
+        reason = reason.removeprefix("Skipped: ")
+        reasons[reason] = reasons.get(reason, 0) + 1
+    terminalreporter.write_sep("=", f"{len(skipped)} skipped", yellow=True)
+    for reason, n in sorted(reasons.items(), key=lambda x: -x[1]):
+        terminalreporter.write_line(f"{n} skipped: {reason}")
+    return result
+
+
+#: modules that use the shared tiny run (tests/_experiment_fixtures.py): one pytest-xdist group, so one worker, and
+#: some of them re-run that run in place
+TINY_RUN_MODULES = ("test_experiment", "test_notebooks_report", "test_privacy", "test_report", "test_report_attacks")
+#: modules whose tests share no module fixture and are each long (a notebook each): a group per test
+PER_TEST_MODULES = ("test_notebooks",)
+#: the longest groups, started first so that no worker is left with a long one at the end (durations measured:
+#: docs/performance.md); the others keep pytest's order
+LONGEST_FIRST = ("tiny_run", "test_notebooks.py::test_notebook_02_masked_lm_strategies",
+                 "test_notebooks.py::test_notebook_03_causal_lm_strategies")
+
+
+def _group(item) -> str:
+    module = item.module.__name__.rpartition(".")[2] if getattr(item, "module", None) else item.nodeid
+    if module in TINY_RUN_MODULES:
+        return "tiny_run"
+    if module in PER_TEST_MODULES:
+        return item.nodeid.rpartition("/")[2]
+    return module
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Under ``make test`` (pytest-xdist, ``--dist loadgroup``): every test joins its module's group (its module
+    fixtures are made once), the tiny run's modules one group, the notebooks a group each; the longest first."""
+    if config.pluginmanager.hasplugin("xdist") and getattr(config.option, "dist", "no") != "no":
+        for item in items:
+            item.add_marker(pytest.mark.xdist_group(_group(item)))
+        rank = {g: i for i, g in enumerate(LONGEST_FIRST)}
+        items.sort(key=lambda item: rank.get(_group(item), len(rank)))  # stable: pytest's order otherwise

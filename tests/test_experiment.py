@@ -433,6 +433,7 @@ def test_two_processes_with_torchrun(tmp_path):
 
     data = copy.deepcopy(TINY)
     data["training"] = {**data["training"], "strategies": ["ppclm"], "epochs": [1, 2]}
+    data["audit"]["attacks"] = {"enabled": False}  # training on two processes is the point; audits run once anyway
     cfg = write_config(tmp_path / "c.yaml", data)
     out = tmp_path / "run"
     run_experiment(load_experiment(cfg), out, progress=False, echo=False)  # the base is built on one process

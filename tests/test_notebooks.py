@@ -12,6 +12,10 @@ from toolkit.pipelines.notebooks import run_notebook
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
+#: the attack battery at a test's size (the config's sizes are the demo's; each attack's figures are checked against
+#: independent computations in test_attacks.py and test_pll_budget.py)
+SMALL_ATTACKS = {"pii_occurrences": 20, "pii_candidates": 5, "pii_window": 64, "memorisation_occurrences": 50,
+                 "canary_references": 100}
 
 
 def execute(tmp_path, name: str, parameters: dict) -> str:
@@ -44,9 +48,9 @@ def test_notebook_01_identifier_analysis(tmp_path):
 @pytest.mark.slow
 def test_notebook_02_masked_lm_strategies(tmp_path):
     text = execute(tmp_path, "02_masked_lm_strategies.ipynb",
-                   {"n_individuals": 12, "epochs": [1, 2], "dp_epochs": [1], "pretrain_epochs": 1,
+                   {"n_individuals": 12, "epochs": [1, 2], "dp_epochs": [1],
                     "strategies": ["mlm", "mlm_pseudo", "ppmlm", "mlm_dp"], "n_bootstrap": 20,
-                    "downstream_epochs": 1, "work_dir": str(tmp_path / "work")})
+                    "attacks": SMALL_ATTACKS, "downstream_epochs": 1, "work_dir": str(tmp_path / "work")})
     assert "MIA AUC" in text and "privacy" in text
     assert (tmp_path / "work" / "audit" / "ppmlm" / "epoch-2" / "metrics.json").is_file()
 
@@ -55,8 +59,9 @@ def test_notebook_02_masked_lm_strategies(tmp_path):
     work = tmp_path / "work"
     step = json.loads((work / "identifiers_members" / "step.json").read_text())
     execute(tmp_path / "again", "02_masked_lm_strategies.ipynb",
-            {"n_individuals": 12, "epochs": [1, 2], "dp_epochs": [1], "pretrain_epochs": 1, "k": 3,
-             "strategies": ["mlm", "ppmlm"], "n_bootstrap": 20, "downstream_epochs": 0, "work_dir": str(work)})
+            {"n_individuals": 12, "epochs": [1, 2], "dp_epochs": [1], "k": 3,
+             "strategies": ["mlm", "ppmlm"], "n_bootstrap": 20, "attacks": SMALL_ATTACKS, "downstream_epochs": 0,
+             "work_dir": str(work)})
     again = json.loads((work / "identifiers_members" / "step.json").read_text())
     assert again["key"] != step["key"] and again["inputs"]["identifiers"]["k"] == 3
     status = {s["name"]: s["status"] for s in json.loads((work / "manifest.json").read_text())["steps"]}
@@ -67,9 +72,9 @@ def test_notebook_02_masked_lm_strategies(tmp_path):
 @pytest.mark.slow
 def test_notebook_03_causal_lm_strategies(tmp_path):
     text = execute(tmp_path, "03_causal_lm_strategies.ipynb",
-                   {"n_individuals": 12, "epochs": [1, 2], "dp_epochs": [1], "pretrain_epochs": 1,
+                   {"n_individuals": 12, "epochs": [1, 2], "dp_epochs": [1],
                     "strategies": ["clm", "clm_pseudo", "ppclm", "clm_dp"], "n_bootstrap": 20,
-                    "regurgitation_new_tokens": 8, "work_dir": str(tmp_path / "work")})
+                    "attacks": SMALL_ATTACKS, "regurgitation_new_tokens": 8, "work_dir": str(tmp_path / "work")})
     assert "MIA AUC" in text and "share_reproduced" in text
     assert "PII inference top-1" in text  # what each strategy protects: the table after the battery
     assert (tmp_path / "work" / "audit" / "ppclm" / "epoch-2" / "metrics.json").is_file()

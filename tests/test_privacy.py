@@ -223,15 +223,21 @@ def _hits(root: Path, needles: set[str]) -> dict[str, set[str]]:
     from plotly.offline import get_plotlyjs
 
     bundle = get_plotlyjs().encode()
-    pat = re.compile(rb"(?<![a-z])(" + b"|".join(re.escape(n.encode()) for n in sorted(needles, key=len, reverse=True))
-                     + rb")(?![a-z])")
+    # a needle of ASCII letters matches exactly where a maximal run of ASCII letters equals it (a set lookup per
+    # run); the others (é, ß, ...) through one alternation of the regular expression
+    ascii_needles = {n.encode() for n in needles if re.fullmatch(r"[a-z]+", n)}
+    others = sorted((n.encode() for n in needles if not re.fullmatch(r"[a-z]+", n)), key=len, reverse=True)
+    pat = re.compile(rb"(?<![a-z])(" + b"|".join(re.escape(n) for n in others) + rb")(?![a-z])") if others else None
     found: dict[str, set[str]] = {}
     for p in sorted(root.rglob("*")):
         if p.is_file() and not p.is_symlink():
             data = p.read_bytes()
             if p.suffix == ".html":
                 data = data.replace(bundle, b"")
-            hits = {m.group(1).decode() for m in pat.finditer(data.lower())}
+            data = data.lower()
+            hits = {w.decode() for w in set(re.findall(rb"[a-z]+", data)) & ascii_needles}
+            if pat is not None:
+                hits |= {m.group(1).decode() for m in pat.finditer(data)}
             if hits:
                 found[str(p.relative_to(root))] = hits
     return found

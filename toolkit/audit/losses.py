@@ -364,8 +364,8 @@ def sequence_log_likelihoods(model, tokenizer, texts: Sequence[str], *, kind: st
     """Log-likelihood of each text: :math:`\\sum_t \\log p(x_t \\mid x_{<t})` (causal) or its pseudo-log-likelihood
     :math:`\\sum_t \\log p(x_t \\mid x_{\\setminus t})` (masked), special tokens not scored (Salazar et al.
     2020); ``label`` names the progress bar (:func:`token_losses`). Masked: exact by default, or strided with
-    ``pll_copies = K`` (every position scored from K masked copies of the text, :func:`toolkit.audit.pll.strided_groups`;
-    ignored for a causal model)."""
+    ``pll_copies = K`` (every position scored from K masked copies of the text,
+    :func:`toolkit.audit.pll.strided_groups`; ignored for a causal model)."""
     tl = token_losses(model, tokenizer, texts, kind=kind, window=window, batch_size=batch_size, moments=False,
                       progress=progress, label=label, pll_copies=pll_copies)
     return np.array([-a.sum() for a in tl.losses])

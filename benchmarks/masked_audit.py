@@ -1,0 +1,129 @@
+"""A masked audit with the CPU profile's estimator against exact pseudo-log-likelihood, in one run (issue 37): the
+attack steps' time and what they conclude — membership AUC per attack, PII inference top-1 overall and per category
+(members and non-members), the member-advantage p-value and the verdict — model by model.
+
+The run of ``configs/cpu_masked.yaml`` (notebook 02's models) is made with the profile's estimator (strided PLL,
+``pll_copies: 32``: membership, PII inference and canaries alike), then copied and re-run with
+``--set audit.attacks.pll_copies=all``: only the attack steps re-run (every trained model, audit and identifier
+table is shared, so the two sides differ by the estimator alone).
+
+    python benchmarks/masked_audit.py --out runs/masked_audit            # trains once, then both audits
+    python benchmarks/masked_audit.py --out runs/masked_audit --compare   # only compare two finished runs
+
+Writes ``--out``/comparison.json and prints a Markdown table (docs/performance.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIG = ROOT / "configs" / "cpu_masked.yaml"
+
+
+def _run(config: Path, out: Path, extra: list[str]) -> float:
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "toolkit", "run", str(config), "--out", str(out), "--quiet", *extra],
+                   cwd=ROOT, check=True)
+    return time.perf_counter() - t0
+
+
+def _steps(run: Path) -> dict[str, dict]:
+    return {s["name"]: s for s in json.loads((run / "manifest.json").read_text(encoding="utf-8"))["steps"]}
+
+
+def _models(run: Path) -> list[str]:
+    return sorted(str(p.parent.relative_to(run / "attacks")) for p in (run / "attacks").rglob("verdict.json"))
+
+
+def _read(run: Path, model: str) -> dict:
+    d = run / "attacks" / model
+    ids = json.loads((d / "identifiers.json").read_text(encoding="utf-8"))
+    att = json.loads((d / "attacks.json").read_text(encoding="utf-8"))
+    v = json.loads((d / "verdict.json").read_text(encoding="utf-8"))
+    pii = ids["pii_inference"]
+    adv = (pii.get("member_advantage") or {}).get("overall") or {}
+    return {"verdict": v["level"], "rule": v.get("rule"),
+            "auc": {a: x.get("auc") for a, x in att["attacks"].items()},
+            "pii_top1": pii["overall"]["top1"], "pii_nonmembers_top1": (pii.get("nonmembers") or {}).get(
+                "overall", {}).get("top1"),
+            "pii_by_category": {c: x["top1"] for c, x in pii["by_category"].items()},
+            "pii_advantage_p": adv.get("p_value"), "pll": pii.get("pll"),
+            "canary_exposure": [c["exposure"] for c in (ids.get("canaries") or {}).get("canaries", [])]}
+
+
+def compare(fast: Path, exact: Path) -> dict:
+    sf, se = _steps(fast), _steps(exact)
+    rows = {}
+    for m in _models(fast):
+        a, b = _read(fast, m), _read(exact, m)
+        step = f"attacks/{m}"
+        rows[m] = {"seconds": {"estimator": sf[step]["seconds"], "exact": se[step]["seconds"]},
+                   "estimator": a, "exact": b,
+                   "max_abs_auc_difference": max(abs(a["auc"][k] - b["auc"][k]) for k in a["auc"]
+                                                 if a["auc"][k] is not None and b["auc"].get(k) is not None),
+                   "pii_top1_difference": a["pii_top1"] - b["pii_top1"],
+                   "pii_category_max_abs_difference": max(
+                       (abs(a["pii_by_category"][c] - b["pii_by_category"][c]) for c in a["pii_by_category"]),
+                       default=0.0),
+                   "same_verdict": a["verdict"] == b["verdict"]}
+    t_fast = sum(r["seconds"]["estimator"] for r in rows.values())
+    t_exact = sum(r["seconds"]["exact"] for r in rows.values())
+    return {"fast": str(fast), "exact": str(exact), "models": rows,
+            "attack_seconds": {"estimator": t_fast, "exact": t_exact, "speed_up": t_exact / t_fast if t_fast else None},
+            "same_verdicts": sum(r["same_verdict"] for r in rows.values()), "n_models": len(rows)}
+
+
+def markdown(c: dict) -> str:
+    out = ["| model | attack step, K = 32 / exact | verdict, K = 32 / exact | PII top-1 members (non-members), "
+           "K = 32 / exact | max \\|Δ\\| PII top-1 per category | max \\|Δ AUC\\| |", "|---|---|---|---|---|---|"]
+    for m, r in c["models"].items():
+        a, b = r["estimator"], r["exact"]
+
+        def pii(x):
+            n = x["pii_nonmembers_top1"]
+            return f"{x['pii_top1']:.3f}" + (f" ({n:.3f})" if n is not None else "")
+        out.append(f"| {m} | {r['seconds']['estimator']:.0f} s / {r['seconds']['exact']:.0f} s | {a['verdict']} / "
+                   f"{b['verdict']} | {pii(a)} / {pii(b)} | {r['pii_category_max_abs_difference']:.3f} | "
+                   f"{r['max_abs_auc_difference']:.3f} |")
+    s = c["attack_seconds"]
+    out.append(f"| all | {s['estimator']:.0f} s / {s['exact']:.0f} s ({s['speed_up']:.1f}x) | {c['same_verdicts']} of "
+               f"{c['n_models']} equal | | | |")
+    return "\n".join(out)
+
+
+def main(argv=None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default="runs/masked_audit")
+    ap.add_argument("--config", default=str(CONFIG))
+    ap.add_argument("--compare", action="store_true", help="only compare OUT/estimator and OUT/exact")
+    ap.add_argument("--set", nargs="*", default=[], help="extra --set overrides for both runs")
+    args = ap.parse_args(argv)
+    out = Path(args.out)
+    fast, exact = out / "estimator", out / "exact"
+    extra = [x for s in args.set for x in ("--set", s)]
+    timings = {}
+    if not args.compare:
+        out.mkdir(parents=True, exist_ok=True)
+        timings["estimator_run_seconds"] = _run(Path(args.config), fast, extra)
+        if exact.exists():
+            shutil.rmtree(exact)
+        shutil.copytree(fast, exact, symlinks=True)
+        timings["exact_run_seconds"] = _run(Path(args.config), exact,
+                                            extra + ["--set", "audit.attacks.pll_copies=all"])
+    c = compare(fast, exact)
+    c.update(timings, load=os.getloadavg()[0])
+    (out / "comparison.json").write_text(json.dumps(c, indent=1), encoding="utf-8")
+    print(markdown(c))
+    return c
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,271 @@
+"""What a newcomer waits for, measured as a newcomer gets it: a fresh clone of the current commit, empty caches,
+``make install``, ``make test``, ``make test-fast``, ``make demo`` and the quick start, one after the other on this
+machine; the figures and the commit go to docs/measurements.json (newest last), the rows of docs/performance.md and
+the lines of README.md that state them (tests/test_docs.py checks that they agree).
+
+    python benchmarks/measure.py                  # or: make measure (about an hour on the 2-core machine)
+    python benchmarks/measure.py --only test      # a subset (install is always run: a fresh clone has no .venv)
+
+"Empty caches": every cache the tools write (pip's wheels, Hugging Face, matplotlib's fonts, the toolkit's NER cache)
+goes under ``XDG_CACHE_HOME`` = a new empty folder; the pip configuration (indexes) is the machine's. The clone is
+of the committed tree (``git clone`` of this repository at ``HEAD``): uncommitted changes are not measured, so a dirty
+tree is refused unless ``--allow-dirty``. The machine's load before each step is recorded: a figure measured beside
+other work is marked so (docs/performance.md says which).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import date
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RECORDS = ROOT / "docs" / "measurements.json"
+STEPS = ("install", "quickstart", "test", "test-fast", "demo")
+
+COMMANDS = {"install": ["make", "install"],
+            "quickstart": [".venv/bin/python", "-m", "toolkit", "run", "configs/quickstart.yaml", "--out",
+                           "runs/quickstart", "--quiet"],
+            "test": ["make", "test"],
+            "test-fast": ["make", "test-fast"],
+            "demo": ["make", "demo"]}
+
+
+# ---- parsing what the commands print -------------------------------------------------------------------------------
+
+PYTEST_COUNTS = re.compile(r"(\d+) (passed|failed|skipped|errors?|deselected|xfailed|xpassed)")
+PYTEST_LAST = re.compile(r"^=+ (.*\b(?:passed|failed|error|errors)\b.*) in ([\d.]+)s\b.*=+$", re.M)
+
+
+def parse_pytest(text: str) -> dict:
+    """pytest's last line (``=== 894 passed, 3 skipped in 2308.12s (0:38:28) ===``) as counts and its seconds."""
+    found = PYTEST_LAST.findall(text)
+    if not found:
+        raise ValueError("no pytest summary line in the output")
+    counts, seconds = found[-1]
+    out = {"passed": 0, "failed": 0, "skipped": 0, "errors": 0, "deselected": 0, "pytest_seconds": float(seconds)}
+    for n, what in PYTEST_COUNTS.findall(counts):
+        key = "errors" if what.startswith("error") else what
+        if key in out:
+            out[key] = int(n)
+    out["skip_reasons"] = re.findall(r"^(\d+ skipped: .*)$", text, re.M)
+    return out
+
+
+DEMO_ROW = re.compile(r"^(\S+)\s+(ok|FAILED)\s+([\d.]+)\s+[\d:]+\s*$", re.M)
+DEMO_TOTAL = re.compile(r"^total\s+(\d+)/(\d+)\s+([\d.]+)\s+[\d:]+\s*$", re.M)
+
+
+def parse_demo(text: str) -> dict:
+    """``make demo``'s closing table (:func:`toolkit.pipelines.notebooks.timing_table`): seconds per notebook."""
+    total = DEMO_TOTAL.search(text)
+    if not total:
+        raise ValueError("no timing table in the demo's output")
+    rows = {name: {"ok": status == "ok", "seconds": float(s)} for name, status, s in DEMO_ROW.findall(text)}
+    return {"notebooks": rows, "notebook_seconds": float(total.group(3)),
+            "ok": int(total.group(1)), "of": int(total.group(2))}
+
+
+def duration(seconds: float) -> str:
+    """``"12 min 5 s"`` / ``"1 h 2 min 3 s"`` (the form tests/test_docs.py reads)."""
+    s = int(round(seconds))
+    h, m, s = s // 3600, s % 3600 // 60, s % 60
+    return f"{h} h {m} min {s} s" if h else f"{m} min {s} s"
+
+
+# ---- what the documents say ----------------------------------------------------------------------------------------
+
+def _where(r: dict) -> str:
+    return f"commit `{r['commit'][:7]}`, {r['date']}"
+
+
+def _machine(r: dict) -> str:
+    load = max((s.get("load_before", 0.0) for s in r["steps"].values()), default=0.0)
+    state = "idle" if load < 1.0 else f"load up to {load:.1f} before a step"
+    return f"{r['machine']['cores']}-core / {r['machine']['memory_gib']} GiB, {state}, fresh clone, empty caches"
+
+
+def readme_lines(r: dict) -> dict[str, str]:
+    """README.md's lines stating the measured times, keyed by the command they start with."""
+    s = r["steps"]
+    out = {}
+    if "test" in s:
+        t = s["test"]
+        out["make test"] = (f"`make test` — {t['passed'] + t['failed'] + t['errors']} tests in "
+                            f"{duration(t['seconds'])} ({t['passed']} passed, {t['skipped']} skipped, "
+                            f"{t['failed'] + t['errors']} failed), plus {duration(s['install']['seconds'])} of "
+                            f"`make install`: {_machine(r)}; {_where(r)} (`make measure`).")
+    if "test-fast" in s:
+        t = s["test-fast"]
+        out["make test-fast"] = (f"`make test-fast` — {t['passed'] + t['failed'] + t['errors']} tests in "
+                                 f"{duration(t['seconds'])} (no training, no notebook); {_where(r)}.")
+    if "demo" in s:
+        d = s["demo"]
+        per = ", ".join(f"{name[:2]} {v['seconds']:.1f}" for name, v in sorted(d["notebooks"].items()))
+        out["make demo"] = (f"`make demo` — {duration(d['seconds'])} ({d['ok']}/{d['of']} notebooks ok; seconds "
+                            f"per notebook: {per}); {_where(r)}.")
+    return out
+
+
+def performance_rows(r: dict) -> dict[str, str]:
+    """docs/performance.md's table rows (``| `command` | measured | commit, date | machine |``)."""
+    s, rows = r["steps"], {}
+    where, machine = f"`{r['commit'][:7]}`, {r['date']}", _machine(r)
+    if "test" in s:
+        t = s["test"]
+        rows["make test"] = (f"| `make test` | {t['passed'] + t['failed'] + t['errors']} tests in "
+                             f"{duration(t['seconds'])} ({t['passed']} passed, {t['skipped']} skipped, "
+                             f"{t['failed'] + t['errors']} failed; pytest's own {t['pytest_seconds']:.0f} s), after "
+                             f"{duration(s['install']['seconds'])} of `make install` | {where} | {machine} |")
+    if "test-fast" in s:
+        t = s["test-fast"]
+        rows["make test-fast"] = (f"| `make test-fast` (not `slow`: no training, no notebook) | "
+                                  f"{t['passed'] + t['failed'] + t['errors']} tests in {duration(t['seconds'])} "
+                                  f"({t['passed']} passed, {t['deselected']} deselected) | {where} | {machine} |")
+    if "demo" in s:
+        d = s["demo"]
+        rows["make demo"] = (f"| `make demo` | {duration(d['seconds'])} wall, {d['ok']}/{d['of']} notebooks ok "
+                             f"({d['notebook_seconds']:.1f} s of notebooks) | {where} | {machine} |")
+    if "quickstart" in s:
+        rows["quick start"] = (f"| quick start: `python -m toolkit run configs/quickstart.yaml --quiet`, fresh run "
+                               f"directory | {duration(s['quickstart']['seconds'])} wall, right after "
+                               f"`make install` | {where} | {machine} |")
+    return rows
+
+
+def _replace_line(text: str, start: str, new: str) -> str | None:
+    lines = text.splitlines(keepends=True)
+    hits = [i for i, line in enumerate(lines) if line.startswith(start)]
+    if len(hits) > 1:
+        raise ValueError(f"more than one line starts with {start!r}")
+    if hits:
+        lines[hits[0]] = new + "\n"
+        return "".join(lines)
+    return None
+
+
+def _insert_after(text: str, start: str, new: str) -> str | None:
+    lines = text.splitlines(keepends=True)
+    hits = [i for i, line in enumerate(lines) if line.startswith(start)]
+    if len(hits) != 1:
+        return None
+    lines.insert(hits[0] + 1, new + "\n")
+    return "".join(lines)
+
+
+def write_docs(r: dict, root: Path = ROOT) -> None:
+    """Append the record to docs/measurements.json; rewrite README.md's and docs/performance.md's lines for it."""
+    records_path = root / "docs" / "measurements.json"
+    records = json.loads(records_path.read_text(encoding="utf-8")) if records_path.exists() else []
+    records.append(r)
+    records_path.write_text(json.dumps(records, indent=1) + "\n", encoding="utf-8")
+    readme = root / "README.md"
+    text = readme.read_text(encoding="utf-8")
+    for command, line in readme_lines(r).items():
+        got = _replace_line(text, f"`{command}` —", line)
+        if got is None and command == "make test-fast":  # a line of its own, after make test's
+            got = _insert_after(text, "`make test` —", "\n" + line)
+        if got is None:
+            raise ValueError(f"README.md has no line starting with `{command}` —")
+        text = got
+    readme.write_text(text, encoding="utf-8")
+    perf = root / "docs" / "performance.md"
+    text = perf.read_text(encoding="utf-8")
+    for command, row in performance_rows(r).items():
+        start = f"| `{command}` |" if command != "quick start" else "| quick start:"
+        if command == "make test-fast":
+            start = "| `make test-fast`"
+        got = _replace_line(text, start, row)
+        if got is None:
+            raise ValueError(f"docs/performance.md has no row starting with {start!r}")
+        text = got
+    perf.write_text(text, encoding="utf-8")
+
+
+# ---- running ---------------------------------------------------------------------------------------------------------
+
+def _load() -> float:
+    return os.getloadavg()[0]
+
+
+def run_step(name: str, cwd: Path, env: dict, log_dir: Path) -> dict:
+    log = log_dir / f"{name}.log"
+    load = _load()
+    print(f"[measure] {name}: {' '.join(COMMANDS[name])} (load {load:.2f}; log {log})", flush=True)
+    t0 = time.perf_counter()
+    with open(log, "w", encoding="utf-8") as f:
+        rc = subprocess.run(COMMANDS[name], cwd=cwd, env=env, stdout=f, stderr=subprocess.STDOUT).returncode
+    seconds = time.perf_counter() - t0
+    text = log.read_text(encoding="utf-8", errors="replace")
+    out = {"seconds": round(seconds, 1), "exit_status": rc, "load_before": round(load, 2)}
+    if name in ("test", "test-fast"):
+        out.update(parse_pytest(text))
+    elif name == "demo":
+        out.update(parse_demo(text))
+    print(f"[measure] {name}: {duration(seconds)}, exit status {rc}", flush=True)
+    return out
+
+
+def main(argv=None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", default=",".join(STEPS), help=f"steps, of {','.join(STEPS)} (install always runs)")
+    ap.add_argument("--work", help="folder of the clone (default: a new temporary folder, removed afterwards)")
+    ap.add_argument("--allow-dirty", action="store_true", help="measure HEAD although the tree has changes")
+    ap.add_argument("--no-write", action="store_true", help="print the record, change no document")
+    args = ap.parse_args(argv)
+    steps = [s for s in STEPS if s == "install" or s in args.only.split(",")]
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True,
+                           text=True, check=True).stdout.strip()
+    if dirty and not args.allow_dirty:
+        sys.exit("measure: the tree has uncommitted changes (a fresh clone measures HEAD); commit, or --allow-dirty")
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                            check=True).stdout.strip()
+    work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="measure-"))
+    clone, cache, logs = work / "clone", work / "cache", work / "logs"
+    for p in (clone, cache):
+        if p.exists():
+            shutil.rmtree(p)
+    cache.mkdir(parents=True)
+    logs.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["git", "clone", "--quiet", "--no-local", str(ROOT), str(clone)], check=True)
+    subprocess.run(["git", "checkout", "--quiet", commit], cwd=clone, check=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "PYTHON", "HF_", "TRANSFORMERS_"))}
+    env.update(XDG_CACHE_HOME=str(cache), MPLCONFIGDIR=str(cache / "matplotlib"))
+    env.pop("CI", None)
+    record = {"commit": commit, "date": date.today().isoformat(),
+              "machine": {"cores": os.cpu_count(), "memory_gib": _memory_gib(), "platform": platform.platform(),
+                          "python": platform.python_version()},
+              "steps": {}}
+    for name in steps:
+        record["steps"][name] = run_step(name, clone, env, logs)
+        if name == "install" and record["steps"][name]["exit_status"] != 0:
+            break
+    print(json.dumps(record, indent=1))
+    if not args.no_write:
+        write_docs(record)
+        print(f"[measure] wrote {RECORDS.relative_to(ROOT)}, README.md and docs/performance.md")
+    if not args.work:
+        shutil.rmtree(work, ignore_errors=True)
+    return record
+
+
+def _memory_gib() -> int:
+    try:
+        kb = next(int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines()
+                  if line.startswith("MemTotal:"))
+        return round(kb / 2**20)
+    except (OSError, StopIteration, ValueError):
+        return 0
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,65 @@
+"""``make measure`` (benchmarks/measure.py): it reads what pytest and ``make demo`` print, and writes the same figures
+into README.md and docs/performance.md as tests/test_docs.py reads them back."""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+from pathlib import Path
+
+import pytest
+
+from toolkit.pipelines.notebooks import NotebookRun, timing_table
+
+ROOT = Path(__file__).resolve().parents[1]
+spec = importlib.util.spec_from_file_location("measure", ROOT / "benchmarks" / "measure.py")
+measure = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(measure)
+
+
+def test_parse_pytest_last_line_and_skip_reasons():
+    text = ("....s\n=== 3 skipped ===\n3 skipped: needs chromium\n"
+            "========= 894 passed, 3 skipped, 2 deselected in 2308.12s (0:38:28) =========\n")
+    got = measure.parse_pytest(text)
+    assert (got["passed"], got["skipped"], got["deselected"], got["failed"]) == (894, 3, 2, 0)
+    assert got["pytest_seconds"] == pytest.approx(2308.12) and got["skip_reasons"] == ["3 skipped: needs chromium"]
+    bad = measure.parse_pytest("== 1 failed, 10 passed, 1 error in 5.00s ==")
+    assert (bad["failed"], bad["passed"], bad["errors"]) == (1, 10, 1)
+    with pytest.raises(ValueError):
+        measure.parse_pytest("no summary")
+
+
+def test_parse_demo_reads_the_demo_table():
+    runs = [NotebookRun("00_quickstart", True, 95.3), NotebookRun("02_masked_lm_strategies", False, 380.2, "boom")]
+    got = measure.parse_demo("[1/2] ...\n" + timing_table(runs) + "\n1/2 notebooks ran\n")
+    assert got["notebooks"] == {"00_quickstart": {"ok": True, "seconds": 95.3},
+                                "02_masked_lm_strategies": {"ok": False, "seconds": 380.2}}
+    assert (got["ok"], got["of"], got["notebook_seconds"]) == (1, 2, pytest.approx(475.5))
+
+
+def test_written_documents_state_the_record(tmp_path):
+    import test_docs
+
+    (tmp_path / "docs").mkdir()
+    shutil.copy(ROOT / "README.md", tmp_path / "README.md")
+    shutil.copy(ROOT / "docs" / "performance.md", tmp_path / "docs" / "performance.md")
+    record = {"commit": "abcdef0123456789", "date": "2026-11-28", "machine": {"cores": 2, "memory_gib": 24},
+              "steps": {"install": {"seconds": 250.4, "load_before": 0.1},
+                        "quickstart": {"seconds": 88.0, "load_before": 0.2},
+                        "test": {"seconds": 801.6, "passed": 900, "failed": 0, "errors": 0, "skipped": 3,
+                                 "deselected": 0, "pytest_seconds": 790.0, "load_before": 0.3},
+                        "test-fast": {"seconds": 150.0, "passed": 820, "failed": 0, "errors": 0, "skipped": 0,
+                                      "deselected": 83, "pytest_seconds": 140.0, "load_before": 0.2},
+                        "demo": {"seconds": 1700.2, "ok": 8, "of": 8, "notebook_seconds": 1690.0, "load_before": 0.4,
+                                 "notebooks": {"00_quickstart": {"ok": True, "seconds": 90.0}}}}}
+    measure.write_docs(record, root=tmp_path)
+    readme = (tmp_path / "README.md").read_text(encoding="utf-8")
+    perf = (tmp_path / "docs" / "performance.md").read_text(encoding="utf-8")
+    line = next(x for x in readme.splitlines() if x.startswith("`make test` —"))
+    assert test_docs._seconds(line) == 802 and "`abcdef0`, 2026-11-28" in line and "900 tests" in line
+    demo = next(x for x in readme.splitlines() if x.startswith("`make demo` —"))
+    assert test_docs._seconds(demo) == 1700 and "8/8 notebooks" in demo
+    row = next(x for x in perf.splitlines() if x.startswith("| `make test` |"))
+    assert test_docs._seconds(row) == 802 and "`abcdef0`, 2026-11-28" in row and ", idle," in row
+    assert any(x.startswith("| quick start:") and "1 min 28 s" in x for x in perf.splitlines())
+    assert (tmp_path / "docs" / "measurements.json").is_file()
