@@ -29,15 +29,16 @@ git-filters:
 
 install: $(STAMP)
 
-# on every core (pytest-xdist: one worker per core, at most 4; tests/conftest.py groups the tests that share a
-# fixture and starts the longest first); `$(PY) -m pytest` alone runs on one process
-XDIST := -n auto --maxprocesses 4 --dist loadgroup --no-loadscope-reorder
+# on every core (pytest-xdist: one worker per core, at most 4; a file's tests on one worker, the longest files first:
+# tests/conftest.py); `$(PY) -m pytest` alone runs on one process
+XDIST := -n auto --maxprocesses 4 --dist loadfile --no-loadscope-reorder
+PYTEST_ARGS ?=
 
 test: $(STAMP)
-	$(PY) -m pytest $(XDIST)
+	$(PY) -m pytest $(XDIST) $(PYTEST_ARGS)
 
 test-fast: $(STAMP)
-	$(PY) -m pytest $(XDIST) -m "not slow"
+	$(PY) -m pytest $(XDIST) -m "not slow" $(PYTEST_ARGS)
 
 demo: $(STAMP)
 	$(PY) -m toolkit demo --notebooks notebooks --out outputs --profile cpu

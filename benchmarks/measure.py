@@ -35,7 +35,7 @@ STEPS = ("install", "quickstart", "test", "test-fast", "demo")
 COMMANDS = {"install": ["make", "install"],
             "quickstart": [".venv/bin/python", "-m", "toolkit", "run", "configs/quickstart.yaml", "--out",
                            "runs/quickstart", "--quiet"],
-            "test": ["make", "test"],
+            "test": ["make", "test", "PYTEST_ARGS=--durations=40"],
             "test-fast": ["make", "test-fast"],
             "demo": ["make", "demo"]}
 
@@ -58,7 +58,12 @@ def parse_pytest(text: str) -> dict:
         if key in out:
             out[key] = int(n)
     out["skip_reasons"] = re.findall(r"^(\d+ skipped: .*)$", text, re.M)
+    out["durations"] = [{"seconds": float(s), "phase": phase, "test": test}
+                        for s, phase, test in DURATION_ROW.findall(text)]
     return out
+
+
+DURATION_ROW = re.compile(r"^([\d.]+)s (call|setup|teardown)\s+(\S+)\s*$", re.M)
 
 
 DEMO_ROW = re.compile(r"^(\S+)\s+(ok|FAILED)\s+([\d.]+)\s+[\d:]+\s*$", re.M)
@@ -142,6 +147,27 @@ def performance_rows(r: dict) -> dict[str, str]:
     return rows
 
 
+DURATIONS_HEADING = "## `make test`: the slowest tests"
+
+
+def durations_section(r: dict) -> str:
+    """docs/performance.md's section of the slowest tests of the measured ``make test`` (``--durations=40``)."""
+    t = r["steps"]["test"]
+    rows = "\n".join(f"| {d['seconds']:.1f} | {d['phase']} | `{d['test']}` |" for d in t["durations"])
+    return (f"{DURATIONS_HEADING}\n\n`make measure` at commit `{r['commit'][:7]}` ({r['date']}; {_machine(r)}): the "
+            f"40 longest phases of `make test` (`--durations=40`; each worker's own time, two workers side by "
+            f"side), of {duration(t['seconds'])} in all.\n\n| seconds | phase | test |\n|---|---|---|\n{rows}\n")
+
+
+def _with_section(text: str, heading: str, section: str) -> str:
+    """``text`` with the section starting at ``heading`` (up to the next ``## ``) replaced, or appended."""
+    start = text.find(heading + "\n")
+    if start < 0:
+        return text.rstrip("\n") + "\n\n" + section
+    end = text.find("\n## ", start + len(heading))
+    return text[:start] + section + (text[end + 1:] if end >= 0 else "")
+
+
 def _replace_line(text: str, start: str, new: str) -> str | None:
     lines = text.splitlines(keepends=True)
     hits = [i for i, line in enumerate(lines) if line.startswith(start)]
@@ -188,6 +214,8 @@ def write_docs(r: dict, root: Path = ROOT) -> None:
         if got is None:
             raise ValueError(f"docs/performance.md has no row starting with {start!r}")
         text = got
+    if r["steps"].get("test", {}).get("durations"):
+        text = _with_section(text, DURATIONS_HEADING, durations_section(r))
     perf.write_text(text, encoding="utf-8")
 
 

@@ -53,16 +53,22 @@ def shared_base(tmp_path_factory) -> Path:
 
 def built_once(tmp_path_factory, name: str, build) -> Path:
     """``build(folder)`` once per test session, whichever worker asks first; the others wait for it (a file lock)
-    and then find it done (``build`` is idempotent: a run's steps are cached)."""
+    and then find it done: nothing writes into it afterwards, so a test that changes the run works on a copy."""
+    import json
+
     from filelock import FileLock
 
     base = shared_base(tmp_path_factory)
+    done = base / f"{name}.done"
     with FileLock(str(base / f"{name}.lock")):
-        return build(base)
+        if not done.is_file():
+            done.write_text(json.dumps(str(build(base))), encoding="utf-8")
+        return Path(json.loads(done.read_text(encoding="utf-8")))
 
 
 def tiny_run(tmp_path_factory) -> Path:
-    """The shared tiny run directory (made on first use, cached afterwards, one for all xdist workers)."""
+    """The shared tiny run directory (made on first use, one for all xdist workers; read it, or copy it to change
+    it)."""
     import torch
 
     from toolkit.config.experiment import load_experiment

@@ -67,32 +67,15 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     return result
 
 
-#: modules that use the shared tiny run (tests/_experiment_fixtures.py): one pytest-xdist group, so one worker, and
-#: some of them re-run that run in place
-TINY_RUN_MODULES = ("test_experiment", "test_notebooks_report", "test_privacy", "test_report", "test_report_attacks")
-#: modules whose tests share no module fixture and are each long (a notebook each): a group per test
-PER_TEST_MODULES = ("test_notebooks",)
-#: the longest groups, started first so that no worker is left with a long one at the end (durations measured:
-#: docs/performance.md); the others keep pytest's order
-LONGEST_FIRST = ("tiny_run", "test_notebooks.py::test_notebook_02_masked_lm_strategies",
-                 "test_notebooks.py::test_notebook_03_causal_lm_strategies")
+#: the test files that take longest (docs/performance.md, "the slowest tests"), started first under pytest-xdist so that
+#: no worker is left with a long one at the end; the others keep pytest's order
+LONGEST_FIRST = ("test_notebooks.py", "test_experiment.py", "test_privacy.py", "test_notebooks_report.py",
+                 "test_quickstart_cli.py")
 
 
-def _group(item) -> str:
-    module = item.module.__name__.rpartition(".")[2] if getattr(item, "module", None) else item.nodeid
-    if module in TINY_RUN_MODULES:
-        return "tiny_run"
-    if module in PER_TEST_MODULES:
-        return item.nodeid.rpartition("/")[2]
-    return module
-
-
-@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """Under ``make test`` (pytest-xdist, ``--dist loadgroup``): every test joins its module's group (its module
-    fixtures are made once), the tiny run's modules one group, the notebooks a group each; the longest first."""
-    if config.pluginmanager.hasplugin("xdist") and getattr(config.option, "dist", "no") != "no":
-        for item in items:
-            item.add_marker(pytest.mark.xdist_group(_group(item)))
-        rank = {g: i for i, g in enumerate(LONGEST_FIRST)}
-        items.sort(key=lambda item: rank.get(_group(item), len(rank)))  # stable: pytest's order otherwise
+    """Under ``make test`` (pytest-xdist, ``--dist loadfile``: a file's tests on one worker, its module fixtures made
+    once) the longest files first: the workers send the controller the collection in this order."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+        items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: pytest's order otherwise

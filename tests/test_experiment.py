@@ -303,7 +303,9 @@ def test_manifest_is_complete(run_dir):
 @pytest.mark.slow
 def test_cli_run_reuses_the_cached_run(run_dir, tmp_path, capsys):
     cfg_path = write_config(tmp_path / "c.yaml")
-    assert main(["run", str(cfg_path), "--out", str(run_dir), "--quiet"]) == 0
+    work = tmp_path / "run"
+    shutil.copytree(run_dir, work)  # the shared run is only read (tests/_experiment_fixtures.py)
+    assert main(["run", str(cfg_path), "--out", str(work), "--quiet"]) == 0
     out = capsys.readouterr().out
     assert "0 steps ran" not in out  # the data step always runs
     assert " up to date; report: python -m toolkit report" in out
@@ -344,8 +346,11 @@ def test_attack_steps_files_verdicts_and_results_lines(run_dir, tmp_path):
     ids = json.loads((run_dir / "attacks/clm/epoch-8/identifiers.json").read_text())
     assert set(ids) == {"pii_inference", "memorisation"} and ids["memorisation"]["overall"]["n_types"] > 0
     assert json.loads((run_dir / "attacks/base/identifiers.json").read_text())["memorisation"]["overall"] is None
-    result = run_experiment(load_experiment(write_config(tmp_path / "c.yaml")), run_dir, progress=False, echo=False)
+    work = tmp_path / "run"
+    shutil.copytree(run_dir, work)  # the shared run is only read (tests/_experiment_fixtures.py)
+    result = run_experiment(load_experiment(write_config(tmp_path / "c.yaml")), work, progress=False, echo=False)
     assert set(result.verdicts) == {("base", 0), ("clm", 8), ("ppclm", 8)}
+    assert result.steps("ran") == ["data"]  # the copy is up to date: the same verdicts, read back
     assert result.verdicts[("clm", 8)] == json.loads((run_dir / "attacks/clm/epoch-8/verdict.json").read_text())
     assert result.verdicts[("clm", 8)]["level"] != "green"  # 8 epochs on 8 patients: the members stand out
     lines = results_lines(result)

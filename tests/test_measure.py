@@ -4,6 +4,7 @@ into README.md and docs/performance.md as tests/test_docs.py reads them back."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import shutil
 from pathlib import Path
 
@@ -18,9 +19,14 @@ spec.loader.exec_module(measure)
 
 
 def test_parse_pytest_last_line_and_skip_reasons():
-    text = ("....s\n=== 3 skipped ===\n3 skipped: needs chromium\n"
+    text = ("....s\n=== slowest 40 durations ===\n382.30s call     tests/test_notebooks.py::test_notebook_02\n"
+            "63.73s setup    tests/test_experiment.py::test_run_writes_every_step\n"
+            "=== 3 skipped ===\n3 skipped: needs chromium\n"
             "========= 894 passed, 3 skipped, 2 deselected in 2308.12s (0:38:28) =========\n")
     got = measure.parse_pytest(text)
+    assert got["durations"] == [
+        {"seconds": 382.3, "phase": "call", "test": "tests/test_notebooks.py::test_notebook_02"},
+        {"seconds": 63.73, "phase": "setup", "test": "tests/test_experiment.py::test_run_writes_every_step"}]
     assert (got["passed"], got["skipped"], got["deselected"], got["failed"]) == (894, 3, 2, 0)
     assert got["pytest_seconds"] == pytest.approx(2308.12) and got["skip_reasons"] == ["3 skipped: needs chromium"]
     bad = measure.parse_pytest("== 1 failed, 10 passed, 1 error in 5.00s ==")
@@ -47,7 +53,8 @@ def test_written_documents_state_the_record(tmp_path):
               "steps": {"install": {"seconds": 250.4, "load_before": 0.1},
                         "quickstart": {"seconds": 88.0, "load_before": 0.2},
                         "test": {"seconds": 801.6, "passed": 900, "failed": 0, "errors": 0, "skipped": 3,
-                                 "deselected": 0, "pytest_seconds": 790.0, "load_before": 0.3},
+                                 "deselected": 0, "pytest_seconds": 790.0, "load_before": 0.3,
+                                 "durations": [{"seconds": 120.5, "phase": "call", "test": "tests/test_x.py::test_y"}]},
                         "test-fast": {"seconds": 150.0, "passed": 820, "failed": 0, "errors": 0, "skipped": 0,
                                       "deselected": 83, "pytest_seconds": 140.0, "load_before": 0.2},
                         "demo": {"seconds": 1700.2, "ok": 8, "of": 8, "notebook_seconds": 1690.0, "load_before": 0.4,
@@ -63,3 +70,9 @@ def test_written_documents_state_the_record(tmp_path):
     assert test_docs._seconds(row) == 802 and "`abcdef0`, 2026-11-28" in row and ", idle," in row
     assert any(x.startswith("| quick start:") and "1 min 28 s" in x for x in perf.splitlines())
     assert (tmp_path / "docs" / "measurements.json").is_file()
+    assert "| 120.5 | call | `tests/test_x.py::test_y` |" in perf
+    measure.write_docs(record, root=tmp_path)  # again: lines and the durations section replaced, not added
+    perf2 = (tmp_path / "docs" / "performance.md").read_text(encoding="utf-8")
+    readme2 = (tmp_path / "README.md").read_text(encoding="utf-8")
+    assert perf2 == perf and readme2 == readme
+    assert len(json.loads((tmp_path / "docs" / "measurements.json").read_text(encoding="utf-8"))) == 2

@@ -89,8 +89,8 @@ def register(sub) -> None:
                         "or over N random positions per window (budgeted, faster, noisier; methods.md §10)")
     s.add_argument("--pll-copies", type=pll_budget, default="all", metavar="K|all",
                    help="masked models: every position scored from K masked copies per window, every K-th position "
-                        "masked together (strided; 32 agrees with exact within 0.011 AUC on notebook 02's models, "
-                        "7x faster: docs/performance.md)")
+                        "masked together (strided; membership, PII inference and canaries alike; 32 agrees with "
+                        "exact within 0.011 AUC on notebook 02's models: docs/performance.md)")
     s.add_argument("--seed", type=int, default=0, help="seed of the samples, candidates and masks (default 0)")
     s.add_argument("--raw-predictions", action="store_true",
                    help="keep the probe's predicted words in OUT/audit/<model>/predictions.parquet and "
