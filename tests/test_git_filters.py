@@ -21,6 +21,7 @@ def _git(repo: Path, *args: str) -> str:
     return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True).stdout
 
 
+@pytest.mark.slow  # starts a notebook kernel (32 s of the fast suite's ~350 s; the filters rarely change)
 @pytest.mark.skipif(shutil.which("make") is None or shutil.which("git") is None, reason="needs make and git")
 def test_notebook_opened_in_lab_is_not_modified(tmp_path):
     repo = tmp_path / "repo"

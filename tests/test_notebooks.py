@@ -48,7 +48,7 @@ def test_notebook_01_identifier_analysis(tmp_path):
 @pytest.mark.slow
 def test_notebook_02_masked_lm_strategies(tmp_path):
     text = execute(tmp_path, "02_masked_lm_strategies.ipynb",
-                   {"n_individuals": 12, "epochs": [1, 2], "dp_epochs": [1],
+                   {"n_individuals": 6, "epochs": [1, 2], "dp_epochs": [1],
                     "strategies": ["mlm", "mlm_pseudo", "ppmlm", "mlm_dp"], "n_bootstrap": 20,
                     "attacks": SMALL_ATTACKS, "downstream_epochs": 1, "work_dir": str(tmp_path / "work")})
     assert "MIA AUC" in text and "privacy" in text
@@ -59,9 +59,9 @@ def test_notebook_02_masked_lm_strategies(tmp_path):
     work = tmp_path / "work"
     step = json.loads((work / "identifiers_members" / "step.json").read_text())
     execute(tmp_path / "again", "02_masked_lm_strategies.ipynb",
-            {"n_individuals": 12, "epochs": [1, 2], "dp_epochs": [1], "k": 3,
-             "strategies": ["mlm", "ppmlm"], "n_bootstrap": 20, "attacks": SMALL_ATTACKS, "downstream_epochs": 0,
-             "work_dir": str(work)})
+            {"n_individuals": 6, "epochs": [1, 2], "dp_epochs": [1], "k": 3,
+             "strategies": ["mlm", "ppmlm"], "n_bootstrap": 20, "attacks": {"enabled": False},
+             "downstream_epochs": 0, "work_dir": str(work)})
     again = json.loads((work / "identifiers_members" / "step.json").read_text())
     assert again["key"] != step["key"] and again["inputs"]["identifiers"]["k"] == 3
     status = {s["name"]: s["status"] for s in json.loads((work / "manifest.json").read_text())["steps"]}
@@ -72,7 +72,7 @@ def test_notebook_02_masked_lm_strategies(tmp_path):
 @pytest.mark.slow
 def test_notebook_03_causal_lm_strategies(tmp_path):
     text = execute(tmp_path, "03_causal_lm_strategies.ipynb",
-                   {"n_individuals": 12, "epochs": [1, 2], "dp_epochs": [1],
+                   {"n_individuals": 6, "epochs": [1, 2], "dp_epochs": [1],
                     "strategies": ["clm", "clm_pseudo", "ppclm", "clm_dp"], "n_bootstrap": 20,
                     "attacks": SMALL_ATTACKS, "regurgitation_new_tokens": 8, "work_dir": str(tmp_path / "work")})
     assert "MIA AUC" in text and "share_reproduced" in text
