@@ -41,6 +41,11 @@ def _steps(run: Path) -> dict[str, dict]:
     return {s["name"]: s for s in json.loads((run / "manifest.json").read_text(encoding="utf-8"))["steps"]}
 
 
+def _seconds(step: dict) -> float:
+    """A step's compute time: this run's, or (cached) the run's that computed it."""
+    return step["seconds"] if step["status"] == "ran" else float(step.get("original_seconds") or 0.0)
+
+
 def _models(run: Path) -> list[str]:
     return sorted(str(p.parent.relative_to(run / "attacks")) for p in (run / "attacks").rglob("verdict.json"))
 
@@ -67,7 +72,7 @@ def compare(fast: Path, exact: Path) -> dict:
     for m in [m for m in _models(fast) if se.get(f"attacks/{m}", {}).get("status") == "ran"]:  # re-run exactly
         a, b = _read(fast, m), _read(exact, m)
         step = f"attacks/{m}"
-        rows[m] = {"seconds": {"estimator": sf[step]["seconds"], "exact": se[step]["seconds"]},
+        rows[m] = {"seconds": {"estimator": _seconds(sf[step]), "exact": _seconds(se[step])},
                    "estimator": a, "exact": b,
                    "max_abs_auc_difference": max(abs(a["auc"][k] - b["auc"][k]) for k in a["auc"]
                                                  if a["auc"][k] is not None and b["auc"].get(k) is not None),
