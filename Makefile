@@ -21,11 +21,15 @@ $(STAMP): pyproject.toml constraints.txt
 	@$(MAKE) -s git-filters
 	@touch $(STAMP)
 
+# The index is refreshed once after: in a fresh clone every notebook is "racily clean" (written in the second the
+# index was), so each `git status --no-optional-locks` (a run's manifest records the commit and dirty flag) ran the
+# filter on every notebook again — 10 s and more per `toolkit run` until something rewrote the index
 git-filters:
 	@if git rev-parse --git-dir >/dev/null 2>&1; then \
 	  git config filter.nbstripout.clean '$(abspath $(PY)) $(NBSTRIP)' && \
 	  git config filter.nbstripout.smudge cat && \
-	  git config diff.ipynb.textconv '$(abspath $(PY)) $(NBSTRIP) -t'; fi
+	  git config diff.ipynb.textconv '$(abspath $(PY)) $(NBSTRIP) -t' && \
+	  { git update-index -q --refresh >/dev/null 2>&1 || true; }; fi
 
 install: $(STAMP)
 

@@ -113,6 +113,10 @@ def readme_lines(r: dict) -> dict[str, str]:
         t = s["test-fast"]
         out["make test-fast"] = (f"`make test-fast` — {t['passed'] + t['failed'] + t['errors']} tests in "
                                  f"{duration(t['seconds'])} (no training, no notebook); {_where(r)}.")
+    if "quickstart" in s:
+        out["quick start"] = (f"This took {duration(s['quickstart']['seconds'])} on a fresh clone right after `make "
+                              f"install` ({_machine(r)}; {_where(r)}, `make measure`; "
+                              f"[docs/performance.md](docs/performance.md)).")
     if "demo" in s:
         d = s["demo"]
         per = ", ".join(f"{name[:2]} {v['seconds']:.1f}" for name, v in sorted(d["notebooks"].items()))
@@ -197,7 +201,7 @@ def write_docs(r: dict, root: Path = ROOT) -> None:
     readme = root / "README.md"
     text = readme.read_text(encoding="utf-8")
     for command, line in readme_lines(r).items():
-        got = _replace_line(text, f"`{command}` —", line)
+        got = _replace_line(text, "This took " if command == "quick start" else f"`{command}` —", line)
         if got is None and command == "make test-fast":  # a line of its own, after make test's
             got = _insert_after(text, "`make test` —", "\n" + line)
         if got is None:

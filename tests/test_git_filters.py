@@ -53,3 +53,35 @@ def test_notebook_opened_in_lab_is_not_modified(tmp_path):
     data["cells"][0]["source"] = ["# changed\n"]
     nb.write_text(json.dumps(data, indent=2), encoding="utf-8")
     assert "00.ipynb" in _git(repo, "diff", "--stat") and "# changed" in _git(repo, "diff")
+
+
+@pytest.mark.skipif(shutil.which("make") is None or shutil.which("git") is None, reason="needs make and git")
+def test_git_filters_leave_an_index_that_status_can_trust(tmp_path):
+    """In a fresh clone the notebooks are "racily clean" (as new as the index), so every read-only `git status` — a
+    run's manifest asks for the commit and the dirty flag — ran the clean filter on each of them again (10 s and more
+    per `toolkit run` on a fresh clone). `make git-filters` refreshes the index once: afterwards no status runs it."""
+    import os
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    _git(repo, "config", "user.email", "t@example.org")
+    _git(repo, "config", "user.name", "t")
+    shutil.copy(ROOT / ".gitattributes", repo / ".gitattributes")
+    nb = repo / "00.ipynb"
+    shutil.copy(ROOT / "notebooks" / "00_quickstart.ipynb", nb)
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "stripped")
+    index = repo / ".git" / "index"
+    st = index.stat()
+    os.utime(nb, ns=(st.st_atime_ns, st.st_mtime_ns))  # as new as the index: racily clean, as after a clone
+    calls = tmp_path / "calls.txt"
+    wrapper = tmp_path / "python"  # the filter's interpreter, counting its starts
+    wrapper.write_text(f'#!/bin/sh\necho run >> "{calls}"\nexec "{sys.executable}" "$@"\n', encoding="utf-8")
+    wrapper.chmod(0o755)
+    subprocess.run(["make", "-s", "-f", str(ROOT / "Makefile"), "git-filters", f"PY={wrapper}"], cwd=repo,
+                   check=True, capture_output=True)
+    calls.unlink(missing_ok=True)
+    for _ in range(2):
+        assert _git(repo, "--no-optional-locks", "status", "--porcelain") == ""
+    assert not calls.exists(), "git status ran the notebook filter: the index was left racy"

@@ -64,6 +64,8 @@ def test_written_documents_state_the_record(tmp_path):
     perf = (tmp_path / "docs" / "performance.md").read_text(encoding="utf-8")
     line = next(x for x in readme.splitlines() if x.startswith("`make test` —"))
     assert test_docs._seconds(line) == 802 and "`abcdef0`, 2026-11-28" in line and "900 tests" in line
+    quick = next(x for x in readme.splitlines() if x.startswith("This took "))
+    assert "1 min 28 s" in quick and "`abcdef0`, 2026-11-28" in quick
     demo = next(x for x in readme.splitlines() if x.startswith("`make demo` —"))
     assert test_docs._seconds(demo) == 1700 and "8/8 notebooks" in demo
     row = next(x for x in perf.splitlines() if x.startswith("| `make test` |"))
