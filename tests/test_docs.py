@@ -203,3 +203,22 @@ def test_duration_parser():
     assert _seconds("took 1 h 2 min 3 s") == 3723
     with pytest.raises(AssertionError):
         _seconds("about half an hour")
+
+
+def test_readme_and_performance_state_the_newest_measurement():
+    """The README's and docs/performance.md's figures for `make test`, `make test-fast`, `make demo` and the quick
+    start are the newest record of `make measure` (docs/measurements.json), word for word as benchmarks/measure.py
+    writes them."""
+    import importlib.util
+    import json
+
+    spec = importlib.util.spec_from_file_location("measure", ROOT / "benchmarks" / "measure.py")
+    measure = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(measure)
+    newest = json.loads((ROOT / "docs" / "measurements.json").read_text(encoding="utf-8"))[-1]
+    readme = _text(README).splitlines()
+    for command, line in measure.readme_lines(newest).items():
+        assert line in readme, f"README.md does not state the newest `{command}` measurement: {line}"
+    perf = _text(ROOT / "docs" / "performance.md").splitlines()
+    for command, row in measure.performance_rows(newest).items():
+        assert row in perf, f"docs/performance.md does not state the newest `{command}` measurement: {row}"
