@@ -21,9 +21,8 @@ def _git(repo: Path, *args: str) -> str:
     return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True).stdout
 
 
-@pytest.mark.slow  # starts a notebook kernel (32 s of the fast suite's ~350 s; the filters rarely change)
-@pytest.mark.skipif(shutil.which("make") is None or shutil.which("git") is None, reason="needs make and git")
-def test_notebook_opened_in_lab_is_not_modified(tmp_path):
+def _repo_with_a_notebook(tmp_path: Path) -> tuple[Path, Path]:
+    """A new git repository holding the project's ``.gitattributes`` and notebook 00 (not yet committed)."""
     repo = tmp_path / "repo"
     repo.mkdir()
     _git(repo, "init", "-q")
@@ -32,6 +31,13 @@ def test_notebook_opened_in_lab_is_not_modified(tmp_path):
     shutil.copy(ROOT / ".gitattributes", repo / ".gitattributes")
     nb = repo / "00.ipynb"
     shutil.copy(ROOT / "notebooks" / "00_quickstart.ipynb", nb)
+    return repo, nb
+
+
+@pytest.mark.slow  # starts a notebook kernel (32 s of the fast suite's ~350 s; the filters rarely change)
+@pytest.mark.skipif(shutil.which("make") is None or shutil.which("git") is None, reason="needs make and git")
+def test_notebook_opened_in_lab_is_not_modified(tmp_path):
+    repo, nb = _repo_with_a_notebook(tmp_path)
     subprocess.run(["make", "-s", "-f", str(ROOT / "Makefile"), "git-filters", f"PY={sys.executable}"], cwd=repo,
                    check=True, capture_output=True)
     _git(repo, "add", "-A")
@@ -62,14 +68,7 @@ def test_git_filters_leave_an_index_that_status_can_trust(tmp_path):
     per `toolkit run` on a fresh clone). `make git-filters` refreshes the index once: afterwards no status runs it."""
     import os
 
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    _git(repo, "init", "-q")
-    _git(repo, "config", "user.email", "t@example.org")
-    _git(repo, "config", "user.name", "t")
-    shutil.copy(ROOT / ".gitattributes", repo / ".gitattributes")
-    nb = repo / "00.ipynb"
-    shutil.copy(ROOT / "notebooks" / "00_quickstart.ipynb", nb)
+    repo, nb = _repo_with_a_notebook(tmp_path)
     _git(repo, "add", "-A")
     _git(repo, "commit", "-qm", "stripped")
     index = repo / ".git" / "index"
