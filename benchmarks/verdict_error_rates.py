@@ -100,7 +100,7 @@ def score_once(model_dir: Path, kind: str, members: Corpus | None, unseen: Corpu
     _, table = pii_inference(model, tok, everyone, pos, reference=ref, n_candidates=20,
                              max_occurrences=pii_occurrences, window=64, seed=0,
                              population=identifier_occurrences(everyone, pos),
-                             public_keys=public_keys, return_table=True, progress=False)
+                             public_keys=public_keys, return_table=True, progress=False, **pll)
     reg = ref_reg = None
     if kind == "clm":
         vocab = set(identifier_occurrences(everyone, pos)["key"])
@@ -200,6 +200,8 @@ def main(argv=None) -> dict:
     ap.add_argument("--kinds", default="clm,mlm")
     ap.add_argument("--pii-occurrences", type=int, default=1500)
     ap.add_argument("--skip-power", action="store_true")
+    ap.add_argument("--duplicates", action="store_true", help="run the duplicated-documents planted leak (only it "
+                    "with --kinds '' --skip-power)")
     ap.add_argument("--publish", action="store_true", help="copy the result to toolkit/audit/operating_characteristic.json")
     ap.add_argument("--merge", nargs="+", help="only merge these results (parts run separately) into --out")
     args = ap.parse_args(argv)
@@ -233,7 +235,7 @@ def main(argv=None) -> dict:
         members = of(corpus, train_ids[:40])
         ckpt = fine_tune(members, kind, [EPOCHS[kind]], out / f"null-{kind}")[-1][1]
         s = score_once(ckpt, kind, None, unseen, pos, public_keys,
-                       pii_occurrences=args.pii_occurrences if kind == "clm" else args.pii_occurrences // 5)
+                       pii_occurrences=args.pii_occurrences)
         result["seconds"][f"null {kind}: train and score"] = round(time.time() - t, 1)
         rng = np.random.default_rng(0)
         before = verdict_before()
@@ -300,8 +302,51 @@ def main(argv=None) -> dict:
             print(f"epoch {epoch}", result["power"][f"clm epoch {epoch}"]["membership and PII (no canaries)"]["levels"],
                   per, flush=True)
         result["seconds"]["power: train and score"] = round(time.time() - t, 1)
+    if args.duplicates:
+        t = time.time()
+        result["power"].update(duplicated_documents(corpus, train_ids, unseen_ids, pos, public_keys, out,
+                                                    splits=args.splits, pii_occurrences=args.pii_occurrences))
+        result["seconds"]["duplicated documents: train and score"] = round(time.time() - t, 1)
     result["seconds"]["total"] = round(time.time() - t0, 1)
     return _write(result, out, args.publish)
+
+
+#: how many times each group of members' notes stands in the training corpus
+DUPLICATES = (1, 4, 16)
+
+
+def duplicated_documents(corpus: Corpus, train_ids: list[str], unseen_ids: list[str], pos: pd.DataFrame,
+                         public_keys: set, out: Path, *, splits: int, pii_occurrences: int, group: int = 40) -> dict:
+    """Planted leak by duplication: three groups of ``group`` members whose notes stand 1, 4 and 16 times in one
+    training corpus (copies under new document ids), the causal model fine-tuned one epoch at a tenth of the profile's
+    learning rate; each group audited against ``group`` unseen patients (``splits`` draws of the non-members out of
+    200). The share of non-green and red verdicts at each duplication count is the verdict's power against the
+    duplicated-record memorisation the extraction literature finds (Kandpal et al., ICML 2022)."""
+    from dataclasses import replace
+
+    groups = {r: train_ids[i * group:(i + 1) * group] for i, r in enumerate(DUPLICATES)}
+    docs = []
+    for r, ids in groups.items():
+        for d in of(corpus, ids):
+            docs += [d] + [replace(d, doc_id=f"{d.doc_id}~copy{c}") for c in range(1, r)]
+    run = out / "duplicates-clm"
+    ckpt = fine_tune(Corpus(docs), "clm", [1], run, learning_rate=2e-4)[-1][1]
+    members = of(corpus, [p for ids in groups.values() for p in ids])
+    pool = unseen_ids[:200]
+    s = score_once(ckpt, "clm", members, of(corpus, pool), pos, public_keys, pii_occurrences=pii_occurrences)
+    rng = np.random.default_rng(2)
+    found = {}
+    for r, ids in groups.items():
+        levels, rules = [], []
+        for i in range(splits):
+            b = list(rng.choice(pool, group, replace=False))
+            v = verdict(**world(s, list(ids), b, with_reference=True, seed=i))
+            levels.append(v.level)
+            rules.append(v.rule)
+        found[f"clm notes x{r}"] = {"membership and PII (no canaries)": {**shares(levels),
+                                                                          "rules": sorted(set(rules) - {"none"})}}
+        print(f"notes x{r}", found[f"clm notes x{r}"]["membership and PII (no canaries)"]["levels"], flush=True)
+    return found
 
 
 def markdown(result: dict) -> str:
@@ -324,7 +369,8 @@ def markdown(result: dict) -> str:
                 "|---|---|---|---|---|"]
         for name, x in result["power"].items():
             y = x["membership and PII (no canaries)"]
-            can = " / ".join(f"{c['detected']}/{c['n']}" for c in x["canaries detected"].values())
+            can = " / ".join(f"{c['detected']}/{c['n']}" for c in x["canaries detected"].values()) \
+                if "canaries detected" in x else "—"  # duplicated documents: no canaries
             out.append(f"| {name} | {cell(y, 'non_green')} | {cell(y, 'red')} | {', '.join(y.get('rules', [])) or '—'}"
                        f" | {can} |")
     return "\n".join(out)

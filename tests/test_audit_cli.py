@@ -121,21 +121,24 @@ def test_audit_cli_on_trained_checkpoints(trained, kind, tmp_path, capsys):
 @pytest.mark.slow
 def test_audit_on_people_the_model_never_saw_is_not_leakage(trained, tmp_path, capsys):
     """The causal checkpoint (24 epochs on 6 training patients) audited with 'members' and 'non-members' both drawn
-    from patients it never saw (20 held-out vs 20 test patients): whatever it knows of the population (clinicians,
-    hospitals shared by many notes), the verdict is green or incomplete, never amber or red (methods.md §11)."""
+    from patients it never saw (20 held-out vs 20 test patients, the public split beside them for novel
+    identifiers): whatever it knows of the population (clinicians, hospitals shared by many notes), the verdict is
+    green or incomplete, never amber or red (methods.md §11)."""
     notes = load_corpus(ROOT / "data_samples/clinical/notes.jsonl")
     held, test = notes.filter(split="heldout"), notes.filter(split="test")
-    docs = Corpus(list(held.filter(person_ids=held.person_ids[6:26]))
-                  + list(test.filter(person_ids=test.person_ids[:20])))
+    public = notes.filter(split="public")  # the base's data: defines the novel identifiers (methods.md §4)
+    docs = Corpus(list(held.filter(person_ids=held.person_ids[6:26])) + list(test.filter(person_ids=test.person_ids[:20]))
+                  + list(public.filter(person_ids=public.person_ids[:20])))
     corpus = write_jsonl(docs, tmp_path / "unseen.jsonl")
     out = tmp_path / "audit"
     code = main(["audit", str(trained["clm"]["checkpoint"]), "--corpus", str(corpus), "--members", "heldout",
-                 "--nonmembers", "test", "--detector", "oracle", "--window", "64", "--bootstrap", "50", "--out",
-                 str(out), "--quiet"])
+                 "--public", "public", "--nonmembers", "test", "--detector", "oracle", "--window", "64", "--bootstrap",
+                 "50", "--out", str(out), "--quiet"])
     assert code == 0
     verdict = next(iter(json.loads((out / "verdicts.json").read_text()).values()))
     assert verdict["level"] in ("green", "incomplete"), verdict["statement"]
     assert not any(t["significant"] for t in verdict["tests"]), verdict["tests"]
+    assert "novel_identifiers" in {t["rule"] for t in verdict["tests"]}  # judged against the non-members' notes
     ids = json.loads((out / "identifiers.json").read_text())["pii_inference"]
     assert ids["member_advantage"]["overall"]["n_nonmembers"] > 0 and ids["nonmembers"]["n_occurrences"] > 0
     attacks = json.loads((out / "attacks.json").read_text())

@@ -74,12 +74,15 @@ def _cases():
     probe = ProbeSettings(max_length=128, n_bootstrap=20, batch_size=8, seed=0)
     common = {"identifiers_members": K2, "identifiers_all": K3,
               "audit": {"max_length": 128, "n_bootstrap": 20, "batch_size": 8, "seed": 0}}
+    # changed on purpose (2026-11-28, second change): the probe's metrics.json holds the non-members' side of novel
+    # identifiers (the verdict's member advantage), so audits cached before are not reused
+    NOVEL = {"evidence": "novel-member-advantage"}
     yield ("audit", "audit/base", AuditInputs(model=K1, identifiers_members=K2, identifiers_all=K3, audit=probe,
                                               base_vocabulary=None, nonmembers=FP2),
-           {"model": K1, **common, "base_vocabulary": None, "nonmembers": FP2})
+           {"model": K1, **common, "base_vocabulary": None, "nonmembers": FP2, **NOVEL})
     yield ("audit", "audit/clm/epoch-4", AuditInputs(model=K1, epoch=4, identifiers_members=K2, identifiers_all=K3,
                                                      audit=probe, base_vocabulary=FP, nonmembers=FP2),
-           {"model": K1, "epoch": 4, **common, "base_vocabulary": FP, "nonmembers": FP2})
+           {"model": K1, "epoch": 4, **common, "base_vocabulary": FP, "nonmembers": FP2, **NOVEL})
     # changed on purpose (2026-11-28): the attack steps attack the non-members too (the verdict's member advantage)
     # and the reference model on the same split, so attack results cached before are not reused; (later the same
     # day) a masked model's PII inference and canaries follow pll_copies
@@ -90,7 +93,7 @@ def _cases():
         settings = ProbeSettings(max_length=64, n_bootstrap=0, batch_size=4, seed=2, base_vocabulary=None)
         yield ("audit", "audit/m", AuditInputs(model="files:x", **shared, audit=settings),
                {"model": "files:x", **shared, "audit": {"max_length": 64, "n_bootstrap": 0, "batch_size": 4,
-                                                        "seed": 2, "base_vocabulary": None}})
+                                                        "seed": 2, "base_vocabulary": None}, **NOVEL})
         yield ("attacks", "attacks/m", AttacksInputs(model="files:x", reference=None, **shared, audit=K4,
                                                      attacks=opts, n_bootstrap=0, seed=2),
                {"model": "files:x", "reference": None, **shared, "audit": K4, "attacks": asdict(opts),
@@ -134,7 +137,7 @@ def test_every_pipeline_step_kind_has_a_golden_key():
 def test_optional_inputs_are_omitted_not_none_and_inputs_are_checked():
     base = registry.key_inputs(AuditInputs(model=K1, identifiers_members=K2, identifiers_all=K3, nonmembers=FP,
                                            audit=ProbeSettings(max_length=8, n_bootstrap=0, batch_size=1, seed=0)))
-    assert set(base) == {"model", "identifiers_members", "identifiers_all", "nonmembers", "audit"}
+    assert set(base) == {"model", "identifiers_members", "identifiers_all", "nonmembers", "audit", "evidence"}
     assert set(base["audit"]) == {"max_length", "n_bootstrap", "batch_size", "seed"} and ABSENT is not None
     with pytest.raises(ValueError, match="BaseInputs"):
         BaseInputs(architecture=1, pretrain=2, corpus=FP)  # the two spellings mixed

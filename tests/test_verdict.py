@@ -51,6 +51,14 @@ def advantage(members, nonmembers, p, n=200, chance=0.02, n_people=100):
     return {**pii(top1=members, chance=chance, n=n, cats={}), "member_advantage": {"overall": row}}
 
 
+def novel(members, nonmembers, p, n=300):
+    """:func:`toolkit.audit.evaluate.novel_evidence` with its member-advantage block (the members' privacy
+    1 − ``members``)."""
+    return {"novel_privacy": 1 - members, "member_advantage": {
+        "members_rate": members, "nonmembers_rate": nonmembers, "p_value": p, "n_trials_members": n,
+        "n_trials_nonmembers": n, "n_members": 100, "n_nonmembers": 100}}
+
+
 def judged(**kw):
     """A verdict whose membership and PII inputs are measured, judgeable and clean, unless ``kw`` overrides them."""
     return verdict(**{"attacks": battery(), "pii": pii(), **kw})
@@ -72,10 +80,17 @@ CASES = [
     # (id, inputs, level, rule)
     ("nothing at all", {}, "incomplete", "membership_not_measured"),
     ("all clean", {"attacks": battery(), "pii": pii()}, "green", "none"),
-    ("novel just below red", {"novel_privacy": 0.9499}, "red", "novel_privacy"),
-    ("novel at red", {"novel_privacy": 0.95}, "amber", "novel_privacy"),
-    ("novel just below amber", {"novel_privacy": 0.9899}, "amber", "novel_privacy"),
-    ("novel at amber", {"novel_privacy": 0.99}, "green", "none"),
+    # novel privacy without the non-members' side: no comparison, amber at most (never red on it alone)
+    ("novel far below, compared with nobody", {"novel_privacy": 0.5}, "amber", "novel_privacy_unchecked"),
+    ("novel just below amber, compared with nobody", {"novel_privacy": 0.9899}, "amber", "novel_privacy_unchecked"),
+    ("novel at amber, compared with nobody", {"novel_privacy": 0.99}, "green", "none"),
+    # with the non-members probed alike: the members' advantage decides
+    ("novel members above non-members beyond the floor", {"novel_privacy": novel(0.30, 0.10, 1e-4)}, "red",
+     "novel_identifiers"),
+    ("novel members above, within the floor", {"novel_privacy": novel(0.14, 0.10, 1e-4)}, "amber",
+     "novel_identifiers"),
+    ("novel written out for everyone alike (population)", {"novel_privacy": novel(0.40, 0.40, 0.5)}, "green", "none"),
+    ("novel above, not significant", {"novel_privacy": novel(0.40, 0.30, 0.2)}, "green", "none"),
     ("regurgitation above 1%, compared with nobody", {"regurgitation": 0.0101}, "amber", "regurgitation_unchecked"),
     ("regurgitation at", {"regurgitation": 0.01}, "green", "none"),
     # PII inference without the non-members' figure: above chance is evidence, never red
@@ -132,7 +147,7 @@ CASES = [
     ("canary r=4 at maximum", {"canaries": canaries(r1=2.0, r4=LOG2)}, "amber", "canary_exposure_repeated"),
     ("canary r=16 at 3 bits", {"canaries": canaries(r1=1.0, r16=3.0)}, "green", "none"),
     ("canary old dict without log2", {"canaries": {"by_repeats": {"1": {"max": LOG2}}}}, "red", "canary_exposure"),
-    ("red beats incomplete", {"attacks": None, "novel_privacy": 0.5}, "red", "novel_privacy"),
+    ("red beats incomplete", {"attacks": None, "novel_privacy": novel(0.5, 0.0, 1e-4)}, "red", "novel_identifiers"),
     ("incomplete beats amber", {"pii": None, "novel_privacy": 0.97}, "incomplete", "pii_not_measured"),
 ]
 
@@ -315,7 +330,8 @@ def test_report_shows_the_grey_level():
     m = model_verdict("m", {"verdict": v, "attacks": small})
     assert m["statement"] == ("could not be judged: membership not judgeable — 3 members and 3 non-members: smallest "
                               "detectable AUC 1.00")
-    assert m["others"] == ["novel privacy = 0.9700 < 0.99"] and m["not_judged"] == [
+    assert m["others"] == ["novel privacy = 0.9700 < 0.99; the non-members were not probed: member advantage not "
+                           "measured"] and m["not_judged"] == [
         "PII inference NAME: 4 occurrences (fewer than 10)"]
     page = verdicts_html([_Run({"m": {"verdict": v, "attacks": small}})])
     assert COLORS["incomplete"] in page and ">INCOMPLETE<" in page and "verdict-incomplete" in page

@@ -213,7 +213,7 @@ def test_clopper_pearson_by_hand():
 def _null_inputs(rng, n_m, n_n):
     """One verdict's inputs drawn from every statistic's null: six attacks on exchangeable scores (the battery's own
     ROC summaries), PII inference at chance for members and non-members (per individual), canaries never inserted
-    (uniform ranks), regurgitation equal in both groups."""
+    (uniform ranks), regurgitation and novel identifiers written out equally in both groups."""
     attacks = {}
     for name in ("loss", "zlib", "min_k", "min_k_plus_plus", "reference", "rmia"):
         m, n = rng.random(n_m), rng.random(n_n)
@@ -240,8 +240,13 @@ def _null_inputs(rng, n_m, n_n):
     reg = {"share_reproduced": rm.sum() / max(1, tm.sum()), "n_identifier_occurrences": int(tm.sum()),
            "member_advantage": member_advantage_test(rm, tm, rn, tn, n_permutations=999,
                                                      seed=int(rng.integers(1 << 30)))}
+    um, un = rng.integers(0, 6, n_m), rng.integers(0, 6, n_n)  # novel identifiers per individual, 30% written out
+    wm, wn = rng.binomial(um, 0.3), rng.binomial(un, 0.3)
+    novel = {"novel_privacy": 1 - wm.sum() / max(1, um.sum()),
+             "member_advantage": member_advantage_test(wm, um, wn, un, n_permutations=999,
+                                                       seed=int(rng.integers(1 << 30)))}
     return {"attacks": {"n_members": n_m, "n_nonmembers": n_n, "attacks": attacks}, "pii": pii, "canaries": can,
-            "regurgitation": reg}
+            "regurgitation": reg, "novel_privacy": novel}
 
 
 @pytest.mark.parametrize("n_m, n_n", [(60, 60), (150, 250)])
@@ -273,3 +278,55 @@ def test_the_published_error_rates_are_what_the_report_prints():
         lo, hi = clopper_pearson(n - lv["green"], n)
         assert f"({lo:.1%}–{hi:.1%})" in line
     assert error_rates("/nonexistent/operating_characteristic.json") == []
+
+
+# ---- novel identifiers: the members' advantage, recounted by hand ---------------------------------------------------
+
+def test_novel_member_advantage_recounts_each_individuals_novel_identifiers():
+    """Per individual: their novel identifier types (not in the base vocabulary) and how many of them the probe
+    predicted on their own rows — recounted by hand; the test is the permutation test on those counts. A model that
+    writes out a clinician's name for everyone (population knowledge) shows no member advantage."""
+    import pandas as pd
+
+    from toolkit.audit.evaluate import novel_member_advantage
+    from toolkit.corpus import Corpus, Document
+
+    terms = pd.DataFrame({"term": ["zorn", "ilvy", "mabry", "paris", "qent", "ovar"], "n": 1,
+                          "direct": [True, True, True, True, False, True],
+                          "indirect": [False, False, False, False, True, False],
+                          "category": ["NAME", "NAME", "NAME", "LOC", None, "NAME"], "n_occurrences": 1})
+    # m1, m2 members; n1, n2 non-members; mabry (a clinician) in everyone's notes; paris is in the base vocabulary
+    where = {"m1": ["zorn", "mabry", "paris"], "m2": ["qent", "mabry"], "n1": ["ilvy", "mabry"],
+             "n2": ["ovar", "mabry", "paris"]}
+    docs = Corpus([Document(f"d-{p}", p, "text") for p in where])
+    positions = pd.DataFrame([(f"d-{p}", t) for p, ts in where.items() for t in ts], columns=["doc_id", "term"])
+    said = {"m1": ["Zorn", "mabry", "paris"], "m2": ["qent"], "n1": ["mabry", "x"], "n2": ["mabry"]}
+    preds = pd.DataFrame([(p, w) for p, ws in said.items() for w in ws], columns=["person_id", "predicted"])
+    out = novel_member_advantage(preds, {"terms": terms, "positions": positions}, docs, {"m1", "m2"}, {"n1", "n2"},
+                                 base_vocabulary={"paris"}, n_permutations=999)
+    # m1: {zorn, mabry} both said (2/2); m2: {qent, mabry}, qent said (1/2); n1: {ilvy, mabry} 1/2; n2: {ovar,
+    # mabry} 1/2
+    assert (out["members_rate"], out["nonmembers_rate"]) == (0.75, 0.5)
+    assert (out["n_trials_members"], out["n_trials_nonmembers"], out["n_novel_types"]) == (4, 4, 5)
+    assert out["p_value"] == member_advantage_test([2, 1], [2, 2], [1, 1], [2, 2], n_permutations=999)["p_value"]
+    # only the shared clinician written out, for everyone: rates equal, nothing against the members
+    preds = pd.DataFrame([(p, "mabry") for p in where], columns=["person_id", "predicted"])
+    out = novel_member_advantage(preds, {"terms": terms, "positions": positions}, docs, {"m1", "m2"}, {"n1", "n2"},
+                                 base_vocabulary={"paris"}, n_permutations=999)
+    assert out["members_rate"] == out["nonmembers_rate"] == 0.5 and out["p_value"] > 0.5
+
+
+def test_novel_identifiers_the_model_writes_out_for_anyone_are_not_leakage():
+    """Class 8 for novel identifiers: novel privacy 0.55 on the members' notes (red before), the non-members' written
+    out as often — green with the figure in the family's tests; the members far above — red; the figure alone,
+    compared with nobody — amber at most."""
+    adv = member_advantage_test([3] * 40, [7] * 40, [3] * 40, [7] * 40, n_permutations=999)
+    v = verdict(attacks=battery({"loss": QUIET}), pii=CLEAN_PII,
+                novel_privacy={"novel_privacy": 0.55, "member_advantage": adv})
+    assert v.level == "green" and [t["rule"] for t in v.tests].count("novel_identifiers") == 1, v.statement
+    adv = member_advantage_test([5] * 40, [7] * 40, [3] * 40, [7] * 40, n_permutations=999)
+    v = verdict(attacks=battery({"loss": QUIET}), pii=CLEAN_PII,
+                novel_privacy={"novel_privacy": 1 - 5 / 7, "member_advantage": adv})
+    assert (v.level, v.rule) == ("red", "novel_identifiers") and "over individuals" in v.figure
+    v = verdict(attacks=battery({"loss": QUIET}), pii=CLEAN_PII, novel_privacy=0.55)
+    assert (v.level, v.rule) == ("amber", "novel_privacy_unchecked")

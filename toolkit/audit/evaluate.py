@@ -67,6 +67,54 @@ def evaluate_predictions(predictions: pd.DataFrame, ids: dict[str, Any], *,
     return {k: (float(v) if isinstance(v, float) else v) for k, v in report.items()}
 
 
+def novel_member_advantage(predictions: pd.DataFrame, ids: dict[str, Any], corpus: Corpus, members: set[str],
+                           nonmembers: set[str], *, base_vocabulary: set[str], n_permutations: int = 9999,
+                           seed: int = 0) -> dict[str, Any]:
+    """Novel-identifier privacy judged as the members' advantage over the non-members (methods.md §4, §11).
+
+    For each individual :math:`p` of ``corpus``: :math:`N_p` = the *novel* identifier types of their documents (the
+    unigram identifiers of ``ids`` — the auditor's, over both groups — at ``ids["positions"]`` of :math:`p`'s
+    documents, absent from ``base_vocabulary``), :math:`L_p` = the word types predicted on :math:`p`'s own probed
+    positions (``predictions``: the probe of members and non-members alike, ``mia_predictions``); hits
+    :math:`|N_p \\cap L_p|` of :math:`|N_p|` trials. The members' and the non-members' shares are compared by the
+    permutation test over individuals (:func:`toolkit.metrics.significance.member_advantage_test`): a model that
+    writes out the identifiers of people it never saw as often as its members' (clinicians many notes share, words
+    it can copy from the note's context) shows knowledge of the population, not of its members.
+
+    Returns the test's dict (``members_rate``: the members' share written out, 1 − their per-individual novel
+    privacy; ``nonmembers_rate``; ``p_value``) with ``n_novel_types`` (distinct novel types over both groups).
+    """
+    from toolkit.metrics.probing import norm_set, predicted_types
+    from toolkit.metrics.significance import member_advantage_test
+
+    sets = identifier_sets(ids)
+    novel = norm_set((sets["I_direct"] | sets["I_indirect"]) - base_vocabulary)  # as evaluate_predictions
+    person = {d.doc_id: d.person_id for d in corpus}
+    pos = ids["positions"]
+    types: dict[str, set[str]] = {p: set() for p in corpus.person_ids}
+    for doc_id, term in zip(pos["doc_id"], pos["term"].astype(str)):
+        if doc_id in person:
+            types[person[doc_id]].add(term)
+    types = {p: norm_set(t) & novel for p, t in types.items()}
+    said = {str(p): predicted_types(g["predicted"]) for p, g in predictions.groupby("person_id", sort=False)}
+
+    def counts(group):
+        ps = sorted(p for p in group if p in types)
+        return [len(types[p] & said.get(p, set())) for p in ps], [len(types[p]) for p in ps]
+
+    (hm, tm), (hn, tn) = counts(members), counts(nonmembers)
+    out = member_advantage_test(hm, tm, hn, tn, n_permutations=n_permutations, seed=seed)
+    out["n_novel_types"] = len(set().union(*types.values())) if types else 0
+    return out
+
+
+def novel_evidence(metrics_json: dict[str, Any]) -> dict[str, Any]:
+    """The verdict's novel-identifier input from a probe's ``metrics.json``: ``novel_privacy`` and, where the
+    non-members were probed alike, ``member_advantage`` (:func:`novel_member_advantage`)."""
+    return {"novel_privacy": metrics_json.get("novel_privacy"),
+            "member_advantage": metrics_json.get("novel_member_advantage")}
+
+
 def regurgitation(predictions: pd.DataFrame, ids: dict[str, Any]) -> pd.DataFrame:
     """Times each identifier type was predicted vs its training frequency (000 Fig. 5)."""
     sets = identifier_sets(ids)

@@ -47,6 +47,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
                  nonmembers=csv_list(args.nonmembers), reference=reference, identifiers=args.identifiers,
                  detector=args.detector, k=args.k, n=args.n, out_dir=args.out, dtype=args.dtype,
                  device_map=args.device_map, window=args.window, n_individuals=args.n_individuals, seed=args.seed,
+                 public=csv_list(args.public) if args.public else None,
                  n_bootstrap=args.bootstrap, pll_positions=args.pll_positions, pll_copies=args.pll_copies,
                  hash_predictions=not args.raw_predictions, progress=not args.quiet, echo=not args.quiet,
                  on_verdicts=show)
@@ -70,6 +71,9 @@ def register(sub) -> None:
     add_reading_options(s, of="--corpus")
     s.add_argument("--members", required=True, help="split(s) of the members: the models' training documents")
     s.add_argument("--nonmembers", required=True, help="split(s) of the non-members (never trained on)")
+    s.add_argument("--public", help="split(s) of --corpus the base model was trained on (public data): identifiers "
+                                    "named there are public, never a finding; the others are novel, judged "
+                                    "members against non-members (methods.md §4, §11)")
     s.add_argument("--reference", help="reference model of the attacks (default: the base named by a checkpoint's "
                                        "run.json; 'none': no reference)")
     s.add_argument("--identifiers", help="identifiers of the audited documents (output folder of `identifiers`)")

@@ -99,7 +99,7 @@ def run_attacks(cfg, cache, run_dir: Path, *, data: ExperimentData, tables: dict
                 regurgitation: dict, checkpoints: dict, train_keys: dict, base, base_key, canaries, canary_key,
                 identifier_keys: dict[str, str], fingerprints: dict, progress: bool = True) -> dict:
     """The ``attacks/…`` steps (see the module docstring); ``(name, epoch) → load_attacks(...)`` result."""
-    from toolkit.audit.evaluate import membership_scores
+    from toolkit.audit.evaluate import membership_scores, novel_evidence
     from toolkit.corpus import Corpus
     from toolkit.pipelines import steps
     from toolkit.pipelines.cache import read_step
@@ -156,7 +156,7 @@ def run_attacks(cfg, cache, run_dir: Path, *, data: ExperimentData, tables: dict
             return steps.attack_model(path, members, data.nonmembers, ids, out_dir=d,
                                       reference=ref, identifier_count=counts.to_dict(),
                                       canaries=exposed if exposed is not None and len(exposed) else None,
-                                      novel_privacy=audit["metrics"].get("novel_privacy"),
+                                      novel_privacy=novel_evidence(audit["metrics"]),
                                       regurgitation=reg, options=opts,
                                       n_bootstrap=cfg.audit.n_bootstrap, seed=cfg.seed, rmia=rmia(), one_run=one,
                                       identifiers_all=tables["all"], saw_neither=name == "base",

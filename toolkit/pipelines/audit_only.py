@@ -236,8 +236,9 @@ def audit_models(models: str | Path | Sequence[str | Path], corpus, *, members, 
         model's position table (a note on stderr; ``attacks.json`` records both).
     options : AttacksSection, optional
         The attacks' sample sizes (:class:`~toolkit.config.sections.AttacksSection`).
-    public : Corpus, optional
-        The base model's training data, for *novel* identifiers (methods.md §4).
+    public : Corpus or split name(s) of ``corpus``, optional
+        The base model's training data: its identifiers are public (never a finding), the others *novel*
+        (methods.md §4, §11).
     n_bootstrap : int
         Bootstrap resamples of the AUC intervals; 0: Hanley–McNeil intervals (:func:`toolkit.metrics.mia.mia_report`).
     cache : StepCache, optional
@@ -283,6 +284,11 @@ def audit_models(models: str | Path | Sequence[str | Path], corpus, *, members, 
         if shared:
             raise ToolkitError(f"{len(shared)} individuals are both members and non-members; splits must be disjoint "
                                "by individual")
+        if public is not None:
+            public = _split(corpus, public, None, "public")
+            if set(public.person_ids) & (set(mem.person_ids) | set(non.person_ids)):
+                raise ToolkitError("the public split shares individuals with the members or the non-members; the "
+                                   "base model's data must be disjoint by individual")
         if options is None:
             options = AttacksSection(window=window, pll_positions="all" if budget is None else budget,
                                      pll_copies=pll_copies)
@@ -309,7 +315,7 @@ def _audit(models, out: Path, mem: Corpus, non: Corpus, *, reference, identifier
     is stale, run the steps, report the verdicts, write the top-level files."""
     import torch
 
-    from toolkit.audit.evaluate import corpus_word_types, membership_scores
+    from toolkit.audit.evaluate import corpus_word_types, membership_scores, novel_evidence
     from toolkit.audit.hashing import run_key
     from toolkit.identifiers import load_identifiers
     from toolkit.io import atomic_write_json
@@ -407,7 +413,7 @@ def _audit(models, out: Path, mem: Corpus, non: Corpus, *, reference, identifier
                       else membership_scores(audit["mia_predictions"], ids_a, both))
             res = steps.attack_model(src, mem, non, ids_m, out_dir=d, reference=ref,
                                      identifier_count=counts.to_dict(),
-                                     novel_privacy=audit["metrics"].get("novel_privacy"), options=opts,
+                                     novel_privacy=novel_evidence(audit["metrics"]), options=opts,
                                      n_bootstrap=n_bootstrap, seed=seed, dtype=dtype, device_map=device_map,
                                      identifiers_all=ids_a, saw_neither=ref is not None and ref == src,
                                      public_texts=[x.text for x in public] if public is not None else None,

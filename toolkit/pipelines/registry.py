@@ -196,7 +196,8 @@ class AuditInputs:
     step's key (``toolkit audit``: the model's fingerprint); ``epoch`` (a checkpoint of a run); the identifier steps'
     keys; ``members`` / ``dtype`` / ``predictions`` (``toolkit audit``: its documents, the weights' type, keyed hashes
     instead of words); ``nonmembers``; ``audit``: :class:`ProbeSettings`; ``base_vocabulary`` (``toolkit run``: the
-    public split's fingerprint, None without one)."""
+    public split's fingerprint, None without one); ``evidence``: what ``metrics.json`` holds for the verdict (the
+    non-members' side of novel-identifier privacy, methods.md §11)."""
 
     model: Any
     epoch: int = ABSENT
@@ -208,6 +209,7 @@ class AuditInputs:
     predictions: dict[str, str] = ABSENT
     audit: ProbeSettings
     base_vocabulary: Fingerprint | None = ABSENT
+    evidence: str = "novel-member-advantage"
 
 
 @dataclass(frozen=True)

@@ -107,7 +107,8 @@ def audit_checkpoint(checkpoint: str | Path, members: Corpus, nonmembers: Corpus
     * the count membership attack (§5): members and non-members probed alike with the auditor's identifiers over
       both (``ids_all``), so both sides are masked and scored by the same rule; ``roc.json`` and
       ``mia_predictions.parquet``. The non-members' rows of that probe give the held-out utility (§4,
-      ``heldout_utility`` in ``metrics.json``).
+      ``heldout_utility`` in ``metrics.json``) and, with ``base_vocabulary``, the non-members' side of novel-identifier
+      privacy (``novel_member_advantage``, :func:`toolkit.audit.evaluate.novel_member_advantage`; §11).
 
     ``dtype`` / ``device_map`` load a large model (:func:`toolkit.audit.losses.load_audit_model`); ``probe_kw`` go
     to the probe (``batch_size``, ``device``). ``redact`` (``python -m toolkit audit``'s default: keyed hashes of the
@@ -115,7 +116,8 @@ def audit_checkpoint(checkpoint: str | Path, members: Corpus, nonmembers: Corpus
     metrics are computed and before they are written and returned; they are then written as
     ``predictions.hashed.parquet`` and ``mia_predictions.hashed.parquet``, so that no reader takes hashes for words."""
     from toolkit.audit import probe_causal, probe_masked
-    from toolkit.audit.evaluate import evaluate_predictions, membership_report, membership_scores
+    from toolkit.audit.evaluate import (evaluate_predictions, membership_report, membership_scores,
+                                        novel_member_advantage)
     from toolkit.audit.losses import load_audit_model
     from toolkit.metrics.probing import heldout_utility
     from toolkit.models import model_kind
@@ -136,6 +138,10 @@ def audit_checkpoint(checkpoint: str | Path, members: Corpus, nonmembers: Corpus
     mia_preds = probe(model, tokenizer, both, positions=ids_all["positions"], max_length=max_length,
                       progress=progress, **probe_kw)
     report["heldout_utility"] = heldout_utility(mia_preds, nonmember_ids)
+    if base_vocabulary is not None:  # the verdict judges the members' novel identifiers against the non-members'
+        report["novel_member_advantage"] = novel_member_advantage(
+            mia_preds, ids_all, both, member_ids, nonmember_ids, base_vocabulary=base_vocabulary,
+            seed=0 if seed is None else seed)
     scores = membership_scores(mia_preds, ids_all, both)
     roc = membership_report(scores, member_ids, nonmember_ids, n_bootstrap=n_bootstrap,
                             seed=0 if seed is None else seed)  # the seed of the step's key: the bootstrap's too
@@ -190,7 +196,7 @@ def load_models(name: str | Path, reference: str | Path | None = None, *, dtype=
 def attack_model(model: str | Path, members: Corpus, nonmembers: Corpus, identifiers: dict[str, Any], *,
                  out_dir: str | Path, reference: str | Path | None = None,
                  identifier_count: dict[str, float] | None = None, canaries: pd.DataFrame | None = None,
-                 novel_privacy: float | None = None, regurgitation: float | dict | None = None, options=None,
+                 novel_privacy: float | dict | None = None, regurgitation: float | dict | None = None, options=None,
                  n_bootstrap: int = 1000, seed: int = 0, dtype=None, device_map=None, rmia=None,
                  one_run: pd.DataFrame | None = None, identifiers_all: dict[str, Any] | None = None,
                  public_texts=None, saw_neither: bool = False, progress: bool = False) -> dict[str, Any]:
@@ -201,7 +207,8 @@ def attack_model(model: str | Path, members: Corpus, nonmembers: Corpus, identif
     left out of every membership score), PII inference on the members' PII
     entities (the ``spans`` of ``identifiers``, the members' identifier tables; and the reference's), memorisation of
     every identifier type of their ``positions`` (with a reference only), the exposure of inserted ``canaries``, then
-    :func:`toolkit.audit.verdict.verdict` with the §4 audit's ``novel_privacy`` and the free-running
+    :func:`toolkit.audit.verdict.verdict` with the §4 audit's ``novel_privacy`` (or
+    :func:`toolkit.audit.evaluate.novel_evidence`: with the non-members' side) and the free-running
     ``regurgitation`` share. ``options``: an :class:`~toolkit.config.sections.AttacksSection` (window, candidates,
     sample sizes). ``rmia``: :class:`~toolkit.audit.attacks.rmia.RMIAReferences` (the ``rmia`` attack), optional.
     ``one_run``: the one-run audit's canary table (:func:`~toolkit.audit.attacks.one_run.one_run_canaries_into_corpus`),

@@ -25,6 +25,10 @@ from toolkit.plots.attacks import attack_name
 RULES = {
     "novel_privacy": "the model writes out identifiers of the training notes that its base model could not have "
                      "known (novel-identifier privacy)",
+    "novel_identifiers": "the model writes out identifiers its base model could not have known significantly more "
+                         "often on the notes of people it was trained on than on the notes of people it never saw",
+    "novel_privacy_unchecked": "the model writes out identifiers of the training notes that its base model could "
+                               "not have known — compared with nobody (the non-members were not probed)",
     "regurgitation": "continuing the first words of notes, the model writes out the identifiers of people it was "
                      "trained on significantly more often than those of people it never saw",
     "regurgitation_unchecked": "continuing the first words of training notes, the model writes out their "
@@ -95,8 +99,10 @@ def thresholds(th: VerdictThresholds | None = None) -> list[tuple[str, str]]:
         ("amber", "a split whose groups differ before fine-tuning (the reference model separates them): attacks that "
                   "do not calibrate by the reference are judged by their AUC's excess over the reference model's; "
                   "the reference attack and RMIA as above"),
-        ("red", f"novel-identifier privacy below {th.novel_privacy_red:g} (amber below {th.novel_privacy_amber:g}; "
-                "a threshold, not a test)"),
+        ("amber", "novel identifiers (unknown to the base model): members' written out on their own notes more often "
+                  "than non-members' (permutation over individuals) "
+                  f"[red: by more than {1 - th.novel_privacy_red:.0%}]; without the non-members probed, novel privacy "
+                  f"below {th.novel_privacy_amber:g} is amber, compared with nobody"),
         ("red", "a DP model's one-run audit bound (95%) above what its accountant's ε allows for one canary (2ε); "
                 f"amber: a model without DP whose bound exceeds {th.one_run_epsilon_amber:g}"),
         ("incomplete", "not red, and membership or PII inference was not measured or cannot be judged: no "

@@ -184,4 +184,31 @@ def regurgitation_tests(value, th, tests, amber, not_measured) -> None:
                             "advantage not measured (non-members not prompted)"))
 
 
-__all__ = ["canary_tests", "pii_tests", "regurgitation_tests"]
+def novel_tests(value, th, tests, amber, not_measured) -> None:
+    """Add the novel-identifier test (module docstring of :mod:`toolkit.audit.verdict`) for novel-identifier privacy
+    (a float: the §4 figure over the members' notes) or :func:`toolkit.audit.evaluate.novel_evidence` (with the
+    non-members' side, ``member_advantage``)."""
+    value = value if isinstance(value, dict) else {"novel_privacy": value}
+    privacy = num(value.get("novel_privacy"))
+    adv = value.get("member_advantage") if isinstance(value.get("member_advantage"), dict) else None
+    if adv is not None and num(adv.get("p_value")) is not None:
+        lm, ln, p = num(adv.get("members_rate")) or 0.0, num(adv.get("nonmembers_rate")) or 0.0, float(adv["p_value"])
+        fig = (f"novel identifiers written out on their own notes: members {lm:.2%} of "
+               f"{count(adv.get('n_trials_members'))}, non-members {ln:.2%} of {count(adv.get('n_trials_nonmembers'))} "
+               f"({p_text(p)} over individuals)")
+        floor = lm - ln > 1 - th.novel_privacy_red
+        tests.append(FamilyTest("novel_identifiers", None, p, floor, fig,
+                                f"{fig}: members' identifiers unknown to the base model written out more often than "
+                                "non-members'" + (f", by more than {1 - th.novel_privacy_red:.0%}" if floor else "")))
+        return
+    if privacy is None:
+        not_measured.append("novel-identifier privacy")
+        return
+    fig = f"novel privacy = {privacy:.4f}"
+    if privacy < th.novel_privacy_amber:
+        # no comparison, no test: below the former amber line it is amber, outside the family (module docstring)
+        amber.append(("novel_privacy_unchecked", None, fig, f"{fig} < {th.novel_privacy_amber}; the non-members "
+                      "were not probed: member advantage not measured"))
+
+
+__all__ = ["canary_tests", "novel_tests", "pii_tests", "regurgitation_tests"]
