@@ -149,6 +149,44 @@ def test_class_9_a_confounded_split_is_said_and_does_not_decide():
     assert v.split is None and v.split_checked and v.level == "amber"
 
 
+def test_class_9_a_confounded_split_does_not_decide_pii_inference_alone():
+    """PII inference on a confounded split: the members' notes are easier for any model (the reference infers 0.20 of
+    the members' identifiers and 0.05 of the non-members'). A model at the reference's level (0.22 vs 0.06, far apart,
+    red on an unconfounded split) is green; one well beyond the reference's difference is amber, never red; a table
+    without the reference's figures cannot decide on a confounded split. Tables per occurrence, the advantage
+    computed by the toolkit's own function."""
+    import pandas as pd
+
+    from toolkit.audit.attacks import pii_member_advantage
+
+    def table(rate, ref_rate, prefix, n_people=60, k=5):
+        rng = np.random.default_rng(len(prefix) + int(rate * 100))
+        rows = [(f"{prefix}{i}", int(rng.random() < rate), int(rng.random() < ref_rate))
+                for i in range(n_people) for _ in range(k)]
+        t = pd.DataFrame(rows, columns=["person_id", "top1", "reference_top1"])
+        return t.assign(category="NAME", sharing="private", chance=0.02)
+
+    def pii_of(m, n):
+        return {"n_occurrences": len(m), "overall": {"n": len(m), "top1": m["top1"].mean(), "chance": 0.02},
+                "by_category": {}, "member_advantage": pii_member_advantage(m, n, n_permutations=1999)}
+
+    ref_attacks = {"zlib": attack(0.70, 0.64, 0.76), "loss": attack(0.66, 0.60, 0.72)}
+    confounded = {**battery({"loss": QUIET}, 60, 60), "reference_model_attacks": ref_attacks}
+    unconfounded = {**confounded, "reference_model_attacks": {"zlib": attack(0.51, 0.45, 0.57)}}
+    level = table(0.22, 0.20, "m"), table(0.06, 0.05, "n")
+    v = verdict(attacks=unconfounded, pii=pii_of(*level))
+    assert v.level == "red" and v.rule.startswith("pii_inference"), v.statement  # without the check: red
+    v = verdict(attacks=confounded, pii=pii_of(*level))
+    assert v.level == "green" and v.split and "beyond the reference model" in " ".join(
+        t["figure"] for t in v.tests), v.statement
+    beyond = table(0.70, 0.20, "m"), table(0.06, 0.05, "n")
+    v = verdict(attacks=confounded, pii=pii_of(*beyond))
+    assert (v.level, v.rule) == ("amber", "pii_inference"), v.statement
+    bare = pii_of(beyond[0].drop(columns="reference_top1"), beyond[1].drop(columns="reference_top1"))
+    assert verdict(attacks=confounded, pii=bare).level == "green"
+    assert verdict(attacks=unconfounded, pii=bare).level == "red"
+
+
 # ---- the tests' null distributions, against independent computations -------------------------------------------------
 
 def test_tpr_p_value_equals_a_brute_force_null():

@@ -44,7 +44,9 @@ and non-members (``attacks.json``'s ``reference_model_attacks``) and any of its 
 Holm at α), the groups differ before fine-tuning: every verdict says so (``split``). Then attacks that do not
 calibrate by the reference (``loss``, ``zlib``, ``min_k``…) decide nothing on their own: each is judged by its
 AUC's difference from the reference model's on the same attack (one-sided z, amber at most), attacks without a
-counterpart are not judged; the calibrated attacks (``reference``, ``rmia``) are judged as above. A model that saw
+counterpart are not judged; the calibrated attacks (``reference``, ``rmia``) are judged as above. PII inference's
+member advantage must then hold beyond the reference model's too (each occurrence's top-1 minus the reference's,
+members against non-members, the same permutation test; the larger p-value; amber at most). A model that saw
 neither group is therefore never red or amber on membership. Without a reference model the split is "not checked".
 
 **Outside the family** (stated): the one-run audit's ε lower bound (its own 95% bound: red above 2ε for a DP model per
@@ -228,7 +230,7 @@ def verdict(*, attacks=None, pii: dict | None = None, novel_privacy: float | dic
     battery = _attacks_json(attacks)
     checked, split = split_check(battery, alpha=th.alpha, confidence=th.confidence)
     regurgitation_tests(regurgitation, th, tests, amber, not_measured)
-    pii_tests(pii, th, tests, unjudgeable, not_measured, not_judged, population)
+    pii_tests(pii, th, tests, unjudgeable, not_measured, not_judged, population, confounded=bool(split))
     detectable, power = membership_tests(battery, th, tests, unjudgeable, not_measured, not_judged, confounded=bool(split))
     canary_tests(canaries, th, tests, not_measured)
     empirical = _one_run(one_run, th, red, amber)

@@ -390,7 +390,10 @@ def pii_member_advantage(members_table: pd.DataFrame, nonmembers_table: pd.DataF
     ``private`` and ``shared`` — over the occurrences that are not public (``sharing``): the members' and the
     non-members' top-1 and the permutation test over individuals
     (:func:`toolkit.metrics.significance.member_advantage_test`), with the members' mean chance (``chance``) and the
-    reference model's top-1 (``reference_top1``) where measured. The verdict reads it (methods.md §11)."""
+    reference model's top-1 (``reference_top1``) where measured; where the reference model was run on both groups,
+    ``beyond_reference``: the same test on each occurrence's top-1 minus the reference's (the members' excess over
+    the reference against the non-members'; the verdict reads it where the split is confounded). The verdict reads
+    it (methods.md §11)."""
     from toolkit.metrics.significance import member_advantage_test
 
     def usable(t):
@@ -412,5 +415,13 @@ def pii_member_advantage(members_table: pd.DataFrame, nonmembers_table: pd.DataF
         row["chance"] = float(a["chance"].mean())
         row["nonmembers_chance"] = float(b["chance"].mean()) if len(b) else None
         row["reference_top1"] = float(a["reference_top1"].mean()) if "reference_top1" in a else None
+        if "reference_top1" in a and "reference_top1" in b and len(b) and a["reference_top1"].notna().all() \
+                and b["reference_top1"].notna().all():
+            # beyond the reference model (saw neither group): each occurrence credits top-1 − the reference's
+            # top-1; read by the verdict where the split is confounded (methods.md §11)
+            ca = a.assign(d=a["top1"] - a["reference_top1"]).groupby("person_id", sort=True)["d"].agg(["sum", "size"])
+            cb = b.assign(d=b["top1"] - b["reference_top1"]).groupby("person_id", sort=True)["d"].agg(["sum", "size"])
+            row["beyond_reference"] = member_advantage_test(ca["sum"], ca["size"], cb["sum"], cb["size"], seed=seed,
+                                                            n_permutations=n_permutations)
         out[scope] = row
     return out
