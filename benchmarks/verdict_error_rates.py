@@ -7,9 +7,10 @@ halves of 40 + 40 and 200 + 200, ``--splits`` each (default 100), causal and mas
 (base) model. Every non-green verdict there is a false alarm. Each unseen patient is scored once (membership scores
 of the model and of the reference, PII inference, regurgitation per individual) and every split re-reads those
 scores: every statistic the verdict tests is a function of per-individual scores that do not depend on the split —
-except RMIA (its population is the audited non-members: left out here) and PII inference's candidate pool (drawn here
-from all 400 unseen patients, in an audit from the two groups). Novel-identifier privacy (a threshold, not a test) and
-canaries (none inserted into unseen patients) are not part of a null world.
+except RMIA (its population is the audited non-members: left out here), PII inference's candidate pool (drawn here
+from all 400 unseen patients, in an audit from the two groups) and the identifiers whose novel ones the §4 probe is
+scored on (the oracle analysis of all 400, k = 2; in an audit of the two groups). Canaries (none inserted into unseen
+patients) are not part of a null world.
 
 **Planted leaks (power).** The causal model fine-tuned on 100 ``train`` patients at a tenth of the CPU profile's
 learning rate (2·10⁻⁴), checkpoints after ¼, 1 and 4 epochs (the strength of the leak), 20 canaries inserted 1, 4 or 16 times into their notes: each checkpoint audited on 40 of its members against
@@ -43,6 +44,10 @@ from toolkit.audit.attacks import (battery_from_scores, canaries_into_corpus, ca
                                    pii_inference,
                                    pii_member_advantage, public_identifier_keys, run_battery)
 from toolkit.audit.attacks.pii_inference import identifier_occurrences  # noqa: E402
+from toolkit.audit.evaluate import corpus_word_types, novel_identifiers_by_person  # noqa: E402
+from toolkit.audit.probe_causal import probe_causal  # noqa: E402
+from toolkit.audit.probe_masked import probe_masked  # noqa: E402
+from toolkit.identifiers.analysis import IdentifierConfig, analyze  # noqa: E402
 from toolkit.audit.probe_causal import regurgitation_rate  # noqa: E402
 from toolkit.audit.verdict import verdict  # noqa: E402
 from toolkit.corpus import Corpus, load_corpus  # noqa: E402
@@ -83,9 +88,11 @@ def fine_tune(corpus: Corpus, kind: str, epochs: list[int], out: Path, checkpoin
 
 
 def score_once(model_dir: Path, kind: str, members: Corpus | None, unseen: Corpus, pos: pd.DataFrame, public_keys: set,
-               *, pii_occurrences: int, exclude=None) -> dict:
+               *, pii_occurrences: int, exclude=None, base_vocabulary: set | None = None) -> dict:
     """Per-individual scores of everyone in ``members`` and ``unseen``: membership (model and reference), PII
-    inference per occurrence (model and reference), regurgitation per individual (causal)."""
+    inference per occurrence (model and reference), regurgitation per individual (causal), and with
+    ``base_vocabulary`` each individual's novel identifiers and the words the §4 probe predicts on their notes
+    (identifiers: the oracle analysis of everyone scored, k = 2, n = 1)."""
     model, tok = load_model(model_dir, kind=kind)
     ref = load_model(BASES[kind], kind=kind)
     everyone = Corpus(list(members or []) + list(unseen))
@@ -95,19 +102,29 @@ def score_once(model_dir: Path, kind: str, members: Corpus | None, unseen: Corpu
     a, b = of(everyone, first), of(everyone, half[len(half) // 2:])
     res = run_battery(model, tok, a, b, reference=ref, window=256, n_bootstrap=0, progress=False, exclude=exclude,
                       **pll)
+    print(f"  battery scored, {rss()}", flush=True)
     scores = res.scores.set_index("id").drop(columns=["member"])
     ref_scores = res.reference_scores
     _, table = pii_inference(model, tok, everyone, pos, reference=ref, n_candidates=20,
                              max_occurrences=pii_occurrences, window=64, seed=0,
                              population=identifier_occurrences(everyone, pos),
                              public_keys=public_keys, return_table=True, progress=False, **pll)
+    print(f"  PII inference scored ({len(table)} occurrences), {rss()}", flush=True)
     reg = ref_reg = None
     if kind == "clm":
         vocab = set(identifier_occurrences(everyone, pos)["key"])
         kw = dict(prefix_tokens=32, max_new_tokens=64, progress=False)
         reg = regurgitation_rate(model, tok, everyone, vocab, **kw)
         ref_reg = regurgitation_rate(*ref, everyone, vocab, **kw)
-    return {"scores": scores, "ref_scores": ref_scores, "pii": table, "regurgitation": reg, "ref_regurgitation": ref_reg}
+    novel = None
+    if base_vocabulary is not None:
+        ids = analyze(everyone, IdentifierConfig(detector="oracle", k=2, n=1), progress=False)
+        tables = {"terms": ids.terms, "positions": ids.positions()}
+        probe = probe_masked if kind == "mlm" else probe_causal
+        preds = probe(model, tok, everyone, positions=tables["positions"], max_length=256, progress=False)
+        novel = novel_identifiers_by_person(preds, tables, everyone, base_vocabulary=base_vocabulary)
+    return {"scores": scores, "ref_scores": ref_scores, "pii": table, "regurgitation": reg, "ref_regurgitation": ref_reg,
+            "novel": novel}
 
 
 def world(s: dict, a: list[str], b: list[str], *, with_reference: bool, seed: int) -> dict:
@@ -140,7 +157,16 @@ def world(s: dict, a: list[str], b: list[str], *, with_reference: bool, seed: in
                "member_advantage": member_advantage_test([x[1] for x in ra], [x[0] for x in ra],
                                                          [x[1] for x in rb], [x[0] for x in rb], seed=seed,
                                                          n_permutations=1999)}
-    return {"attacks": bat, "pii": pii, "regurgitation": reg}
+    novel = None
+    if s.get("novel") is not None:
+        nv = s["novel"]
+        ha, ta_ = [len(nv[p][0] & nv[p][1]) for p in a], [len(nv[p][0]) for p in a]
+        hb, tb_ = [len(nv[p][0] & nv[p][1]) for p in b], [len(nv[p][0]) for p in b]
+        types = set().union(*(nv[p][0] for p in a))
+        said = set().union(*(nv[p][1] for p in a))
+        novel = {"novel_privacy": 1 - len(types & said) / len(types) if types else 1.0,  # §4: over the members
+                 "member_advantage": member_advantage_test(ha, ta_, hb, tb_, seed=seed, n_permutations=1999)}
+    return {"attacks": bat, "pii": pii, "regurgitation": reg, "novel_privacy": novel}
 
 
 def world_before(s: dict, a: list[str], b: list[str], *, with_reference: bool) -> dict:
@@ -166,7 +192,8 @@ def world_before(s: dict, a: list[str], b: list[str], *, with_reference: bool) -
         if with_reference:
             reg["reference"] = share(s["ref_regurgitation"])
     attacks = {k: v for k, v in w["attacks"].items() if k != "reference_model_attacks"}
-    return {"attacks": attacks, "pii": pii, "regurgitation": reg}
+    novel = (w["novel_privacy"] or {}).get("novel_privacy")  # a threshold on the members' figure then
+    return {"attacks": attacks, "pii": pii, "regurgitation": reg, "novel_privacy": novel}
 
 
 def verdict_before():
@@ -174,14 +201,33 @@ def verdict_before():
     history is not there (a shallow clone)."""
     import types
 
-    got = subprocess.run(["git", "show", "d13fd36:toolkit/audit/verdict.py"], capture_output=True, text=True,
-                         cwd=ROOT)
-    if got.returncode != 0:
+    def past(path: str, name: str):
+        got = subprocess.run(["git", "show", f"d13fd36:{path}"], capture_output=True, text=True, cwd=ROOT)
+        if got.returncode != 0:
+            return None
+        module = types.ModuleType(name)
+        sys.modules[name] = module  # dataclasses look their module up
+        exec(compile(got.stdout, f"{name}.py", "exec"), module.__dict__)  # noqa: S102 - our own past code
+        return module
+
+    # the verdict with the helpers it read then (auc_lower_bound has since become auc_interval)
+    if past("toolkit/metrics/mia.py", "mia_d13fd36") is None:
         return None
+    got = subprocess.run(["git", "show", "d13fd36:toolkit/audit/verdict.py"], capture_output=True, text=True, cwd=ROOT)
+    source = got.stdout.replace("from toolkit.metrics.mia import", "from mia_d13fd36 import")
     module = types.ModuleType("verdict_d13fd36")
-    sys.modules[module.__name__] = module  # dataclasses look their module up
-    exec(compile(got.stdout, "verdict_d13fd36.py", "exec"), module.__dict__)  # noqa: S102 - our own past code
+    sys.modules[module.__name__] = module
+    exec(compile(source, "verdict_d13fd36.py", "exec"), module.__dict__)  # noqa: S102 - our own past code
     return module.verdict
+
+
+def rss() -> str:
+    """This process' resident memory now (GiB), for the progress lines: the benchmark has run out of memory before."""
+    try:
+        pages = int(Path("/proc/self/statm").read_text().split()[1])
+    except (OSError, ValueError, IndexError):
+        return "?"
+    return f"{pages * 4096 / 2 ** 30:.1f} GiB"
 
 
 def shares(levels: list[str]) -> dict:
@@ -223,6 +269,7 @@ def main(argv=None) -> dict:
     public_texts = [d.text for d in corpus if d.split == "public"]
     keys = set(identifier_occurrences(corpus, pos)["key"])
     public_keys = public_identifier_keys(keys, public_texts)
+    vocab = corpus_word_types(Corpus([d for d in corpus if d.split == "public"]))  # novel identifiers (§4)
     unseen = of(corpus, unseen_ids)
     result = {"commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                                        cwd=ROOT).stdout.strip(),
@@ -234,26 +281,34 @@ def main(argv=None) -> dict:
         t = time.time()
         members = of(corpus, train_ids[:40])
         ckpt = fine_tune(members, kind, [EPOCHS[kind]], out / f"null-{kind}")[-1][1]
-        s = score_once(ckpt, kind, None, unseen, pos, public_keys,
-                       pii_occurrences=args.pii_occurrences)
+        s = score_once(ckpt, kind, None, unseen, pos, public_keys, pii_occurrences=args.pii_occurrences,
+                       base_vocabulary=vocab)
+        pd.to_pickle(s, out / f"null-{kind}-scores.pkl")  # per-individual scores: worlds re-read without re-scoring
         result["seconds"][f"null {kind}: train and score"] = round(time.time() - t, 1)
+        print(f"null {kind}: scored in {time.time() - t:.0f} s, {rss()}", flush=True)
         rng = np.random.default_rng(0)
         before = verdict_before()
         for size in (40, 200):
             for with_ref in (True, False):
-                levels, rules, old_levels, old_rules = [], [], [], []
+                levels, rules, old_levels, old_rules, alarms = [], [], [], [], []
                 for i in range(args.splits):
                     draw = rng.permutation(unseen_ids)
                     a, b = list(draw[:size]), list(draw[size:2 * size])
                     v = verdict(**world(s, a, b, with_reference=with_ref, seed=i))
                     levels.append(v.level)
                     rules.append(v.rule)
+                    if v.level != "green":
+                        alarms.append(f"split {i}: {v.statement}")
                     if before is not None:
                         old = before(**world_before(s, a, b, with_reference=with_ref))
                         old_levels.append(old.level)
                         old_rules.append(old.rule)
+                    if i % 20 == 19:
+                        print(f"  {size}+{size} {'with' if with_ref else 'without'} reference: {i + 1} splits, "
+                              f"{rss()}", flush=True)
                 key = f"{kind} {size}+{size} {'with' if with_ref else 'without'} reference"
-                result["null_worlds"][key] = {**shares(levels), "rules": sorted(set(rules) - {"none"})}
+                result["null_worlds"][key] = {**shares(levels), "rules": sorted(set(rules) - {"none"}),
+                                              "false_alarms": alarms}
                 if before is not None:
                     result["null_worlds"][key]["before (d13fd36)"] = {**shares(old_levels),
                                                                        "rules": sorted(set(old_rules) - {"none"})}
@@ -334,6 +389,7 @@ def duplicated_documents(corpus: Corpus, train_ids: list[str], unseen_ids: list[
     members = of(corpus, [p for ids in groups.values() for p in ids])
     pool = unseen_ids[:200]
     s = score_once(ckpt, "clm", members, of(corpus, pool), pos, public_keys, pii_occurrences=pii_occurrences)
+    pd.to_pickle(s, run / "scores.pkl")
     rng = np.random.default_rng(2)
     found = {}
     for r, ids in groups.items():

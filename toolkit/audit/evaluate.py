@@ -84,8 +84,25 @@ def novel_member_advantage(predictions: pd.DataFrame, ids: dict[str, Any], corpu
     Returns the test's dict (``members_rate``: the members' share written out, 1 − their per-individual novel
     privacy; ``nonmembers_rate``; ``p_value``) with ``n_novel_types`` (distinct novel types over both groups).
     """
-    from toolkit.metrics.probing import norm_set, predicted_types
     from toolkit.metrics.significance import member_advantage_test
+
+    found = novel_identifiers_by_person(predictions, ids, corpus, base_vocabulary=base_vocabulary)
+
+    def counts(group):
+        ps = sorted(p for p in group if p in found)
+        return [len(found[p][0] & found[p][1]) for p in ps], [len(found[p][0]) for p in ps]
+
+    (hm, tm), (hn, tn) = counts(members), counts(nonmembers)
+    out = member_advantage_test(hm, tm, hn, tn, n_permutations=n_permutations, seed=seed)
+    out["n_novel_types"] = len(set().union(*(t for t, _ in found.values()))) if found else 0
+    return out
+
+
+def novel_identifiers_by_person(predictions: pd.DataFrame, ids: dict[str, Any], corpus: Corpus, *,
+                                base_vocabulary: set[str]) -> dict[str, tuple[set[str], set[str]]]:
+    """``{person: (N_p, L_p)}`` of :func:`novel_member_advantage`: each individual's novel identifier types and the
+    word types predicted on their own probed positions (both normalised)."""
+    from toolkit.metrics.probing import norm_set, predicted_types
 
     sets = identifier_sets(ids)
     novel = norm_set((sets["I_direct"] | sets["I_indirect"]) - base_vocabulary)  # as evaluate_predictions
@@ -95,17 +112,8 @@ def novel_member_advantage(predictions: pd.DataFrame, ids: dict[str, Any], corpu
     for doc_id, term in zip(pos["doc_id"], pos["term"].astype(str)):
         if doc_id in person:
             types[person[doc_id]].add(term)
-    types = {p: norm_set(t) & novel for p, t in types.items()}
     said = {str(p): predicted_types(g["predicted"]) for p, g in predictions.groupby("person_id", sort=False)}
-
-    def counts(group):
-        ps = sorted(p for p in group if p in types)
-        return [len(types[p] & said.get(p, set())) for p in ps], [len(types[p]) for p in ps]
-
-    (hm, tm), (hn, tn) = counts(members), counts(nonmembers)
-    out = member_advantage_test(hm, tm, hn, tn, n_permutations=n_permutations, seed=seed)
-    out["n_novel_types"] = len(set().union(*types.values())) if types else 0
-    return out
+    return {p: (norm_set(t) & novel, said.get(p, set())) for p, t in types.items()}
 
 
 def novel_evidence(metrics_json: dict[str, Any]) -> dict[str, Any]:

@@ -48,6 +48,7 @@ from toolkit.corpus import ToolkitError
 from toolkit.audit.pll import adaptive as _adaptive
 from toolkit.audit.pll import check_budget, draw_positions, estimator, masked_log_probs, strided_groups
 from toolkit.audit.reuse import files_signature, remember, reuse_key, reused
+from toolkit.heap import release_heap
 from toolkit.models import load_model, model_kind
 from toolkit.progress import progress_bar
 
@@ -254,6 +255,7 @@ def _causal(model, encoded, batch_size: int, moments: bool, progress: bool, labe
     bar = progress_bar(total=n, desc=_desc(label, "clm", model), unit="doc", enabled=progress)
     _adaptive(order, batch_size, run, bar)
     bar.close()
+    release_heap()  # the passes' freed tensors back to the system (toolkit.heap)
     first = [i for i, e in enumerate(encoded) if lead is not None and len(e[0]) and not e[1][0]]
     if first:  # the first content token of a text without a special start: -log p(x0 | BOS), one forward pass
         with torch.inference_mode():
