@@ -88,7 +88,8 @@ def fine_tune(corpus: Corpus, kind: str, epochs: list[int], out: Path, checkpoin
 
 
 def score_once(model_dir: Path, kind: str, members: Corpus | None, unseen: Corpus, pos: pd.DataFrame, public_keys: set,
-               *, pii_occurrences: int, exclude=None, base_vocabulary: set | None = None) -> dict:
+               *, pii_occurrences: int, exclude=None, base_vocabulary: set | None = None,
+               pii_copies: int = 32) -> dict:
     """Per-individual scores of everyone in ``members`` and ``unseen``: membership (model and reference), PII
     inference per occurrence (model and reference), regurgitation per individual (causal), and with
     ``base_vocabulary`` each individual's novel identifiers and the words the §4 probe predicts on their notes
@@ -96,7 +97,7 @@ def score_once(model_dir: Path, kind: str, members: Corpus | None, unseen: Corpu
     model, tok = load_model(model_dir, kind=kind)
     ref = load_model(BASES[kind], kind=kind)
     everyone = Corpus(list(members or []) + list(unseen))
-    pll = {"pll_copies": 32} if kind == "mlm" else {}
+    pll = {"pll_copies": 32} if kind == "mlm" else {}  # the CPU profile's estimator (configs/cpu_masked.yaml)
     half = sorted(unseen.person_ids)
     first = (list(members.person_ids) if members is not None else []) + half[: len(half) // 2]
     a, b = of(everyone, first), of(everyone, half[len(half) // 2:])
@@ -108,7 +109,8 @@ def score_once(model_dir: Path, kind: str, members: Corpus | None, unseen: Corpu
     _, table = pii_inference(model, tok, everyone, pos, reference=ref, n_candidates=20,
                              max_occurrences=pii_occurrences, window=64, seed=0,
                              population=identifier_occurrences(everyone, pos),
-                             public_keys=public_keys, return_table=True, progress=False, **pll)
+                             public_keys=public_keys, return_table=True, progress=False,
+                             **({"pll_copies": pii_copies} if pll else {}))
     print(f"  PII inference scored ({len(table)} occurrences), {rss()}", flush=True)
     reg = ref_reg = None
     if kind == "clm":
@@ -246,6 +248,8 @@ def main(argv=None) -> dict:
     ap.add_argument("--kinds", default="clm,mlm")
     ap.add_argument("--pii-occurrences", type=int, default=1500)
     ap.add_argument("--skip-power", action="store_true")
+    ap.add_argument("--mlm-pii-copies", type=int, default=32, help="masked PII inference: masked copies per window "
+                    "(strided PLL; the battery keeps the CPU profile's 32)")
     ap.add_argument("--duplicates", action="store_true", help="run the duplicated-documents planted leak (only it "
                     "with --kinds '' --skip-power)")
     ap.add_argument("--publish", action="store_true", help="copy the result to toolkit/audit/operating_characteristic.json")
@@ -255,10 +259,13 @@ def main(argv=None) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     if args.merge:
         parts = [json.loads(Path(p).read_text(encoding="utf-8")) for p in args.merge]
-        result = {**parts[0], "null_worlds": {}, "power": {}, "seconds": {}}
+        result = {**parts[0], "null_worlds": {}, "power": {}, "seconds": {}, "settings": {}, "commits": {}}
         for part in parts:
-            for k in ("null_worlds", "power", "seconds"):
-                result[k].update(part[k])
+            for k in ("null_worlds", "power", "seconds", "settings"):
+                result[k].update(part.get(k, {}))
+            for k in list(part.get("null_worlds", {})) + list(part.get("power", {})):
+                result["commits"][k] = part.get("commits", {}).get(k, part["commit"])
+        result["commit"] = ", ".join(dict.fromkeys(result["commits"].values()))
         result["seconds"]["total"] = round(sum(p["seconds"].get("total", 0) for p in parts), 1)
         return _write(result, out, args.publish)
     t0 = time.time()
@@ -282,7 +289,10 @@ def main(argv=None) -> dict:
         members = of(corpus, train_ids[:40])
         ckpt = fine_tune(members, kind, [EPOCHS[kind]], out / f"null-{kind}")[-1][1]
         s = score_once(ckpt, kind, None, unseen, pos, public_keys, pii_occurrences=args.pii_occurrences,
-                       base_vocabulary=vocab)
+                       base_vocabulary=vocab, pii_copies=args.mlm_pii_copies)
+        result.setdefault("settings", {})[f"null {kind}"] = {"pii_occurrences": args.pii_occurrences,
+                                                             **({"pii_pll_copies": args.mlm_pii_copies,
+                                                                 "battery_pll_copies": 32} if kind == "mlm" else {})}
         pd.to_pickle(s, out / f"null-{kind}-scores.pkl")  # per-individual scores: worlds re-read without re-scoring
         result["seconds"][f"null {kind}: train and score"] = round(time.time() - t, 1)
         print(f"null {kind}: scored in {time.time() - t:.0f} s, {rss()}", flush=True)
@@ -360,7 +370,8 @@ def main(argv=None) -> dict:
     if args.duplicates:
         t = time.time()
         result["power"].update(duplicated_documents(corpus, train_ids, unseen_ids, pos, public_keys, out,
-                                                    splits=args.splits, pii_occurrences=args.pii_occurrences))
+                                                    splits=args.splits, pii_occurrences=args.pii_occurrences,
+                                                    base_vocabulary=vocab))
         result["seconds"]["duplicated documents: train and score"] = round(time.time() - t, 1)
     result["seconds"]["total"] = round(time.time() - t0, 1)
     return _write(result, out, args.publish)
@@ -371,7 +382,8 @@ DUPLICATES = (1, 4, 16)
 
 
 def duplicated_documents(corpus: Corpus, train_ids: list[str], unseen_ids: list[str], pos: pd.DataFrame,
-                         public_keys: set, out: Path, *, splits: int, pii_occurrences: int, group: int = 40) -> dict:
+                         public_keys: set, out: Path, *, splits: int, pii_occurrences: int, group: int = 40,
+                         base_vocabulary: set | None = None) -> dict:
     """Planted leak by duplication: three groups of ``group`` members whose notes stand 1, 4 and 16 times in one
     training corpus (copies under new document ids), the causal model fine-tuned one epoch at a tenth of the profile's
     learning rate; each group audited against ``group`` unseen patients (``splits`` draws of the non-members out of
@@ -388,7 +400,8 @@ def duplicated_documents(corpus: Corpus, train_ids: list[str], unseen_ids: list[
     ckpt = fine_tune(Corpus(docs), "clm", [1], run, learning_rate=2e-4)[-1][1]
     members = of(corpus, [p for ids in groups.values() for p in ids])
     pool = unseen_ids[:200]
-    s = score_once(ckpt, "clm", members, of(corpus, pool), pos, public_keys, pii_occurrences=pii_occurrences)
+    s = score_once(ckpt, "clm", members, of(corpus, pool), pos, public_keys, pii_occurrences=pii_occurrences,
+                   base_vocabulary=base_vocabulary)
     pd.to_pickle(s, run / "scores.pkl")
     rng = np.random.default_rng(2)
     found = {}

@@ -249,7 +249,8 @@ def error_rates(path: str | Path | None = None) -> list[str]:
         lo, hi = x[what]["ci95"]
         return f"{k} of {n} ({lo:.1%}–{hi:.1%})"
 
-    head = f"measured at commit {oc.get('commit')} on {oc.get('machine')}"
+    commit = str(oc.get("commit"))
+    head = f"measured at commit{'s' if ',' in commit else ''} {commit} on {oc.get('machine')}"
     lines = []
     for name, x in (oc.get("null_worlds") or {}).items():
         lines.append(f"False alarms, null world {name}: non-green {share(x, 'non_green')}, red {share(x, 'red')}")
