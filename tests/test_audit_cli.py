@@ -158,6 +158,10 @@ def test_audit_cli_errors(tmp_path, capsys):
     assert "no document of split(s) ['validation']" in capsys.readouterr().err
     assert main(["audit", *common, "--nonmembers", "train", "--detector", "oracle"]) == 2
     assert "both members and non-members" in capsys.readouterr().err
+    assert main(["audit", *common, "--nonmembers", "heldout", "--public", "heldout", "--detector", "oracle"]) == 2
+    assert "3 individuals are both public and audited" in capsys.readouterr().err
+    assert main(["audit", *common, "--nonmembers", "heldout", "--public", "public", "--detector", "oracle"]) == 2
+    assert "public: no document of split(s) ['public']" in capsys.readouterr().err
 
 
 def _tokenizer(arch: str, texts: list[str]):

@@ -132,7 +132,7 @@ def test_notebook_twins_define_no_functions(twin):
 #: ``__init__``, ``__main__`` the ``python -m toolkit`` entry point.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors",),
-    ("io", "progress", "threads", "models"),
+    ("io", "progress", "threads", "heap", "models"),
     ("corpus",),
     ("identifiers", "samples"),
     ("strategies", "metrics"),

@@ -280,15 +280,12 @@ def audit_models(models: str | Path | Sequence[str | Path], corpus, *, members, 
             corpus = load_corpus(corpus)
         mem = _split(corpus, members, n_individuals, "members")
         non = _split(corpus, nonmembers, n_individuals, "non-members")
-        shared = set(mem.person_ids) & set(non.person_ids)
-        if shared:
-            raise ToolkitError(f"{len(shared)} individuals are both members and non-members; splits must be disjoint "
-                               "by individual")
-        if public is not None:
-            public = _split(corpus, public, None, "public")
-            if set(public.person_ids) & (set(mem.person_ids) | set(non.person_ids)):
-                raise ToolkitError("the public split shares individuals with the members or the non-members; the "
-                                   "base model's data must be disjoint by individual")
+        public = _split(corpus, public, None, "public") if public is not None else None
+        audited = {*mem.person_ids, *non.person_ids}
+        for name, a, b in (("members and non-members", mem.person_ids, non.person_ids),
+                           ("public and audited", public.person_ids if public is not None else (), audited)):
+            if shared := set(a) & set(b):
+                raise ToolkitError(f"{len(shared)} individuals are both {name}; splits must be disjoint by individual")
         if options is None:
             options = AttacksSection(window=window, pll_positions="all" if budget is None else budget,
                                      pll_copies=pll_copies)
