@@ -32,3 +32,12 @@ def test_every_scoring_pass_releases_the_heap(kind, monkeypatch):
     model = init_model(tok, TinyModelConfig(kind=kind, **TINY), seed=0).eval()
     losses.sequence_log_likelihoods(model, tok, TEXTS, progress=False, pll_copies=4 if kind == "mlm" else None)
     assert calls == [kind]
+
+
+def test_release_heap_often_is_throttled(monkeypatch):
+    calls = []
+    monkeypatch.setattr(heap, "release_heap", lambda: calls.append(1) or True)
+    monkeypatch.setattr(heap, "_last", [0.0])
+    assert heap.release_heap_often(seconds=60) is True
+    assert heap.release_heap_often(seconds=60) is False and calls == [1]  # within the minute: not again
+    assert heap.release_heap_often(seconds=0) is True and calls == [1, 1]

@@ -44,7 +44,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from toolkit.errors import ToolkitError
-from toolkit.heap import release_heap
+from toolkit.heap import release_heap, release_heap_often
 from toolkit.models import split_lm_head
 from toolkit.progress import progress_bar
 
@@ -118,6 +118,7 @@ def adaptive(jobs: Sequence, batch_size: int, run: Callable, bar) -> None:
             bs = max(1, bs // 2)
             continue
         i += len(chunk)
+        release_heap_often()  # freed tensors back to the system during a long pass too (toolkit.heap)
         if bar is not None:
             bar.update(len(chunk))
 
