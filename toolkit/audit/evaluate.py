@@ -32,11 +32,15 @@ def identifier_sets(ids: dict[str, Any]) -> dict[str, Any]:
 def indirect_by_person(ids: dict[str, Any], corpus: Corpus) -> dict[str, set[str]]:
     """Each individual's unigram indirect-identifier types, from the protected positions of their documents."""
     sets = identifier_sets(ids)
-    person = {d.doc_id: d.person_id for d in corpus}
     pos = ids["positions"]
-    pos = pos[pos["indirect"] & pos["term"].astype(str).isin(sets["I_indirect"])]
+    return _terms_by_person(pos[pos["indirect"] & pos["term"].astype(str).isin(sets["I_indirect"])], corpus)
+
+
+def _terms_by_person(positions: pd.DataFrame, corpus: Corpus) -> dict[str, set[str]]:
+    """The ``term`` types of ``positions`` per individual of ``corpus`` (every individual, possibly empty)."""
+    person = {d.doc_id: d.person_id for d in corpus}
     out: dict[str, set[str]] = {p: set() for p in corpus.person_ids}
-    for doc_id, term in zip(pos["doc_id"], pos["term"].astype(str)):
+    for doc_id, term in zip(positions["doc_id"], positions["term"].astype(str)):
         if doc_id in person:
             out[person[doc_id]].add(term)
     return out
@@ -106,12 +110,7 @@ def novel_identifiers_by_person(predictions: pd.DataFrame, ids: dict[str, Any], 
 
     sets = identifier_sets(ids)
     novel = norm_set((sets["I_direct"] | sets["I_indirect"]) - base_vocabulary)  # as evaluate_predictions
-    person = {d.doc_id: d.person_id for d in corpus}
-    pos = ids["positions"]
-    types: dict[str, set[str]] = {p: set() for p in corpus.person_ids}
-    for doc_id, term in zip(pos["doc_id"], pos["term"].astype(str)):
-        if doc_id in person:
-            types[person[doc_id]].add(term)
+    types = _terms_by_person(ids["positions"], corpus)
     said = {str(p): predicted_types(g["predicted"]) for p, g in predictions.groupby("person_id", sort=False)}
     return {p: (norm_set(t) & novel, said.get(p, set())) for p, t in types.items()}
 
