@@ -43,7 +43,7 @@ from IPython.display import HTML, Markdown, display
 from toolkit import plots
 from toolkit.plots.frontier import frontier_figure
 from toolkit.report import build_report
-from toolkit.report.frontier import best_sentences, shown_table
+from toolkit.report.frontier import base_sentence, best_sentences, shown_table
 from toolkit.results.frontier import load_frontier_result
 
 plots.setup_notebook()
@@ -65,6 +65,11 @@ print(f"{Path(frontier_dir).resolve().name}: {len(table)} models, corpus sizes {
 # the strongest membership attack on it (x; 0.5 = chance). The shaded region is the goal. A model inside it is not
 # yet green: only its verdict (hover, and the table below) says whether *every* attack — PII inference, canaries and
 # regurgitation included — found nothing.
+#
+# The black point per size is the **base model** before any fine-tuning (hollow where its attack AUC was not
+# recorded, as in the shipped frontier): fine-tuning starts from there, not from zero. At 1,000 individuals it is
+# already at 0.83× plain, so a DP model at 0.84× looks close to the 0.9× goal while it kept about a tenth of what
+# plain fine-tuning learnt. The hover text gives each model's **gain retained**, (U − U_base) / (U_plain − U_base).
 
 # %%
 frontier_figure(table).show()
@@ -77,13 +82,17 @@ display(Markdown("\n".join(f"- {s}" for s in best_sentences(result.best, result.
 
 # %% [markdown]
 # ## 3. Every model
-# `× plain`: held-out utility divided by `clm`'s at the same size (training-note utility beside it); `TPR@1% FPR`:
-# the largest over the battery's attacks (unresolvable with fewer than 100 non-members); `PII top-1` against its
-# chance level; `max canary exposure` in bits (of ≈ 26.6 possible); the one-run audit's empirical ε lower bound
+# `× plain`: held-out utility divided by `clm`'s at the same size (training-note utility beside it); `gain retained`:
+# (U − U_base) / (U_plain − U_base), the share of `clm`'s held-out gain over the untouched base model that the model
+# kept (100%: all of it, 0%: none, below 0: worse than the base; n/a where the base's utility is not recorded or
+# equals `clm`'s; no interval: the utilities have none); `TPR@1% FPR`: the largest over the battery's attacks
+# (unresolvable with fewer than 100 non-members); `PII top-1` against its chance level (in brackets); `max canary
+# exposure` in bits (of ≈ 26.6 possible); the one-run audit's empirical ε lower bound
 # (95%) beside the DP accountant's ε — an empirical bound above what the accountant allows would mean a broken DP
 # implementation (methods.md §10).
 
 # %%
+display(Markdown(base_sentence(table, result.plain)))
 shown_table(table).round(3)
 
 # %% [markdown]

@@ -277,3 +277,103 @@ def test_table_only_times_a_sliced_frontier_as_one_run():
             {"name": "data", "key": None, "status": "ran", "seconds": 0.5},
             {"name": "train/clm_dp", "key": "d", "status": "cached", "seconds": 0.0, "original_seconds": 30.0}]
     assert _compute_seconds(inf, counted) == 160.5 and _compute_seconds(eps8, counted) == 30.5
+
+
+# --- gain retained: (U − U_base) / (U_plain − U_base) beside the ratio to plain
+
+def with_base(points, base):
+    """``points`` as runs that also audited the base model: its held-out utility per size (``base``)."""
+    for p in points:
+        p.base_heldout_utility = base.get(p.size)
+    return points
+
+
+def test_gain_retained_by_hand_and_undefined_without_a_gain():
+    from toolkit.results.frontier import GAIN_UNDEFINED, gain_retained
+
+    # docs/results.md, 1,000 individuals: base 0.651, plain 0.789, best DP 0.665 → 0.014 / 0.138
+    assert gain_retained(0.665, 0.651, 0.789) == pytest.approx(0.10144927536, rel=1e-9)
+    assert gain_retained(0.789, 0.651, 0.789) == pytest.approx(1.0)
+    assert gain_retained(0.651, 0.651, 0.789) == 0.0
+    assert gain_retained(0.640, 0.651, 0.789) < 0  # below the base: negative, not clipped
+    assert 0.665 / 0.789 == pytest.approx(0.843, abs=1e-3)  # what the ratio to plain says of the same model
+    # plain fine-tuning gained nothing over the base: undefined, never a division error
+    assert math.isnan(gain_retained(0.70, 0.65, 0.65))
+    assert "no gain to retain" in GAIN_UNDEFINED
+    for missing in ((None, 0.65, 0.7), (0.7, None, 0.7), (0.7, 0.65, None), (0.7, float("nan"), 0.8)):
+        assert math.isnan(gain_retained(*missing))
+
+
+def test_table_carries_the_gain_retained_of_each_size_base():
+    t = frontier_table(with_base(fake_points(), {100: 0.05, 1000: 0.40}))
+    row = t[(t["size"] == 100) & (t["strategy"] == "ppclm_surrogate_dp")].iloc[0]
+    assert row["heldout_gain_retained"] == pytest.approx((0.10 - 0.05) / (0.25 - 0.05))  # 0.25
+    assert row["heldout_utility_vs_plain"] == pytest.approx(0.4) and row["base_heldout_utility"] == 0.05
+    assert t[(t["size"] == 100) & (t["strategy"] == "clm")]["heldout_gain_retained"].iloc[0] == pytest.approx(1.0)
+    # at 1000 plain fine-tuning's held-out utility equals the base's: undefined at every row of that size
+    assert t[t["size"] == 1000]["heldout_gain_retained"].isna().all()
+    # without the base's utility the column is there, empty (never a number made up)
+    bare = frontier_table(fake_points())
+    assert "heldout_gain_retained" in bare and bare["heldout_gain_retained"].isna().all()
+
+
+def test_points_from_dir_read_the_base_models_utility_and_auc(tmp_path):
+    from toolkit.results.frontier import points_from_dir
+
+    def put(rel, doc):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(json.dumps(doc))
+
+    put("audit/base/metrics.json", {"utility": 0.5, "heldout_utility": 0.651})
+    put("attacks/base/attacks.json", {"strongest": "rmia", "attacks": {"rmia": {"auc": 0.52}, "loss": {"auc": 0.5}}})
+    put("audit/clm/epoch-8/metrics.json", {"utility": 0.9, "heldout_utility": 0.789})
+    for name in ("attacks", "identifiers", "verdict"):
+        put(f"attacks/clm/epoch-8/{name}.json", {"level": "red", "rule": "x"} if name == "verdict" else {})
+    (p,) = points_from_dir(1000, math.inf, tmp_path)
+    assert (p.strategy, p.base_heldout_utility, p.base_attack_auc) == ("clm", 0.651, 0.52)
+    row = frontier_table([p]).iloc[0]
+    assert row["base_heldout_utility"] == 0.651 and row["heldout_gain_retained"] == pytest.approx(1.0)
+
+
+def test_report_table_shows_gain_retained_no_wider_than_before(tmp_path):
+    from toolkit.report.frontier import SHOWN, shown_table
+    from toolkit.report.render import build_report
+
+    table = frontier_table(with_base(fake_points(), {100: 0.05}))
+    shown = shown_table(table)
+    assert "gain retained" in shown.columns and "× plain" in shown.columns
+    assert len(shown.columns) <= 16  # the table's width before the column was added
+    by = shown.set_index(["individuals", "strategy"])
+    assert by.loc[(100, "ppclm_surrogate_dp"), "gain retained"] == "25%"
+    assert by.loc[(1000, "clm"), "gain retained"] == "n/a"  # no base recorded at 1000
+    assert by.loc[(100, "clm"), "PII top-1 (chance)"] == "0.20 (0.050)"  # merged: one column for two
+    assert set(SHOWN.values()) == set(shown.columns)
+    FrontierResult(table, [], {"size-100/eps-inf": 60.0}).save(tmp_path / "f")
+    html = build_report([tmp_path / "f"], tmp_path / "r.html").read_text(encoding="utf-8")
+    assert "<th>gain retained</th>" in html and "<td>25%</td>" in html
+    assert "100 individuals: 0.050 = 0.20× clm" in html and "1000 individuals: not recorded" in html
+
+
+def test_figure_has_the_base_model_as_a_point_of_its_own():
+    table = frontier_table(with_base(fake_points(), {100: 0.05, 1000: 0.30}))
+    table.loc[table["size"] == 1000, "base_attack_auc"] = 0.51
+    fig = frontier_figure(table)
+    (base,) = [tr for tr in fig.data if tr.name == "base model"]
+    assert list(base.x) == [0.5, 0.51] and list(base.y) == pytest.approx([0.05 / 0.25, 0.30 / 0.40])
+    assert list(base.marker.symbol) == ["circle-open", "circle"]  # hollow where its AUC was not recorded
+    assert "not recorded" in base.hovertext[0] and "AUC 0.510" in base.hovertext[1]
+    (dp,) = [tr for tr in fig.data if tr.name == "ppclm_surrogate_dp"]
+    assert any("gain retained 25%" in h for h in dp.hovertext)
+    assert not [tr for tr in frontier_figure(frontier_table(fake_points())).data if tr.name == "base model"]
+
+
+def test_shipped_frontier_gain_retained_from_the_recorded_base():
+    """docs/data/frontier: the base's held-out utility docs/results.md recorded (0.656 at 100, 0.651 at 1,000)."""
+    from toolkit.results.frontier import gain_retained, load_frontier_result
+
+    t = load_frontier_result(ROOT / "docs" / "data" / "frontier").table
+    assert dict(zip(t["size"], t["base_heldout_utility"])) == {100: 0.656, 1000: 0.651}
+    row = t[(t["size"] == 1000) & (t["strategy"] == "ppclm_surrogate_dp") & (t["epsilon"] == 8.0)].iloc[0]
+    plain = t[(t["size"] == 1000) & (t["strategy"] == "clm")]["heldout_utility"].iloc[0]
+    assert row["heldout_gain_retained"] == pytest.approx(gain_retained(row["heldout_utility"], 0.651, plain))
+    assert row["heldout_gain_retained"] == pytest.approx(0.098, abs=0.001)  # against 0.84× plain

@@ -94,8 +94,11 @@ def cmd_frontier(args: argparse.Namespace) -> int:
         eps = epsilon_text(r.epsilon)
         ratio = "-" if r.heldout_utility_vs_plain is None or r.heldout_utility_vs_plain != r.heldout_utility_vs_plain \
             else f"{r.heldout_utility_vs_plain:.2f}×"
+        gain = "-" if r.heldout_gain_retained is None or r.heldout_gain_retained != r.heldout_gain_retained \
+            else f"{r.heldout_gain_retained:.0%}"
         auc = "-" if r.attack_auc is None or r.attack_auc != r.attack_auc else f"{r.attack_auc:.3f}"
-        print(f"  {r.size:>6}  {r.strategy:<22} ε={eps:<4} held-out {ratio:<6} AUC {auc:<6} {r.verdict or '-'}")
+        print(f"  {r.size:>6}  {r.strategy:<22} ε={eps:<4} held-out {ratio:<6} gain retained {gain:<5} AUC {auc:<6} "
+              f"{r.verdict or '-'}")
     for size, best in best_recipes(t).items() if len(t) else ():
         found = "green at ≥ 0.9× held-out utility" if best["found"] else "no green model at ≥ 0.9× held-out utility"
         print(f"  best at {size}: {best['strategy']} (ε={best['epsilon']:g}): {found}")

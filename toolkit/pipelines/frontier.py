@@ -22,7 +22,8 @@ where it stopped.
 
 The table (:func:`frontier_table`, ``DIR/frontier.csv`` / ``frontier.json``): one row per (size, strategy, ε) with
 held-out utility relative to ``clm`` (``mlm`` for masked models) of the same size — the ≥ 0.9× condition of issue
-27 — and utility on the training notes beside it, the strongest membership attack (its AUC, and the largest TPR at
+27 — and the gain retained over the untouched base model of that size
+(:func:`toolkit.results.frontier.gain_retained`), utility on the training notes beside them, the strongest membership attack (its AUC, and the largest TPR at
 1% FPR over the battery's attacks), PII inference top-1 and its chance level, the largest canary exposure (bits),
 the one-run audit's empirical ε lower bound beside the accountant's ε, and the verdict (methods.md §4, §10–11).
 """

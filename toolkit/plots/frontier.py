@@ -6,10 +6,18 @@ the label says ε), a line per corpus size through its models in order of AUC. T
 most 0.55 (a point estimate above it cannot be green: the verdict turns amber when the AUC's 95% interval lies
 above 0.55, methods.md §11) and held-out utility at least 0.9× plain fine-tuning's. Where a model lands in it, only
 its verdict (the hover text) says whether every attack found it green.
+
+The untouched base model is a point of its own per corpus size (trace ``base model``): its held-out utility relative
+to plain fine-tuning's (``base_heldout_utility``), the level from which fine-tuning starts — at 1,000 individuals
+already 0.83×. Between it (0% of the gain) and plain fine-tuning (1.0×, 100%) the hover text gives every model's
+gain retained (:func:`toolkit.results.frontier.gain_retained`). Its x is the base's own strongest attack AUC where
+the table recorded it (``base_attack_auc``); where not, the point is drawn hollow at 0.5, where a model that saw
+neither members nor non-members is by construction, and its hover text says the AUC was not recorded.
 """
 
 from __future__ import annotations
 
+import math
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -28,6 +36,41 @@ def epsilon_label(eps: float) -> str:
     return f"ε={epsilon_text(eps)}"
 
 
+def _gain_text(gain) -> str:
+    return "gain retained n/a" if gain is None or gain != gain else f"gain retained {gain:.0%}"
+
+
+def _base_trace(table: pd.DataFrame, y_col: str) -> go.Scatter | None:
+    """The base model's point per corpus size (module docstring), or None where the table records no base utility
+    (or, with ``y_col`` other than the held-out ratio, none is defined)."""
+    if y_col != "heldout_utility_vs_plain" or "base_heldout_utility" not in table:
+        return None
+    xs, ys, hollow, hover, text = [], [], [], [], []
+    for size, g in table.groupby("size"):
+        known = g.dropna(subset=["heldout_utility", "heldout_utility_vs_plain"])
+        known = known[known["heldout_utility_vs_plain"] > 0]
+        base = g["base_heldout_utility"].dropna()
+        if not len(base) or not len(known):
+            continue
+        u_plain = float(known["heldout_utility"].iloc[0]) / float(known["heldout_utility_vs_plain"].iloc[0])
+        auc = g["base_attack_auc"].dropna() if "base_attack_auc" in g else pd.Series(dtype=float)
+        xs.append(float(auc.iloc[0]) if len(auc) else 0.5)
+        ys.append(float(base.iloc[0]) / u_plain)
+        hollow.append(not len(auc))
+        text.append(f"base ({size})")
+        hover.append(f"base model before fine-tuning, {size} individuals: held-out utility {base.iloc[0]:.3f} = "
+                     f"{ys[-1]:.2f}× plain (gain retained 0%); "
+                     + (f"strongest attack AUC {xs[-1]:.3f}" if len(auc) else "its attack AUC not recorded: drawn "
+                        "at 0.5, where a model that saw neither members nor non-members is by construction"))
+    if not xs:
+        return None
+    return go.Scatter(x=xs, y=ys, mode="markers+text", name="base model", legendgroup="strategy",
+                      legendgrouptitle_text="strategy", text=text, textposition="bottom center", hovertext=hover,
+                      hoverinfo="text",
+                      marker=dict(symbol=["circle-open" if h else "circle" for h in hollow], size=12, color="black",
+                                  line=dict(width=2, color="black")))
+
+
 def frontier_figure(table: pd.DataFrame, *, x_col: str = "attack_auc",
                     y_col: str = "heldout_utility_vs_plain") -> go.Figure:
     """The frontier of :func:`toolkit.pipelines.frontier.frontier_table`'s table (module docstring). Rows without
@@ -39,6 +82,7 @@ def frontier_figure(table: pd.DataFrame, *, x_col: str = "attack_auc",
                   fillcolor="rgba(44, 160, 44, 0.15)", layer="below")
     fig.add_annotation(x=0.5 - 0.045, y=top, xanchor="left", yanchor="top", showarrow=False,
                        text=f"goal: AUC ≤ {GREEN_AUC}, ≥ {GREEN_UTILITY}× plain")
+    base_trace = _base_trace(table, y_col)
     sizes = sorted(rows["size"].unique())
     for j, size in enumerate(sizes):
         g = rows[rows["size"] == size].sort_values(x_col)
@@ -48,13 +92,16 @@ def frontier_figure(table: pd.DataFrame, *, x_col: str = "attack_auc",
     strategies = list(dict.fromkeys(rows["strategy"]))
     for j, name in enumerate(strategies):
         g = rows[rows["strategy"] == name]
-        hover = [f"{name}, {s} individuals, {epsilon_label(e)}: verdict {v}" for s, e, v in
-                 zip(g["size"], g["epsilon"], g["verdict"].fillna("not judged"))]
+        gains = g["heldout_gain_retained"] if "heldout_gain_retained" in g else [math.nan] * len(g)
+        hover = [f"{name}, {s} individuals, {epsilon_label(e)}: verdict {v}; {_gain_text(gain)}" for s, e, v, gain in
+                 zip(g["size"], g["epsilon"], g["verdict"].fillna("not judged"), gains)]
         fig.add_trace(go.Scatter(x=g[x_col], y=g[y_col], mode="markers+text", name=name, legendgroup="strategy",
                                  legendgrouptitle_text="strategy", text=[epsilon_label(e) for e in g["epsilon"]],
                                  textposition="top center", hovertext=hover, hoverinfo="text",
                                  marker=dict(symbol=SYMBOLS[j % len(SYMBOLS)], size=11, color=strategy_color(name),
                                              line=dict(width=1, color="black"))))
+    if base_trace is not None:
+        fig.add_trace(base_trace)
     fig.update_layout(template=TEMPLATE, title="Privacy–utility frontier: held-out utility vs strongest membership "
                                                 "attack", xaxis_title="strongest membership attack AUC (0.5: chance)",
                       yaxis_title="held-out utility relative to plain fine-tuning")

@@ -1,10 +1,15 @@
 """The report's privacy–utility frontier section: a frontier directory (``python -m toolkit frontier``) given to
 ``python -m toolkit report`` beside (or instead of) run directories.
 
-One figure (held-out utility relative to plain fine-tuning against the strongest membership attack's AUC,
-:func:`toolkit.plots.frontier.frontier_figure`), the table of every model with its verdict
+One figure (held-out utility relative to plain fine-tuning against the strongest membership attack's AUC, the base
+model a point of its own, :func:`toolkit.plots.frontier.frontier_figure`), the table of every model with its verdict
 (:mod:`toolkit.results.frontier`), and one sentence per corpus size naming the best recipe: the green model with the
 highest held-out utility ratio reaching 0.9× plain fine-tuning's, or, where none does, the closest (methods.md §11).
+
+Beside the ratio to plain (``× plain``) the table shows the **gain retained**
+(:func:`toolkit.results.frontier.gain_retained`: the share of plain fine-tuning's gain over the base model a model
+kept), without an interval: the frontier's utilities have none. To stay as wide as before, PII inference's top-1 and
+its chance level share one column; the base model's held-out utility per size is in the summary line above it.
 """
 
 from __future__ import annotations
@@ -15,14 +20,15 @@ from typing import Any
 import pandas as pd
 
 from toolkit.plots.frontier import GREEN_UTILITY, frontier_figure
-from toolkit.report.formatting import figure, table
-from toolkit.results.frontier import epsilon_text, load_frontier_result
+from toolkit.report.formatting import figure, fmt, pct, table
+from toolkit.results.frontier import GAIN_UNDEFINED, epsilon_text, load_frontier_result
 
 #: the table's columns in the report, with their headings
 SHOWN = {"size": "individuals", "strategy": "strategy", "epsilon": "ε (target)", "heldout_utility": "held-out utility",
-         "heldout_utility_vs_plain": "× plain", "utility_vs_plain": "training notes × plain",
+         "heldout_utility_vs_plain": "× plain", "heldout_gain_retained": "gain retained",
+         "utility_vs_plain": "training notes × plain",
          "strongest_attack": "strongest attack", "attack_auc": "AUC", "attack_tpr_at_1pct_fpr": "TPR@1% FPR",
-         "pii_top1": "PII top-1", "pii_chance": "chance", "canary_max_exposure": "max canary exposure (bits)",
+         "pii_top1": "PII top-1 (chance)", "canary_max_exposure": "max canary exposure (bits)",
          "empirical_epsilon": "empirical ε (95%)", "accountant_epsilon": "accountant ε", "verdict": "verdict",
          "verdict_rule": "deciding rule"}
 
@@ -57,10 +63,42 @@ def best_sentences(best: dict[int, dict[str, Any]], plain: str) -> list[str]:
 
 def shown_table(frontier: pd.DataFrame) -> pd.DataFrame:
     """The frontier table as the report and notebook 07 show it: the :data:`SHOWN` columns under their headings, ε
-    as text (∞ for no DP)."""
+    as text (∞ for no DP), the gain retained as a percentage (n/a where undefined: :func:`base_sentence` says why)
+    and PII top-1 with its chance level in brackets."""
     shown = frontier[[c for c in SHOWN if c in frontier]].copy()
     shown["epsilon"] = [epsilon_text(e) for e in shown["epsilon"]]
+    if "heldout_gain_retained" in shown:
+        shown["heldout_gain_retained"] = [pct(_float(g), 0) for g in shown["heldout_gain_retained"]]
+    if "pii_top1" in shown:
+        chance = frontier["pii_chance"] if "pii_chance" in frontier else [None] * len(shown)
+        shown["pii_top1"] = [fmt(_float(t), 2) + ("" if _float(c) is None else f" ({fmt(_float(c), 3)})")
+                             for t, c in zip(shown["pii_top1"], chance)]
     return shown.rename(columns=SHOWN)
+
+
+def _float(v) -> float | None:
+    return None if v is None or pd.isna(v) else float(v)
+
+
+def base_sentence(frontier: pd.DataFrame, plain: str) -> str:
+    """The base model's held-out utility per corpus size (what the gain retained starts from), and why the gain is
+    undefined at a size where plain fine-tuning's equals it or where the base's is not recorded."""
+    parts = []
+    for size, g in frontier.groupby("size"):
+        base = g["base_heldout_utility"].dropna() if "base_heldout_utility" in g else []
+        plain_u = g[g["strategy"] == plain]["heldout_utility"].dropna()
+        if not len(base):
+            parts.append(f"{size} individuals: not recorded (no gain retained)")
+        elif len(plain_u) and float(plain_u.iloc[0]) == float(base.iloc[0]):
+            parts.append(f"{size} individuals: {float(base.iloc[0]):.3f} (gain retained {GAIN_UNDEFINED})")
+        elif len(plain_u) and plain_u.iloc[0]:
+            b = float(base.iloc[0])
+            parts.append(f"{size} individuals: {b:.3f} = {b / float(plain_u.iloc[0]):.2f}× {plain}'s")
+        else:
+            parts.append(f"{size} individuals: {float(base.iloc[0]):.3f}")
+    return ("Gain retained: (U − U_base) / (U_plain − U_base), the share of " + plain + "'s held-out gain over the "
+            "untouched base model that a model kept (no interval: the utilities have none). The base model's held-out "
+            "utility — " + "; ".join(parts) + ".")
 
 
 def frontier_context(directory: str | Path) -> dict[str, Any]:
@@ -69,8 +107,9 @@ def frontier_context(directory: str | Path) -> dict[str, Any]:
     seconds = sum(float(v) for v in res.seconds.values())
     return {"path": str(directory), "figure": figure(frontier_figure(res.table)),
             "table": table(shown_table(res.table), index=False), "best": best_sentences(res.best, res.plain),
+            "base": base_sentence(res.table, res.plain),
             "summary": f"{len(res.table)} models in {len(res.seconds)} runs ({seconds / 60:.0f} min of run time); "
                        f"utility relative to {res.plain} of the same size, on the held-out (non-member) notes."}
 
 
-__all__ = ["SHOWN", "best_sentences", "frontier_context", "is_frontier_dir", "shown_table"]
+__all__ = ["SHOWN", "base_sentence", "best_sentences", "frontier_context", "is_frontier_dir", "shown_table"]

@@ -5,10 +5,12 @@ saves it as ``frontier.csv`` / ``frontier.json`` and :func:`load_frontier_result
 and notebook 07 read frontiers only through it). The runs themselves: :mod:`toolkit.pipelines.frontier`.
 
 Columns (:data:`COLUMNS`): held-out utility relative to ``clm`` (``mlm`` for masked models) of the same size — the
-≥ 0.9× condition of issue 27 — and utility on the training notes beside it, the strongest membership attack (its AUC,
-and the largest TPR at 1% FPR over the battery's attacks), PII inference top-1 and its chance level, the largest
-canary exposure (bits), the one-run audit's empirical ε lower bound beside the accountant's ε, and the verdict with
-its deciding rule (methods.md §4, §10–11).
+≥ 0.9× condition of issue 27 — and the share of plain fine-tuning's gain over the untouched base model that the
+model kept (:func:`gain_retained`, with the base's held-out utility and strongest attack AUC at that size beside
+it), utility on the training notes beside them, the strongest membership attack (its AUC, and the largest TPR at 1%
+FPR over the battery's attacks), PII inference top-1 and its chance level, the largest canary exposure (bits), the
+one-run audit's empirical ε lower bound beside the accountant's ε, and the verdict with its deciding rule
+(methods.md §4, §10–11).
 """
 
 from __future__ import annotations
@@ -24,8 +26,9 @@ import pandas as pd
 from toolkit.errors import ToolkitError
 
 #: the columns of the frontier table, in order
-COLUMNS = ("size", "strategy", "epsilon", "dp", "epoch", "heldout_utility", "heldout_utility_vs_plain", "utility",
-           "utility_vs_plain", "strongest_attack", "attack_auc", "attack_tpr_at_1pct_fpr", "pii_top1", "pii_chance",
+COLUMNS = ("size", "strategy", "epsilon", "dp", "epoch", "heldout_utility", "heldout_utility_vs_plain",
+           "heldout_gain_retained", "base_heldout_utility", "base_attack_auc", "utility", "utility_vs_plain",
+           "strongest_attack", "attack_auc", "attack_tpr_at_1pct_fpr", "pii_top1", "pii_chance",
            "canary_max_exposure", "empirical_epsilon", "accountant_epsilon", "verdict", "verdict_rule", "run_dir")
 
 
@@ -33,7 +36,8 @@ COLUMNS = ("size", "strategy", "epsilon", "dp", "epoch", "heldout_utility", "hel
 class FrontierPoint:
     """One audited model of the frontier: the figures the table reads, as the run wrote them (``battery``:
     ``attacks.json``; ``identifiers``: ``identifiers.json``; ``verdict``: ``verdict.json``; ``dp``: the ``"dp"``
-    block of the training's ``run.json``, None without DP)."""
+    block of the training's ``run.json``, None without DP; ``base_*``: the untouched base model's held-out utility and
+    strongest attack AUC in the same run, None where the run did not audit it)."""
 
     size: int
     epsilon: float
@@ -46,16 +50,25 @@ class FrontierPoint:
     verdict: dict[str, Any] = field(default_factory=dict)
     dp: dict[str, Any] | None = None
     run_dir: str = ""
+    base_heldout_utility: float | None = None
+    base_attack_auc: float | None = None
 
 
 def points_from_dir(size: int, epsilon: float, run_dir: str | Path) -> list[FrontierPoint]:
     """The audited models of one finished (or partly finished) run directory, read through
     :class:`~toolkit.results.layout.RunLayout`: every strategy's last checkpoint that has a verdict, with its §4
     metrics (``audit/``), attack files (``attacks/``) and training record's DP block (``runs/<strategy>/run.json``).
-    The base model is not a point of the frontier; a model without ``verdict.json`` (not finished) is left out."""
+    The base model is not a row of the frontier: its held-out utility (``audit/base/metrics.json``) and strongest
+    attack AUC (``attacks/base/attacks.json``) go with every point (:func:`gain_retained`'s ``u_base``, the figure's
+    base point); a model without ``verdict.json`` (not finished) is left out."""
     from toolkit.results.layout import BASE, RunLayout, read_json
 
     layout = RunLayout(Path(run_dir))
+    base_metrics = layout.audit(BASE) / "metrics.json"
+    base_heldout = _num((read_json(base_metrics) if base_metrics.is_file() else {}).get("heldout_utility"))
+    base_attacks_file = layout.attacks(BASE) / "attacks.json"
+    base_battery = read_json(base_attacks_file) if base_attacks_file.is_file() else {}
+    base_auc = _strongest(base_battery)[1]
     last: dict[str, tuple[int, Path]] = {}
     for name, epoch, folder in layout.attack_dirs():
         if name != BASE and epoch is not None and (folder / "verdict.json").is_file():
@@ -71,7 +84,8 @@ def points_from_dir(size: int, epsilon: float, run_dir: str | Path) -> list[Fron
                                  utility=m.get("utility"), heldout_utility=m.get("heldout_utility"),
                                  battery=read_json(folder / "attacks.json"),
                                  identifiers=read_json(folder / "identifiers.json"),
-                                 verdict=read_json(folder / "verdict.json"), dp=dp, run_dir=str(run_dir)))
+                                 verdict=read_json(folder / "verdict.json"), dp=dp, run_dir=str(run_dir),
+                                 base_heldout_utility=base_heldout, base_attack_auc=base_auc))
     return out
 
 
@@ -82,6 +96,43 @@ def epsilon_text(eps: float | None) -> str:
 
 def _num(v) -> float | None:
     return None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v)
+
+
+def _strongest(battery: dict[str, Any]) -> tuple[str | None, float | None]:
+    """The strongest attack of an ``attacks.json`` (its ``strongest``, else the highest AUC) and its AUC."""
+    attacks = (battery or {}).get("attacks") or {}
+    best = battery.get("strongest") if battery else None
+    best = best or (max(attacks, key=lambda a: attacks[a].get("auc") or 0) if attacks else None)
+    return best, (_num(attacks[best].get("auc")) if best in attacks else None)
+
+
+#: why :func:`gain_retained` is undefined when plain fine-tuning gained nothing over the base model
+GAIN_UNDEFINED = ("undefined: plain fine-tuning's held-out utility equals the base model's, so there is no gain to "
+                  "retain")
+
+
+def gain_retained(u: float | None, u_base: float | None, u_plain: float | None) -> float:
+    """The share of plain fine-tuning's held-out gain over the untouched base model that a model kept:
+
+    .. math:: G = \\frac{U - U_{\\text{base}}}{U_{\\text{plain}} - U_{\\text{base}}}
+
+    with ``U`` the model's held-out utility (methods.md §4), ``U_base`` the base model's before any fine-tuning and
+    ``U_plain`` plain fine-tuning's (``clm`` / ``mlm``), all three at the same number of individuals. 1 (100%): as
+    much as plain fine-tuning learnt; 0: nothing beyond the base; below 0: worse than the base.
+
+    Why beside the ratio to plain (U / U_plain): the ratio starts from the base, not from zero. At 1,000 individuals
+    the base is already at 0.651 / 0.789 = 0.83× plain, so a DP model at 0.665 reads 0.84× — close to 0.9× —
+    while it kept (0.665 − 0.651) / (0.789 − 0.651) = 10% of what fine-tuning learnt.
+
+    No interval: the frontier's held-out utilities are point accuracies with no confidence interval (the per-item
+    predictions stay in each run's ``audit/<model>/mia_predictions*.parquet``, not in the table), so none is given
+    for G either. Undefined — ``nan``, never a division error — where ``U_plain == U_base`` (:data:`GAIN_UNDEFINED`)
+    or any of the three is missing (None / nan).
+    """
+    u, u_base, u_plain = _num(u), _num(u_base), _num(u_plain)
+    if u is None or u_base is None or u_plain is None or u_plain == u_base:
+        return math.nan
+    return (u - u_base) / (u_plain - u_base)
 
 
 def _one_run(p: FrontierPoint) -> dict[str, Any]:
@@ -96,7 +147,7 @@ def _one_run(p: FrontierPoint) -> dict[str, Any]:
 def frontier_row(p: FrontierPoint) -> dict[str, Any]:
     """The table's figures of one model (the ratios to plain fine-tuning are :func:`frontier_table`'s)."""
     attacks = p.battery.get("attacks") or {}
-    best = p.battery.get("strongest") or (max(attacks, key=lambda a: attacks[a].get("auc") or 0) if attacks else None)
+    best, auc = _strongest(p.battery)
     tprs = [_num((a.get("tpr_at_fpr") or {}).get("0.01")) for a in attacks.values()]
     tprs = [t for t in tprs if t is not None]
     pii = (p.identifiers.get("pii_inference") or {}).get("overall") or {}
@@ -106,7 +157,8 @@ def frontier_row(p: FrontierPoint) -> dict[str, Any]:
     one = _one_run(p)
     return {"size": p.size, "strategy": p.strategy, "epsilon": p.epsilon, "dp": p.dp is not None, "epoch": p.epoch,
             "heldout_utility": _num(p.heldout_utility), "utility": _num(p.utility), "strongest_attack": best,
-            "attack_auc": _num(attacks[best].get("auc")) if best in attacks else None,
+            "attack_auc": auc, "base_heldout_utility": _num(p.base_heldout_utility),
+            "base_attack_auc": _num(p.base_attack_auc),
             "attack_tpr_at_1pct_fpr": max(tprs) if tprs else None,
             "pii_top1": _num(pii.get("top1")), "pii_chance": _num(pii.get("chance")),
             "canary_max_exposure": max(exposures) if exposures else None,
@@ -117,14 +169,27 @@ def frontier_row(p: FrontierPoint) -> dict[str, Any]:
 
 def frontier_table(points: list[FrontierPoint], plain: str = "clm") -> pd.DataFrame:
     """One row per model (columns :data:`COLUMNS`), sorted by size, strategy, ε; ``*_vs_plain``: the model's
-    utility divided by that of ``plain`` (``clm`` / ``mlm``) at the same size (None where ``plain`` is missing)."""
+    utility divided by that of ``plain`` (``clm`` / ``mlm``) at the same size (None where ``plain`` is missing);
+    ``base_*``: the base model's of the same size (as ``plain``'s run recorded it, else the first run of that size
+    that did); ``heldout_gain_retained``: :func:`gain_retained` of the row's held-out utility (nan where the base's or
+    ``plain``'s is missing, or equal)."""
     rows = [frontier_row(p) for p in points]
-    table = pd.DataFrame(rows, columns=[c for c in COLUMNS if c not in ("heldout_utility_vs_plain",
-                                                                         "utility_vs_plain")])
+    derived = ("heldout_utility_vs_plain", "utility_vs_plain", "heldout_gain_retained")
+    table = pd.DataFrame(rows, columns=[c for c in COLUMNS if c not in derived])
     for col in ("heldout_utility", "utility"):
         ref = {r["size"]: r[col] for r in rows if r["strategy"] == plain and r[col]}
         table[f"{col}_vs_plain"] = [r[col] / ref[r["size"]] if r[col] is not None and r["size"] in ref else None
                                     for r in rows]
+    for col in ("base_heldout_utility", "base_attack_auc"):
+        ordered = sorted(rows, key=lambda r: r["strategy"] != plain)  # plain's run first
+        ref = {}
+        for r in ordered:
+            if r[col] is not None:
+                ref.setdefault(r["size"], r[col])
+        table[col] = [ref.get(r["size"]) for r in rows]
+    plain_heldout = {r["size"]: r["heldout_utility"] for r in rows if r["strategy"] == plain}
+    table["heldout_gain_retained"] = [gain_retained(r["heldout_utility"], b, plain_heldout.get(r["size"]))
+                                      for r, b in zip(rows, table["base_heldout_utility"])]
     if not len(table):
         return table.reindex(columns=list(COLUMNS))
     return table[list(COLUMNS)].sort_values(["size", "strategy", "epsilon"], ignore_index=True)
@@ -203,5 +268,5 @@ def load_frontier_result(directory: str | Path) -> FrontierResult:
                           best={int(k): v for k, v in (raw.get("best") or {}).items()})
 
 
-__all__ = ["COLUMNS", "FrontierPoint", "FrontierResult", "best_recipes", "frontier_row", "frontier_table",
-           "epsilon_text", "load_frontier_result", "points_from_dir"]
+__all__ = ["COLUMNS", "GAIN_UNDEFINED", "FrontierPoint", "FrontierResult", "best_recipes", "frontier_row",
+           "frontier_table", "epsilon_text", "gain_retained", "load_frontier_result", "points_from_dir"]
