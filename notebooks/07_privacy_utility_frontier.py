@@ -66,8 +66,8 @@ print(f"{Path(frontier_dir).resolve().name}: {len(table)} models, corpus sizes {
 # yet green: only its verdict (hover, and the table below) says whether *every* attack — PII inference, canaries and
 # regurgitation included — found nothing.
 #
-# The black point per size is the **base model** before any fine-tuning (hollow where its attack AUC was not
-# recorded, as in the shipped frontier): fine-tuning starts from there, not from zero. At 1,000 individuals it is
+# The black point per size is the **base model** before any fine-tuning (a dotted line at its height where its attack
+# AUC was not recorded, as in the shipped frontier): fine-tuning starts from there, not from zero. At 1,000 individuals it is
 # already at 0.83× plain, so a DP model at 0.84× looks close to the 0.9× goal while it kept about a tenth of what
 # plain fine-tuning learnt. The hover text gives each model's **gain retained**, (U − U_base) / (U_plain − U_base).
 

@@ -359,12 +359,17 @@ def test_figure_has_the_base_model_as_a_point_of_its_own():
     table.loc[table["size"] == 1000, "base_attack_auc"] = 0.51
     fig = frontier_figure(table)
     (base,) = [tr for tr in fig.data if tr.name == "base model"]
-    assert list(base.x) == [0.5, 0.51] and list(base.y) == pytest.approx([0.05 / 0.25, 0.30 / 0.40])
-    assert list(base.marker.symbol) == ["circle-open", "circle"]  # hollow where its AUC was not recorded
-    assert "not recorded" in base.hovertext[0] and "AUC 0.510" in base.hovertext[1]
+    assert list(base.x) == [0.51] and list(base.y) == pytest.approx([0.30 / 0.40])  # a point where its AUC is known
+    assert "AUC 0.510" in base.hovertext[0]
+    # where it is not, a line at its utility, never a point at a made-up AUC
+    (line,) = [sh for sh in fig.layout.shapes if sh.type == "line"]
+    assert line.y0 == line.y1 == pytest.approx(0.05 / 0.25)
+    assert any("100 individuals: 0.20× plain" in a.text and "not recorded" in a.text for a in fig.layout.annotations)
     (dp,) = [tr for tr in fig.data if tr.name == "ppclm_surrogate_dp"]
     assert any("gain retained 25%" in h for h in dp.hovertext)
-    assert not [tr for tr in frontier_figure(frontier_table(fake_points())).data if tr.name == "base model"]
+    bare = frontier_figure(frontier_table(fake_points()))
+    assert not [tr for tr in bare.data if tr.name == "base model"]
+    assert not [sh for sh in bare.layout.shapes if sh.type == "line"]
 
 
 def test_shipped_frontier_gain_retained_from_the_recorded_base():

@@ -11,8 +11,8 @@ The untouched base model is a point of its own per corpus size (trace ``base mod
 to plain fine-tuning's (``base_heldout_utility``), the level from which fine-tuning starts — at 1,000 individuals
 already 0.83×. Between it (0% of the gain) and plain fine-tuning (1.0×, 100%) the hover text gives every model's
 gain retained (:func:`toolkit.results.frontier.gain_retained`). Its x is the base's own strongest attack AUC where
-the table recorded it (``base_attack_auc``); where not, the point is drawn hollow at 0.5, where a model that saw
-neither members nor non-members is by construction, and its hover text says the AUC was not recorded.
+the table recorded it (``base_attack_auc``); where not, a dotted line at its utility across the figure, labelled so:
+its place on the AUC axis is unknown (a base separates members from non-members when the split is confounded).
 """
 
 from __future__ import annotations
@@ -40,12 +40,13 @@ def _gain_text(gain) -> str:
     return "gain retained n/a" if gain is None or gain != gain else f"gain retained {gain:.0%}"
 
 
-def _base_trace(table: pd.DataFrame, y_col: str) -> go.Scatter | None:
-    """The base model's point per corpus size (module docstring), or None where the table records no base utility
-    (or, with ``y_col`` other than the held-out ratio, none is defined)."""
+def _base_levels(table: pd.DataFrame, y_col: str) -> list[dict]:
+    """The base model per corpus size (module docstring): its size, held-out utility, that utility relative to plain
+    fine-tuning's and its strongest attack AUC (None where the table did not record it). Empty where the table
+    records no base utility or, with ``y_col`` other than the held-out ratio, none is defined."""
     if y_col != "heldout_utility_vs_plain" or "base_heldout_utility" not in table:
-        return None
-    xs, ys, hollow, hover, text = [], [], [], [], []
+        return []
+    levels = []
     for size, g in table.groupby("size"):
         known = g.dropna(subset=["heldout_utility", "heldout_utility_vs_plain"])
         known = known[known["heldout_utility_vs_plain"] > 0]
@@ -54,21 +55,31 @@ def _base_trace(table: pd.DataFrame, y_col: str) -> go.Scatter | None:
             continue
         u_plain = float(known["heldout_utility"].iloc[0]) / float(known["heldout_utility_vs_plain"].iloc[0])
         auc = g["base_attack_auc"].dropna() if "base_attack_auc" in g else pd.Series(dtype=float)
-        xs.append(float(auc.iloc[0]) if len(auc) else 0.5)
-        ys.append(float(base.iloc[0]) / u_plain)
-        hollow.append(not len(auc))
-        text.append(f"base ({size})")
-        hover.append(f"base model before fine-tuning, {size} individuals: held-out utility {base.iloc[0]:.3f} = "
-                     f"{ys[-1]:.2f}× plain (gain retained 0%); "
-                     + (f"strongest attack AUC {xs[-1]:.3f}" if len(auc) else "its attack AUC not recorded: drawn "
-                        "at 0.5, where a model that saw neither members nor non-members is by construction"))
-    if not xs:
-        return None
-    return go.Scatter(x=xs, y=ys, mode="markers+text", name="base model", legendgroup="strategy",
-                      legendgrouptitle_text="strategy", text=text, textposition="bottom center", hovertext=hover,
-                      hoverinfo="text",
-                      marker=dict(symbol=["circle-open" if h else "circle" for h in hollow], size=12, color="black",
-                                  line=dict(width=2, color="black")))
+        levels.append({"size": size, "utility": float(base.iloc[0]), "ratio": float(base.iloc[0]) / u_plain,
+                       "auc": float(auc.iloc[0]) if len(auc) else None})
+    return levels
+
+
+def _add_base(fig: go.Figure, levels: list[dict]) -> None:
+    """The base model: a point where its attack AUC was recorded; else a dotted line at its utility across the
+    figure (its position on the AUC axis is not known: a base can separate members from non-members when the
+    split is confounded, methods.md §11), labelled so."""
+    points = [lv for lv in levels if lv["auc"] is not None]
+    for lv in levels:
+        if lv["auc"] is None:
+            fig.add_hline(y=lv["ratio"], line=dict(color="black", dash="dot", width=1),
+                          annotation_text=f"base model, {lv['size']} individuals: {lv['ratio']:.2f}× plain "
+                                          "(gain retained 0%; its attack AUC not recorded)",
+                          annotation_position="bottom right")
+    if points:
+        fig.add_trace(go.Scatter(
+            x=[lv["auc"] for lv in points], y=[lv["ratio"] for lv in points], mode="markers+text", name="base model",
+            legendgroup="strategy", legendgrouptitle_text="strategy", text=[f"base ({lv['size']})" for lv in points],
+            textposition="bottom center", hoverinfo="text",
+            hovertext=[f"base model before fine-tuning, {lv['size']} individuals: held-out utility {lv['utility']:.3f}"
+                       f" = {lv['ratio']:.2f}× plain (gain retained 0%); strongest attack AUC {lv['auc']:.3f}"
+                       for lv in points],
+            marker=dict(size=12, color="black", line=dict(width=2, color="black"))))
 
 
 def frontier_figure(table: pd.DataFrame, *, x_col: str = "attack_auc",
@@ -82,7 +93,7 @@ def frontier_figure(table: pd.DataFrame, *, x_col: str = "attack_auc",
                   fillcolor="rgba(44, 160, 44, 0.15)", layer="below")
     fig.add_annotation(x=0.5 - 0.045, y=top, xanchor="left", yanchor="top", showarrow=False,
                        text=f"goal: AUC ≤ {GREEN_AUC}, ≥ {GREEN_UTILITY}× plain")
-    base_trace = _base_trace(table, y_col)
+    base_levels = _base_levels(table, y_col)
     sizes = sorted(rows["size"].unique())
     for j, size in enumerate(sizes):
         g = rows[rows["size"] == size].sort_values(x_col)
@@ -100,8 +111,7 @@ def frontier_figure(table: pd.DataFrame, *, x_col: str = "attack_auc",
                                  textposition="top center", hovertext=hover, hoverinfo="text",
                                  marker=dict(symbol=SYMBOLS[j % len(SYMBOLS)], size=11, color=strategy_color(name),
                                              line=dict(width=1, color="black"))))
-    if base_trace is not None:
-        fig.add_trace(base_trace)
+    _add_base(fig, base_levels)
     fig.update_layout(template=TEMPLATE, title="Privacy–utility frontier: held-out utility vs strongest membership "
                                                 "attack", xaxis_title="strongest membership attack AUC (0.5: chance)",
                       yaxis_title="held-out utility relative to plain fine-tuning")

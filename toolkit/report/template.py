@@ -80,8 +80,8 @@ unit; ∞: no DP), per corpus size; its verdict applies the rules above.</p>
 <div class="figure">{{ f.figure|safe }}<p class="caption">Held-out utility relative to plain fine-tuning against the
 AUC of the strongest membership attack; the shaded region is the goal (AUC ≤ 0.55, utility ≥ 0.9×); only the verdict
 says whether a model there is green under every attack. The black point per size is the base model before any
-fine-tuning (hollow where its attack AUC was not recorded): a model at its height kept none of plain fine-tuning's
-gain.</p></div>
+fine-tuning (a dotted line at its height where its attack AUC was not recorded): a model at its height kept none of
+plain fine-tuning's gain.</p></div>
 <p>{{ f.base }}</p>
 {{ f.table|safe }}
 {% endfor %}
