@@ -1,0 +1,128 @@
+"""Independent steps side by side (toolkit.pipelines.parallel): the pool's bookkeeping on toy jobs, and a run's
+training steps in worker processes giving the same bytes as one after the other."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from toolkit.errors import ToolkitError
+from toolkit.pipelines.cache import read_step
+from toolkit.pipelines.parallel import MAX_PROCESSES, Job, run_in_processes, step_processes
+
+from _experiment_fixtures import ROOT, TINY
+
+
+def write_marker(out: str, text: str) -> None:
+    """A toy step: writes ``text`` into its folder (module-level: a worker imports it by reference)."""
+    Path(out, "out.txt").write_text(text, encoding="utf-8")
+
+
+def fail_step(out: str) -> None:
+    raise ToolkitError("toy step: refused")
+
+
+class Recorder:
+    def __init__(self, run_dir: Path):
+        self.run_dir = run_dir
+        self.records, self.said = [], []
+        self.manifest = self
+
+    def record(self, name, status, seconds, **kw):
+        self.records.append((name, status, seconds, kw))
+
+    def _say(self, text):
+        self.said.append(text)
+
+
+def jobs_of(tmp_path: Path, fns) -> list[Job]:
+    jobs = []
+    for i, (fn, kwargs) in enumerate(fns):
+        out = tmp_path / f"step{i}"
+        jobs.append(Job(f"toy/{i}", out, f"key{i}", {"i": i}, fn, {"out": str(out), **kwargs}))
+    return jobs
+
+
+def test_step_processes_follows_the_threads_and_caps():
+    assert step_processes(7, {"TOOLKIT_THREADS": "1"}) == 1      # the test suite's workers: one after the other
+    assert step_processes(1, {"TOOLKIT_THREADS": "8"}) == 1      # nothing to put side by side
+    assert step_processes(7, {"OMP_NUM_THREADS": "2"}) == 1      # an outside thread setting is kept as it is
+    assert step_processes(3, {"TOOLKIT_THREADS": "2"}) == 2
+    assert step_processes(3, {"TOOLKIT_THREADS": "16"}) == 3
+    assert step_processes(9, {"TOOLKIT_THREADS": "16"}) == MAX_PROCESSES
+    assert step_processes(9, {"TOOLKIT_THREADS": "16", "TOOLKIT_PROCESSES": "1"}) == 1  # told: one after the other
+    assert step_processes(2, {"TOOLKIT_THREADS": "1", "TOOLKIT_PROCESSES": "3"}) == 2
+    with pytest.raises(ToolkitError, match="TOOLKIT_PROCESSES='x'"):
+        step_processes(2, {"TOOLKIT_PROCESSES": "x"})
+
+
+def test_jobs_run_in_workers_and_are_recorded_as_steps(tmp_path):
+    cache = Recorder(tmp_path)
+    jobs = jobs_of(tmp_path, [(write_marker, {"text": "a"}), (write_marker, {"text": "b"})])
+    assert run_in_processes(cache, jobs, 2) == {"toy/0", "toy/1"}
+    for job, text in zip(jobs, "ab"):
+        assert (job.out_dir / "out.txt").read_text(encoding="utf-8") == text
+        info = read_step(job.out_dir)
+        assert info["status"] == "done" and info["key"] == job.key and info["inputs"] == job.inputs
+    assert sorted((n, s, kw["key"], kw["output"]) for n, s, _, kw in cache.records) == [
+        ("toy/0", "ran", "key0", "step0"), ("toy/1", "ran", "key1", "step1")]
+    assert any("side by side (2 processes" in line for line in cache.said)
+    # one process or one job: nothing done here, the caller computes them itself
+    assert run_in_processes(cache, jobs[:1], 2) == set() and run_in_processes(cache, jobs, 1) == set()
+
+
+def test_a_failing_job_raises_its_error_and_the_others_are_kept(tmp_path):
+    cache = Recorder(tmp_path)
+    jobs = jobs_of(tmp_path, [(fail_step, {}), (write_marker, {"text": "kept"})])
+    with pytest.raises(ToolkitError, match="toy step: refused"):
+        run_in_processes(cache, jobs, 2)
+    assert read_step(jobs[0].out_dir)["status"] == "running"  # not done: the next run computes it again
+    assert (jobs[1].out_dir / "out.txt").read_text(encoding="utf-8") == "kept"
+    assert read_step(jobs[1].out_dir)["status"] == "done"
+    assert [(n, s) for n, s, _, _ in cache.records] == [("toy/1", "ran")]
+
+
+def _run(tmp_path: Path, name: str, threads: str, *, start_from: Path | None = None) -> Path:
+    cfg = json.loads(json.dumps(TINY))
+    cfg["audit"] = {"base_model": False, "checkpoints": "last", "n_bootstrap": 0, "max_length": 128,
+                    "attacks": {"enabled": False}}
+    config = tmp_path / f"{name}.yaml"
+    config.write_text(yaml.safe_dump(cfg, sort_keys=False), encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "TOOLKIT_THREADS")}
+    env["TOOLKIT_THREADS"] = threads
+    out = tmp_path / name
+    if start_from is not None:  # its base model and identifiers (cached), without its training and audits
+        shutil.copytree(start_from, out, ignore=shutil.ignore_patterns("runs", "audit", ".lock"))
+    done = subprocess.run([sys.executable, "-m", "toolkit", "run", str(config), "--out", str(out)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-2000:]
+    (out / "stdout.txt").write_text(done.stdout, encoding="utf-8")
+    return out
+
+
+def _digests(run: Path) -> dict[str, str]:
+    return {str(p.relative_to(run)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted((run / "runs").rglob("model.safetensors"))}
+
+
+@pytest.mark.slow
+def test_training_side_by_side_gives_the_same_models_as_one_after_the_other(tmp_path):
+    """Two strategies trained in two worker processes of one thread each (TOOLKIT_THREADS=2) against the same run
+    one after the other on one thread (TOOLKIT_THREADS=1), from the same base model: the same checkpoints, byte for
+    byte, and both training steps recorded as ran."""
+    serial = _run(tmp_path, "serial", "1")
+    side = _run(tmp_path, "side", "2", start_from=serial)
+    assert "running side by side (2 processes × 1 thread)" in (side / "stdout.txt").read_text(encoding="utf-8")
+    assert "side by side" not in (serial / "stdout.txt").read_text(encoding="utf-8")
+    a, b = _digests(serial), _digests(side)
+    assert {k.split("/")[1] for k in a} == {"clm", "ppclm"} and a == b
+    steps = {s["name"]: s["status"] for s in json.loads((side / "manifest.json").read_text())["steps"]}
+    assert steps["train/clm"] == steps["train/ppclm"] == "ran"

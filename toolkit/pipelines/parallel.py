@@ -1,0 +1,141 @@
+"""Independent steps of a run side by side, one process each, on a machine without a GPU.
+
+The CPU profile's models are tiny (a 2×128 BERT or GPT-2, batches of 8–16 × 256 tokens): one training step does not
+keep two cores busy with two threads. Measured on the 2-core reference machine (2026-11-28, ``configs/cpu_masked.yaml``,
+20 members, 64 epochs; ``benchmarks/parallel_steps.py``, otherwise idle): ``mlm`` and ``mlm_pseudo`` trained one after
+the other on two threads took 171.6 s (94.6 + 77.0 s), side by side on one thread each 115.4 s of wall time (1.49×).
+Notebooks 02 and 03 train seven strategies each, so the run's training steps — independent of
+each other given the base model and the identifiers — go to a pool of worker processes:
+
+- how many: :func:`step_processes` — ``TOOLKIT_PROCESSES`` when set (1: one after the other, as before); else one
+  per pending step, at most one per thread the run may use
+  (:func:`toolkit.threads.thread_count`, so ``TOOLKIT_THREADS=1`` keeps today's one-after-the-other order) and at most
+  :data:`MAX_PROCESSES`; one (no pool) where CUDA is available (the steps would share one GPU), under
+  ``accelerate launch`` (the caller does not ask) or where ``OMP_NUM_THREADS`` was set by the user (kept as it is);
+- each worker computes with ``threads // processes`` threads (``TOOLKIT_THREADS`` in its environment, set before
+  torch is imported there: processes are *spawned*, never forked from a process whose OpenMP runtime has started);
+- the cache rule is the same: the main process marks each step running (``step.json``), the worker computes into the
+  step's folder, the main process writes ``step.json`` done and records the step in the manifest with the worker's
+  own seconds; a step that fails stops the steps not yet started, lets the running ones finish (their work is kept,
+  recorded as done) and raises its error in the main process.
+
+Same inputs, same outputs: a step computes exactly what it computes in the main process (same seeds); with the same
+thread count per step its outputs are the same bytes (``tests/test_parallel_steps.py``).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from dataclasses import dataclass, field
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any, Callable
+
+from toolkit.errors import ToolkitError
+from toolkit.pipelines.cache import begin_step, finish_step
+from toolkit.threads import ENV_VAR, thread_count
+
+#: the environment variable that sets the number of worker processes (1: none)
+PROCESSES_VAR = "TOOLKIT_PROCESSES"
+#: the most worker processes of one run (beyond it a tiny model's steps contend for memory bandwidth)
+MAX_PROCESSES = 4
+
+
+@dataclass
+class Job:
+    """One step to compute in a worker: its ``name`` in the run (``train/clm``), its folder, its key and the inputs
+    ``step.json`` records, and ``fn(**kwargs)`` — a module-level function (it is pickled by reference) that writes
+    into ``out_dir``."""
+
+    name: str
+    out_dir: Path
+    key: str
+    inputs: dict[str, Any]
+    fn: Callable[..., Any]
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    resumable: bool = False
+
+
+def step_processes(n_pending: int, environ=None) -> int:
+    """How many worker processes :func:`run_in_processes` starts for ``n_pending`` independent steps (module
+    docstring); 1 means none (the caller computes them itself)."""
+    env = os.environ if environ is None else environ
+    raw = env.get(PROCESSES_VAR, "").strip()
+    if raw:
+        if not raw.isdigit() or int(raw) < 1:
+            raise ToolkitError(f"{PROCESSES_VAR}={raw!r}: expected a positive number of processes")
+        return max(1, min(n_pending, int(raw)))
+    threads = thread_count(env)
+    if n_pending < 2 or threads is None or threads < 2:
+        return 1
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            return 1
+    except ImportError:  # pragma: no cover - torch is a dependency
+        pass
+    return max(1, min(n_pending, threads, MAX_PROCESSES))
+
+
+def _start_worker(threads: int) -> None:
+    os.environ[ENV_VAR] = str(threads)
+    from toolkit.threads import use_cores
+
+    use_cores()
+
+
+def _timed(fn: Callable[..., Any], kwargs: dict[str, Any]) -> float:
+    t0 = time.perf_counter()
+    fn(**kwargs)
+    return time.perf_counter() - t0
+
+
+def run_in_processes(cache, jobs: list[Job], processes: int) -> set[str]:
+    """Compute ``jobs`` on ``processes`` spawned workers under the cache rule (module docstring) and record each in
+    ``cache``'s manifest as ran. Returns the names computed; with fewer than two processes or two jobs, none (the
+    caller runs them itself). The first error of a job is raised once the jobs already running have finished."""
+    if processes < 2 or len(jobs) < 2:
+        return set()
+    threads = max(1, (thread_count() or 1) // processes)  # TOOLKIT_PROCESSES beyond the threads: one each
+    done: set[str] = set()
+    error: BaseException | None = None
+    for job in jobs:
+        begin_step(job.name, job.out_dir, job.key, job.inputs, resumable=job.resumable)
+    cache._say(f"[run] {', '.join(j.name for j in jobs)}: running side by side "
+               f"({processes} processes × {threads} thread{'s' if threads > 1 else ''}) ...")
+    with ProcessPoolExecutor(max_workers=processes, mp_context=get_context("spawn"), initializer=_start_worker,
+                             initargs=(threads,)) as pool:
+        futures = {pool.submit(_timed, job.fn, job.kwargs): job for job in jobs}
+        pending = set(futures)
+        while pending:
+            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for fut in finished:
+                job = futures[fut]
+                if fut.cancelled():
+                    continue
+                exc = fut.exception()
+                if exc is not None:
+                    if error is None:
+                        error = exc
+                        for other in pending:
+                            other.cancel()
+                    continue
+                seconds = fut.result()
+                finish_step(job.name, job.out_dir, job.key, job.inputs, seconds)
+                cache.manifest.record(job.name, "ran", seconds, key=job.key, output=_relative(job.out_dir, cache))
+                cache._say(f"[run] {job.name}: done in {seconds:.1f} s (in a worker process)")
+                done.add(job.name)
+    if error is not None:
+        raise error
+    return done
+
+
+def _relative(out: Path, cache) -> str:
+    out = Path(out)
+    return str(out.relative_to(cache.run_dir)) if out.is_relative_to(cache.run_dir) else str(out)
+
+
+__all__ = ["Job", "MAX_PROCESSES", "PROCESSES_VAR", "run_in_processes", "step_processes"]
