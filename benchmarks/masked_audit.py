@@ -3,7 +3,7 @@ attack steps' time and what they conclude — membership AUC per attack, PII inf
 (members and non-members), the member-advantage p-value and the verdict — model by model.
 
 The run of ``configs/cpu_masked.yaml`` (notebook 02's models) is made with the profile's estimator (strided PLL,
-``pll_copies: 32``: membership, PII inference and canaries alike), then copied and re-run with
+``pll_copies: K``: membership, PII inference and canaries alike; the table names K), then copied and re-run with
 ``--set audit.attacks.pll_copies=all``: only the attack steps re-run (every trained model, audit and identifier
 table is shared, so the two sides differ by the estimator alone).
 
@@ -81,16 +81,19 @@ def compare(fast: Path, exact: Path) -> dict:
                        (abs(a["pii_by_category"][c] - b["pii_by_category"][c]) for c in a["pii_by_category"]),
                        default=0.0),
                    "same_verdict": a["verdict"] == b["verdict"]}
+    copies = {(json.loads((fast / "attacks" / m / "step.json").read_text(encoding="utf-8"))["inputs"]["attacks"]
+               .get("pll_copies")) for m in rows}
     t_fast = sum(r["seconds"]["estimator"] for r in rows.values())
     t_exact = sum(r["seconds"]["exact"] for r in rows.values())
-    return {"fast": str(fast), "exact": str(exact), "models": rows,
+    return {"fast": str(fast), "exact": str(exact), "models": rows, "pll_copies": sorted(map(str, copies)),
             "attack_seconds": {"estimator": t_fast, "exact": t_exact, "speed_up": t_exact / t_fast if t_fast else None},
             "same_verdicts": sum(r["same_verdict"] for r in rows.values()), "n_models": len(rows)}
 
 
 def markdown(c: dict) -> str:
-    out = ["| model | attack step, K = 32 / exact | verdict, K = 32 / exact | PII top-1 members (non-members), "
-           "K = 32 / exact | max \\|Δ\\| PII top-1 per category | max \\|Δ AUC\\| |", "|---|---|---|---|---|---|"]
+    k = "K = " + "/".join(c.get("pll_copies") or ["?"])
+    out = [f"| model | attack step, {k} / exact | verdict, {k} / exact | PII top-1 members (non-members), "
+           f"{k} / exact | max \\|Δ\\| PII top-1 per category | max \\|Δ AUC\\| |", "|---|---|---|---|---|---|"]
     for m, r in c["models"].items():
         a, b = r["estimator"], r["exact"]
 
@@ -101,7 +104,8 @@ def markdown(c: dict) -> str:
                    f"{b['verdict']} | {pii(a)} / {pii(b)} | {r['pii_category_max_abs_difference']:.3f} | "
                    f"{r['max_abs_auc_difference']:.3f} |")
     s = c["attack_seconds"]
-    out.append(f"| all | {s['estimator']:.0f} s / {s['exact']:.0f} s ({s['speed_up']:.1f}x) | {c['same_verdicts']} of "
+    ratio = f"{s['speed_up']:.1f}x" if s["speed_up"] else "—"
+    out.append(f"| all | {s['estimator']:.0f} s / {s['exact']:.0f} s ({ratio}) | {c['same_verdicts']} of "
                f"{c['n_models']} equal | | | |")
     return "\n".join(out)
 

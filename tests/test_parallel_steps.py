@@ -26,6 +26,13 @@ def write_marker(out: str, text: str) -> None:
     Path(out, "out.txt").write_text(text, encoding="utf-8")
 
 
+def write_threads(out: str) -> None:
+    """A toy step: writes the thread count torch computes with in its worker."""
+    import torch
+
+    Path(out, "out.txt").write_text(str(torch.get_num_threads()), encoding="utf-8")
+
+
 def fail_step(out: str) -> None:
     raise ToolkitError("toy step: refused")
 
@@ -79,6 +86,14 @@ def test_jobs_run_in_workers_and_are_recorded_as_steps(tmp_path):
     assert run_in_processes(cache, jobs[:1], 2) == set() and run_in_processes(cache, jobs, 1) == set()
 
 
+def test_workers_share_out_the_run_s_threads(tmp_path, monkeypatch):
+    monkeypatch.setenv("TOOLKIT_THREADS", "4")
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    jobs = jobs_of(tmp_path, [(write_threads, {}), (write_threads, {})])
+    run_in_processes(Recorder(tmp_path), jobs, 2)
+    assert [(j.out_dir / "out.txt").read_text(encoding="utf-8") for j in jobs] == ["2", "2"]  # 4 threads, 2 each
+
+
 def test_a_failing_job_raises_its_error_and_the_others_are_kept(tmp_path):
     cache = Recorder(tmp_path)
     jobs = jobs_of(tmp_path, [(fail_step, {}), (write_marker, {"text": "kept"})])
@@ -92,6 +107,7 @@ def test_a_failing_job_raises_its_error_and_the_others_are_kept(tmp_path):
 
 def _run(tmp_path: Path, name: str, threads: str, *, start_from: Path | None = None) -> Path:
     cfg = json.loads(json.dumps(TINY))
+    cfg["training"] = {**cfg["training"], "epochs": [1, 2]}
     cfg["audit"] = {"base_model": False, "checkpoints": "last", "n_bootstrap": 0, "max_length": 128,
                     "attacks": {"enabled": False}}
     config = tmp_path / f"{name}.yaml"

@@ -12,8 +12,9 @@ each other given the base model and the identifiers — go to a pool of worker p
   (:func:`toolkit.threads.thread_count`, so ``TOOLKIT_THREADS=1`` keeps today's one-after-the-other order) and at most
   :data:`MAX_PROCESSES`; one (no pool) where CUDA is available (the steps would share one GPU), under
   ``accelerate launch`` (the caller does not ask) or where ``OMP_NUM_THREADS`` was set by the user (kept as it is);
-- each worker computes with ``threads // processes`` threads (``TOOLKIT_THREADS`` in its environment, set before
-  torch is imported there: processes are *spawned*, never forked from a process whose OpenMP runtime has started);
+- each worker computes with ``threads // processes`` threads (``TOOLKIT_THREADS`` and ``OMP_NUM_THREADS`` in its
+  environment, set before torch is imported there: processes are *spawned*, never forked from a process whose OpenMP
+  runtime has started);
 - the cache rule is the same: the main process marks each step running (``step.json``), the worker computes into the
   step's folder, the main process writes ``step.json`` done and records the step in the manifest with the worker's
   own seconds; a step that fails stops the steps not yet started, lets the running ones finish (their work is kept,
@@ -35,7 +36,7 @@ from typing import Any, Callable
 
 from toolkit.errors import ToolkitError
 from toolkit.pipelines.cache import begin_step, finish_step
-from toolkit.threads import ENV_VAR, thread_count
+from toolkit.threads import ENV_VAR, WAIT_POLICY, thread_count
 
 #: the environment variable that sets the number of worker processes (1: none)
 PROCESSES_VAR = "TOOLKIT_PROCESSES"
@@ -81,10 +82,12 @@ def step_processes(n_pending: int, environ=None) -> int:
 
 
 def _start_worker(threads: int) -> None:
-    os.environ[ENV_VAR] = str(threads)
-    from toolkit.threads import use_cores
-
-    use_cores()
+    """A worker's thread count, before anything imports torch there (which reads ``OMP_NUM_THREADS`` once, at its
+    import; the passive wait policy as :func:`toolkit.threads.use_cores` sets it). A job that imports nothing heavy
+    stays light."""
+    for var in (ENV_VAR, "OMP_NUM_THREADS"):
+        os.environ[var] = str(threads)
+    os.environ.setdefault("OMP_WAIT_POLICY", WAIT_POLICY)
 
 
 def _timed(fn: Callable[..., Any], kwargs: dict[str, Any]) -> float:
