@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from toolkit.errors import ToolkitError
-from toolkit.pipelines.cache import read_step
+from toolkit.pipelines.cache import StepCache, read_step
 from toolkit.pipelines.parallel import MAX_PROCESSES, Job, run_in_processes, step_processes
 
 from _experiment_fixtures import ROOT, TINY
@@ -38,6 +38,11 @@ def fail_step(out: str) -> None:
 
 
 class Recorder:
+    """A run's StepCache without its manifest file: the records and the lines it would print."""
+
+    record_ran = StepCache.record_ran
+    output_of = StepCache.output_of
+
     def __init__(self, run_dir: Path):
         self.run_dir = run_dir
         self.records, self.said = [], []

@@ -68,6 +68,11 @@ def with_epsilons(cfg, epsilons: str):
                        extra_ok=lambda chosen: any(math.isinf(e) for e in chosen))
 
 
+def _cell(value, spec: str, unit: str = "") -> str:
+    """A figure of the summary lines, "-" where missing (None or nan)."""
+    return "-" if value is None or value != value else f"{value:{spec}}{unit}"
+
+
 def cmd_frontier(args: argparse.Namespace) -> int:
     from toolkit.pipelines.frontier import best_recipes, collect_frontier, load_frontier, run_frontier
     from toolkit.plots.frontier import frontier_figure
@@ -92,11 +97,8 @@ def cmd_frontier(args: argparse.Namespace) -> int:
           f"wrote {out / 'frontier.csv'}, frontier.json, frontier.html")
     for r in t.itertuples(index=False):
         eps = epsilon_text(r.epsilon)
-        ratio = "-" if r.heldout_utility_vs_plain is None or r.heldout_utility_vs_plain != r.heldout_utility_vs_plain \
-            else f"{r.heldout_utility_vs_plain:.2f}×"
-        gain = "-" if r.heldout_gain_retained is None or r.heldout_gain_retained != r.heldout_gain_retained \
-            else f"{r.heldout_gain_retained:.0%}"
-        auc = "-" if r.attack_auc is None or r.attack_auc != r.attack_auc else f"{r.attack_auc:.3f}"
+        ratio, gain = _cell(r.heldout_utility_vs_plain, ".2f", "×"), _cell(r.heldout_gain_retained, ".0%")
+        auc = _cell(r.attack_auc, ".3f")
         print(f"  {r.size:>6}  {r.strategy:<22} ε={eps:<4} held-out {ratio:<6} gain retained {gain:<5} AUC {auc:<6} "
               f"{r.verdict or '-'}")
     for size, best in best_recipes(t).items() if len(t) else ():

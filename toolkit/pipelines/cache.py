@@ -117,7 +117,7 @@ class StepCache:
         """
         out = Path(out_dir)
         key = step_key(name, inputs)
-        rel = str(out.relative_to(self.run_dir)) if out.is_relative_to(self.run_dir) else str(out)
+        rel = self.output_of(out)
         main = self.state is None or self.state.is_main_process
         if is_current(out, key, check):
             info = read_step(out) or {}
@@ -145,10 +145,21 @@ class StepCache:
         if all_processes and self.state is not None:
             self.state.wait_for_everyone()
         if main:
-            finish_step(name, out, key, inputs, seconds)
-            self.manifest.record(name, "ran", seconds, key=key, output=rel)
-            self._say(f"[run] {name}: done in {seconds:.1f} s")
+            self.record_ran(name, out, key, inputs, seconds)
         return result
+
+    def output_of(self, out_dir: str | Path) -> str:
+        """A step's folder as the manifest names it: relative to the run directory when inside it."""
+        out = Path(out_dir)
+        return str(out.relative_to(self.run_dir)) if out.is_relative_to(self.run_dir) else str(out)
+
+    def record_ran(self, name: str, out_dir: str | Path, key: str, inputs: dict[str, Any], seconds: float, *,
+                   where: str = "") -> None:
+        """A step computed (here or, ``where``, in a worker process): ``step.json`` done, the manifest's record, the
+        terminal's line."""
+        finish_step(name, out_dir, key, inputs, seconds)
+        self.manifest.record(name, "ran", seconds, key=key, output=self.output_of(out_dir))
+        self._say(f"[run] {name}: done in {seconds:.1f} s{where}")
 
 
 __all__ = ["STEP_VERSION", "StepCache", "begin_step", "cached_step", "finish_step", "is_current", "read_step",

@@ -215,40 +215,36 @@ def run_experiment(cfg: ExperimentConfig, out_dir: str | Path, *, progress: bool
             # training (methods.md §3)
             checkpoints: dict[str, list[tuple[int, Path]]] = {}
             train_keys: dict[str, str] = {}
+            from toolkit.pipelines.registry import current as is_current_step
+            from toolkit.pipelines.registry import step_job
+            from toolkit.training import train
+
             plans = []
             for name in cfg.training.strategies:
                 strat = get_strategy(name)
                 tcfg = settings["dp_finetune"] if strat.dp else settings["finetune"]
-                inputs = TrainInputs.of(strat, tcfg, base_key, fp["members"], ids["members"])
                 # under `accelerate launch` every process trains (HF Trainer data parallelism); Opacus DP-SGD runs in
                 # the main process only (its Poisson sampling and accountant are single-process here): the others go on
                 # to the barrier after the loop
                 if not (strat.dp and not main):
-                    plans.append((name, strat, tcfg, inputs, layout.train(name)))
-            train_kwargs = dict(positions=ids_train["positions"], spans=ids_train["spans"], progress=progress)
+                    d = layout.train(name)
+                    inputs = TrainInputs.of(strat, tcfg, base_key, fp["members"], ids["members"])
+                    kw = dict(corpus=data.members, base=base, run_dir=d, strategy=name, config=tcfg,
+                              positions=ids_train["positions"], spans=ids_train["spans"], progress=progress)
+                    plans.append((name, strat, tcfg, inputs, d, kw))
             # on a machine without a GPU the strategies not yet trained train side by side, one process each
             # (toolkit.pipelines.parallel: a tiny model's step does not keep two cores busy)
             side_by_side: set[str] = set()
             if state is None:
-                from toolkit.pipelines.parallel import Job, run_in_processes, step_processes
-                from toolkit.pipelines.registry import current as is_current_step
-                from toolkit.pipelines.registry import key_inputs
-                from toolkit.training import train as train_fn
+                from toolkit.pipelines.parallel import run_in_processes, step_processes
 
-                jobs = [Job(f"train/{name}", d, key_of("train", inputs, f"train/{name}"), key_inputs(inputs),
-                            train_fn, dict(corpus=data.members, base=base, run_dir=d, strategy=name, config=tcfg,
-                                           **train_kwargs), resumable=True)
-                        for name, strat, tcfg, inputs, d in plans
-                        if not is_current_step("train", d, inputs, f"train/{name}")]
+                pending = [(name, inputs, d, kw) for name, _, _, inputs, d, kw in plans
+                           if not is_current_step("train", d, inputs, f"train/{name}")]
+                jobs = [step_job("train", inputs, f"train/{name}", d, train, **kw) for name, inputs, d, kw in pending]
                 side_by_side = run_in_processes(cache, jobs, step_processes(len(jobs)))
-            for name, strat, tcfg, inputs, d in plans:
+            for name, strat, tcfg, inputs, d, kw in plans:
                 if f"train/{name}" not in side_by_side:
-                    def train_one(d=d, strat=strat, tcfg=tcfg):
-                        from toolkit.training import train
-
-                        return train(data.members, base, d, strat, tcfg, **train_kwargs)
-
-                    run_step(cache, "train", inputs, train_one, out_dir=d, name=f"train/{name}",
+                    run_step(cache, "train", inputs, lambda kw=kw: train(**kw), out_dir=d, name=f"train/{name}",
                              all_processes=not strat.dp)
                 checkpoints[name] = [(e, p) for e, p in checkpoint_dirs(d) if e in set(tcfg.epochs)]
                 train_keys[name] = key_of("train", inputs, f"train/{name}")

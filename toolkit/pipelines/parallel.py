@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from toolkit.errors import ToolkitError
-from toolkit.pipelines.cache import begin_step, finish_step
+from toolkit.pipelines.cache import begin_step
 from toolkit.threads import ENV_VAR, WAIT_POLICY, thread_count
 
 #: the environment variable that sets the number of worker processes (1: none)
@@ -46,9 +46,9 @@ MAX_PROCESSES = 4
 
 @dataclass
 class Job:
-    """One step to compute in a worker: its ``name`` in the run (``train/clm``), its folder, its key and the inputs
-    ``step.json`` records, and ``fn(**kwargs)`` — a module-level function (it is pickled by reference) that writes
-    into ``out_dir``."""
+    """One step to compute in a worker (:func:`toolkit.pipelines.registry.step_job` makes it for a registered step):
+    its ``name`` in the run (``train/clm``), its folder, its key and the inputs ``step.json`` records, and
+    ``fn(**kwargs)`` — a module-level function (it is pickled by reference) that writes into ``out_dir``."""
 
     name: str
     out_dir: Path
@@ -126,19 +126,12 @@ def run_in_processes(cache, jobs: list[Job], processes: int) -> set[str]:
                         for other in pending:
                             other.cancel()
                     continue
-                seconds = fut.result()
-                finish_step(job.name, job.out_dir, job.key, job.inputs, seconds)
-                cache.manifest.record(job.name, "ran", seconds, key=job.key, output=_relative(job.out_dir, cache))
-                cache._say(f"[run] {job.name}: done in {seconds:.1f} s (in a worker process)")
+                cache.record_ran(job.name, job.out_dir, job.key, job.inputs, fut.result(),
+                                 where=" (in a worker process)")
                 done.add(job.name)
     if error is not None:
         raise error
     return done
-
-
-def _relative(out: Path, cache) -> str:
-    out = Path(out)
-    return str(out.relative_to(cache.run_dir)) if out.is_relative_to(cache.run_dir) else str(out)
 
 
 __all__ = ["Job", "MAX_PROCESSES", "PROCESSES_VAR", "run_in_processes", "step_processes"]

@@ -383,6 +383,16 @@ def key(step: Step | str, inputs: Any, name: str | None = None) -> str:
     return step_key(name, d)
 
 
+def step_job(step: Step | str, inputs: Any, name: str, out_dir: str | Path, fn: Callable[..., Any], **kwargs):
+    """The :class:`~toolkit.pipelines.parallel.Job` that computes ``step`` run as ``name`` on ``inputs`` in a worker
+    process, ``fn(**kwargs)`` writing into ``out_dir``: its key, recorded inputs and ``resumable`` as :func:`run_step`
+    derives them."""
+    from toolkit.pipelines.parallel import Job
+
+    s, name, d = _resolve(step, inputs, name)
+    return Job(name, Path(out_dir), step_key(name, d), d, fn, kwargs, resumable=s.resumable)
+
+
 def current(step: Step | str, out_dir: str | Path, inputs: Any, name: str | None = None) -> bool:
     """True when ``out_dir`` holds the finished step of this key (and its check file)."""
     s, name, d = _resolve(step, inputs, name)
@@ -408,4 +418,4 @@ def run_step(cache: StepCache | None, step: Step | str, inputs: Any, compute: Ca
 __all__ = ["ABSENT", "AnonymizeInputs", "AttacksInputs", "AuditInputs", "BaseInputs", "CanariesInputs",
            "ExternalBase", "IdentifiersInputs", "MiaInputs", "ProbeInputs", "ProbeSettings", "RegurgitationInputs",
            "RmiaReferencesInputs", "STEPS", "Step", "TrainInputs", "current", "identifier_settings", "key",
-           "key_inputs", "run_step"]
+           "key_inputs", "run_step", "step_job"]
