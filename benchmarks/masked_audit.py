@@ -10,6 +10,13 @@ table is shared, so the two sides differ by the estimator alone).
     python benchmarks/masked_audit.py --out runs/masked_audit            # trains once, then both audits
     python benchmarks/masked_audit.py --out runs/masked_audit --compare   # only compare two finished runs
     python benchmarks/masked_audit.py --set "training.strategies=[mlm,ppmlm]"  # the exact side on fewer models
+    python benchmarks/masked_audit.py --out runs/masked_audit --audit      # `toolkit audit` of the run's models
+
+``--audit``: the issue's own measurement — ``python -m toolkit audit`` (its defaults: 256-token windows, PII inference
+over 100 occurrences × 50 candidates of 256-token windows, 1,000 bootstrap resamples) of the finished run's fine-tuned
+``mlm`` and ``ppmlm`` (last epoch; reference: their base) on the run's own members and non-members, once with
+``--pll-copies K`` (the CPU profile's K) and once exact, timed end to end one after the other in this process; the same
+comparison written to ``--out``/audit_comparison.json.
 
 Only the models whose attack step the exact run re-ran are compared. Writes ``--out``/comparison.json and prints a
 Markdown table (docs/performance.md).
@@ -110,14 +117,77 @@ def markdown(c: dict) -> str:
     return "\n".join(out)
 
 
+def audit_compare(run: Path, out: Path, copies: str) -> dict:
+    """``toolkit audit`` of ``run``'s fine-tuned ``mlm`` and ``ppmlm`` with ``--pll-copies copies`` and exact."""
+    import yaml
+
+    cfg = yaml.safe_load((run / "config.yaml").read_text(encoding="utf-8"))  # the run's resolved config
+    paths = cfg["corpus"]["path"]
+    corpus = Path(paths[0] if isinstance(paths, list) else paths)
+    models = [str(max((run / "runs" / s).glob("epoch-*"), key=lambda p: int(p.name.split("-")[1])))
+              for s in ("mlm", "ppmlm")]
+    c = cfg["corpus"]
+    seconds, dirs = {}, {}
+    for side, k in (("estimator", copies), ("exact", "all")):
+        dirs[side] = out / f"audit-{side}"
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "toolkit", "audit", *models, "--corpus", str(corpus),
+                        "--members", c["member_split"], "--nonmembers", c["nonmember_split"],
+                        "--public", c["public_split"], "--n-individuals", str(c["n_individuals"]),
+                        "--detector", cfg["identifiers"]["detector"], "--pll-copies", k, "--out", str(dirs[side]),
+                        "--quiet"], cwd=ROOT, check=True)
+        seconds[side] = time.perf_counter() - t0
+    rows = {}
+    for m in _models(dirs["estimator"]):
+        a, b = _read(dirs["estimator"], m), _read(dirs["exact"], m)
+        rows[m] = {"estimator": a, "exact": b,
+                   "max_abs_auc_difference": max(abs(a["auc"][x] - b["auc"][x]) for x in a["auc"]
+                                                 if a["auc"][x] is not None and b["auc"].get(x) is not None),
+                   "pii_top1_difference": a["pii_top1"] - b["pii_top1"],
+                   "pii_category_max_abs_difference": max(
+                       (abs(a["pii_by_category"][x] - b["pii_by_category"][x]) for x in a["pii_by_category"]),
+                       default=0.0),
+                   "same_verdict": a["verdict"] == b["verdict"]}
+    return {"run": str(run), "models": rows, "pll_copies": [copies], "seconds": seconds,
+            "speed_up": seconds["exact"] / seconds["estimator"], "same_verdicts": sum(r["same_verdict"]
+                                                                                    for r in rows.values()),
+            "n_models": len(rows), "load": os.getloadavg()[0]}
+
+
+def audit_markdown(c: dict) -> str:
+    k = "K = " + "/".join(c["pll_copies"])
+    out = [f"| model | verdict, {k} / exact | PII top-1 members (non-members), {k} / exact | max \\|Δ\\| PII top-1 "
+           "per category | max \\|Δ AUC\\| |", "|---|---|---|---|---|"]
+    for m, r in c["models"].items():
+        a, b = r["estimator"], r["exact"]
+
+        def pii(x):
+            n = x["pii_nonmembers_top1"]
+            return f"{x['pii_top1']:.3f}" + (f" ({n:.3f})" if n is not None else "")
+        out.append(f"| {m} | {a['verdict']} / {b['verdict']} | {pii(a)} / {pii(b)} | "
+                   f"{r['pii_category_max_abs_difference']:.3f} | {r['max_abs_auc_difference']:.3f} |")
+    s = c["seconds"]
+    out.append(f"| `toolkit audit`, both models, end to end | {c['same_verdicts']} of {c['n_models']} equal | "
+               f"{s['estimator']:.0f} s / {s['exact']:.0f} s (**{c['speed_up']:.1f}×**) | | |")
+    return "\n".join(out)
+
+
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="runs/masked_audit")
     ap.add_argument("--config", default=str(CONFIG))
     ap.add_argument("--compare", action="store_true", help="only compare OUT/estimator and OUT/exact")
     ap.add_argument("--set", nargs="*", default=[], help="extra --set overrides for both runs")
+    ap.add_argument("--audit", action="store_true", help="only `toolkit audit` of OUT/estimator's mlm and ppmlm, "
+                    "with --pll-copies K and exact")
+    ap.add_argument("--pll-copies", default="32", help="K of --audit (the CPU profile's: 32)")
     args = ap.parse_args(argv)
     out = Path(args.out)
+    if args.audit:
+        c = audit_compare(out / "estimator", out, args.pll_copies)
+        (out / "audit_comparison.json").write_text(json.dumps(c, indent=1), encoding="utf-8")
+        print(audit_markdown(c))
+        return c
     fast, exact = out / "estimator", out / "exact"
     extra = [x for s in args.set for x in ("--set", s)]
     timings = {}
