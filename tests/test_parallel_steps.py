@@ -16,7 +16,7 @@ import yaml
 
 from toolkit.errors import ToolkitError
 from toolkit.pipelines.cache import StepCache, read_step
-from toolkit.pipelines.parallel import MAX_PROCESSES, Job, run_in_processes, step_processes
+from toolkit.pipelines.parallel import MAX_PROCESSES, Job, map_in_processes, run_in_processes, step_processes
 
 from _experiment_fixtures import ROOT, TINY
 
@@ -147,3 +147,50 @@ def test_training_side_by_side_gives_the_same_models_as_one_after_the_other(tmp_
     assert {k.split("/")[1] for k in a} == {"clm", "ppclm"} and a == b
     steps = {s["name"]: s["status"] for s in json.loads((side / "manifest.json").read_text())["steps"]}
     assert steps["train/clm"] == steps["train/ppclm"] == "ran"
+
+
+def pid_and_square(x: int, fail: bool = False) -> tuple[int, int]:
+    """A toy job of map_in_processes: the worker's process id and x²; refuses when told to."""
+    if fail:
+        raise ToolkitError(f"toy job {x}: refused")
+    return os.getpid(), x * x
+
+
+def test_map_in_processes_returns_in_order_from_workers_and_raises_after_all_finish(tmp_path):
+    got = map_in_processes(pid_and_square, [{"x": x} for x in range(5)], processes=2, progress=False)
+    assert [sq for _, sq in got] == [0, 1, 4, 9, 16]                      # in the order of the calls
+    assert os.getpid() not in {pid for pid, _ in got}                    # computed in workers
+    assert len({pid for pid, _ in got}) <= 2
+    here = map_in_processes(pid_and_square, [{"x": 3}, {"x": 4}], processes=1, progress=False)
+    assert here == [(os.getpid(), 9), (os.getpid(), 16)]                 # one process: here, one after the other
+    with pytest.raises(ToolkitError, match="toy job 1: refused"):
+        map_in_processes(pid_and_square, [{"x": 0}, {"x": 1, "fail": True}, {"x": 2}], processes=2, progress=False)
+
+
+def test_email_techniques_go_side_by_side_only_when_unfinished(tmp_path, monkeypatch):
+    """Notebook 04's techniques: the unfinished ones to the workers, a finished one computed here (cheap: reused)."""
+    from toolkit.pipelines import email_extraction as ee
+
+    sent = []
+
+    def fake_map(fn, calls, **kw):
+        sent.append([c["technique"] for c in calls])
+        assert all(c["progress"] is False for c in calls)                 # no bars from the workers
+        return [f"worker:{c['technique']}" for c in calls]
+
+    monkeypatch.setattr("toolkit.pipelines.parallel.map_in_processes", fake_map)
+    monkeypatch.setattr(ee, "train_technique", lambda **c: f"here:{c['technique']}")
+    done = tmp_path / "runs" / "rmft"
+    done.mkdir(parents=True)
+    (done / "run.json").write_text(json.dumps({"status": "done"}))
+    (done / "technique_summary.json").write_text("{}")
+    got = ee.train_techniques([], "base", tmp_path / "runs", ["baseline", "rmft", "dedup"], None)
+    assert sent == [["baseline", "dedup"]]
+    assert got == {"baseline": "worker:baseline", "rmft": "here:rmft", "dedup": "worker:dedup"}
+    sent.clear()
+    (tmp_path / "runs" / "dedup").mkdir()
+    for name in ("run.json", "technique_summary.json"):
+        (tmp_path / "runs" / "dedup" / name).write_text((done / name).read_text())
+    assert ee.train_techniques([], "base", tmp_path / "runs", ["baseline", "rmft", "dedup"], None) == {
+        "baseline": "here:baseline", "rmft": "here:rmft", "dedup": "here:dedup"}  # one left: no pool
+    assert sent == []

@@ -150,22 +150,47 @@ def ensure_email_base(out_dir: str | Path, public_corpus: Corpus | None, email, 
     return out
 
 
+def _finished(run: Path) -> bool:
+    """Whether ``run`` looks finished (a hint for where to compute it: the callee decides what to redo)."""
+    try:
+        return (json.loads((run / "run.json").read_text(encoding="utf-8")).get("status") == "done"
+                and (run / "technique_summary.json").is_file())
+    except (OSError, ValueError):
+        return False
+
+
+def _side_by_side(fn, calls: dict[str, dict], todo: set[str], *, desc: str, progress: bool) -> dict[str, Any]:
+    """``fn(**calls[t])`` for every technique ``t``: those in ``todo`` side by side in worker processes
+    (:func:`toolkit.pipelines.parallel.map_in_processes`, without their own bars), the others here."""
+    from toolkit.pipelines.parallel import map_in_processes
+
+    todo = [t for t in calls if t in todo]
+    out = dict(zip(todo, map_in_processes(fn, [{**calls[t], "progress": False} for t in todo], desc=desc,
+                                          unit="technique", progress=progress))) if len(todo) > 1 else {}
+    return {t: out[t] if t in out else fn(**calls[t]) for t in calls}
+
+
 def train_techniques(corpus: Corpus, base, run_root: str | Path, techniques, config, *, seed: int = 0,
                      progress: bool = True) -> dict[str, pd.DataFrame]:
-    """:func:`train_technique` for each technique into ``run_root/NAME`` (finished runs are reused)."""
-    return {t: train_technique(corpus, t, base, Path(run_root) / t, config, seed=seed, progress=progress)
-            for t in techniques}
+    """:func:`train_technique` for each technique into ``run_root/NAME`` (finished runs are reused); the runs not
+    finished yet side by side, one process each, on a machine without a GPU
+    (:func:`toolkit.pipelines.parallel.step_processes`; same seeds, so the same models)."""
+    calls = {t: dict(corpus=corpus, technique=t, base=base, run_dir=Path(run_root) / t, config=config, seed=seed,
+                     progress=progress) for t in techniques}
+    todo = {t for t, c in calls.items() if not _finished(c["run_dir"])}
+    return _side_by_side(train_technique, calls, todo, desc="fine-tuning", progress=progress)
 
 
 def extract_techniques(run_root: str | Path, techniques, prompts: pd.DataFrame, out_root: str | Path, *,
                        heldout=None, config=None, include_base: bool = True,
                        progress: bool = True) -> dict[str, pd.DataFrame]:
     """:func:`~toolkit.audit.extraction.extract_run` for each technique (``out_root/NAME``, cached per
-    checkpoint)."""
+    checkpoint), side by side as :func:`train_techniques`."""
     from toolkit.audit.extraction import extract_run
 
-    return {t: extract_run(Path(run_root) / t, prompts, Path(out_root) / t, heldout=heldout, config=config,
-                           include_base=include_base, progress=progress) for t in techniques}
+    calls = {t: dict(run_dir=Path(run_root) / t, prompts=prompts, out_dir=Path(out_root) / t, heldout=heldout,
+                     config=config, include_base=include_base, progress=progress) for t in techniques}
+    return _side_by_side(extract_run, calls, set(calls), desc="extraction", progress=progress)
 
 
 def runs_summary(run_root: str | Path, techniques) -> pd.DataFrame:

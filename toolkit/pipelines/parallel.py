@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import os
 import time
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, as_completed, wait
 from dataclasses import dataclass, field
 from multiprocessing import get_context
 from pathlib import Path
@@ -36,6 +36,7 @@ from typing import Any, Callable
 
 from toolkit.errors import ToolkitError
 from toolkit.pipelines.cache import begin_step
+from toolkit.progress import progress_bar
 from toolkit.threads import ENV_VAR, WAIT_POLICY, thread_count
 
 #: the environment variable that sets the number of worker processes (1: none)
@@ -96,21 +97,52 @@ def _timed(fn: Callable[..., Any], kwargs: dict[str, Any]) -> float:
     return time.perf_counter() - t0
 
 
+def _pool(processes: int) -> tuple[ProcessPoolExecutor, int]:
+    """``processes`` spawned workers, each with its share of the run's threads (set before torch loads there)."""
+    threads = max(1, (thread_count() or 1) // processes)  # TOOLKIT_PROCESSES beyond the threads: one each
+    return ProcessPoolExecutor(max_workers=processes, mp_context=get_context("spawn"), initializer=_start_worker,
+                               initargs=(threads,)), threads
+
+
+def map_in_processes(fn: Callable[..., Any], calls: list[dict[str, Any]], *, desc: str = "side by side",
+                     unit: str = "job", progress: bool = True, processes: int | None = None) -> list[Any]:
+    """``fn(**kwargs)`` for every ``kwargs`` of ``calls``, in order of ``calls``: side by side on
+    :func:`step_processes` spawned workers (threads shared out as for a run's steps; ``fn`` a module-level function,
+    its arguments and result picklable), or one after the other here where one process is all the machine should
+    use. For independent jobs outside a run's cache (the e-mail techniques of notebook 04), which cache their own
+    work in their folders: every job runs to its end, then the first error is raised (the others' work is kept).
+    A bar counts the finished jobs."""
+    n = len(calls)
+    processes = step_processes(n) if processes is None else max(1, min(processes, n))
+    if processes < 2:
+        return [fn(**kwargs) for kwargs in calls]
+    pool, threads = _pool(processes)
+    bar = progress_bar(total=n, desc=f"{desc} ({processes} processes × {threads} thread{'s' if threads > 1 else ''})",
+                       unit=unit, enabled=progress)
+    with pool, bar:
+        futures = [pool.submit(fn, **kwargs) for kwargs in calls]
+        for _ in as_completed(futures):
+            bar.update(1)
+    errors = [f.exception() for f in futures if f.exception() is not None]
+    if errors:
+        raise errors[0]
+    return [f.result() for f in futures]
+
+
 def run_in_processes(cache, jobs: list[Job], processes: int) -> set[str]:
     """Compute ``jobs`` on ``processes`` spawned workers under the cache rule (module docstring) and record each in
     ``cache``'s manifest as ran. Returns the names computed; with fewer than two processes or two jobs, none (the
     caller runs them itself). The first error of a job is raised once the jobs already running have finished."""
     if processes < 2 or len(jobs) < 2:
         return set()
-    threads = max(1, (thread_count() or 1) // processes)  # TOOLKIT_PROCESSES beyond the threads: one each
     done: set[str] = set()
     error: BaseException | None = None
     for job in jobs:
         begin_step(job.name, job.out_dir, job.key, job.inputs, resumable=job.resumable)
+    pool, threads = _pool(processes)
     cache._say(f"[run] {', '.join(j.name for j in jobs)}: running side by side "
                f"({processes} processes × {threads} thread{'s' if threads > 1 else ''}) ...")
-    with ProcessPoolExecutor(max_workers=processes, mp_context=get_context("spawn"), initializer=_start_worker,
-                             initargs=(threads,)) as pool:
+    with pool:
         futures = {pool.submit(_timed, job.fn, job.kwargs): job for job in jobs}
         pending = set(futures)
         while pending:
@@ -134,4 +166,4 @@ def run_in_processes(cache, jobs: list[Job], processes: int) -> set[str]:
     return done
 
 
-__all__ = ["Job", "MAX_PROCESSES", "PROCESSES_VAR", "run_in_processes", "step_processes"]
+__all__ = ["Job", "MAX_PROCESSES", "PROCESSES_VAR", "map_in_processes", "run_in_processes", "step_processes"]
