@@ -95,15 +95,43 @@ def insert_one_run_canaries(cfg, data: ExperimentData, table: pd.DataFrame | Non
     return one if table is None else pd.concat([table, one], ignore_index=True)
 
 
+#: RMIA's reference models as a worker process loaded them (key of the references → RMIAReferences): once per
+#: process, as the main process does for every attack step
+_RMIA_IN_WORKER: dict[str, Any] = {}
+
+
+def attack_in_worker(rmia_spec=None, **kwargs) -> None:
+    """:func:`toolkit.pipelines.steps.attack_model` in a worker process (:mod:`toolkit.pipelines.parallel`), RMIA's
+    reference models loaded there from ``rmia_spec`` = ``(ReferenceModels, public corpus, offline a)`` (once per
+    process) rather than pickled from the main process."""
+    from toolkit.pipelines import steps
+    from toolkit.pipelines.reference_models import rmia_inputs
+
+    rmia = None
+    if rmia_spec is not None:
+        refs, public, offline_a = rmia_spec
+        if refs.key not in _RMIA_IN_WORKER:
+            _RMIA_IN_WORKER[refs.key] = rmia_inputs(refs, public, lambda p: steps.load_models(p)[0],
+                                                    offline_a=offline_a)
+        rmia = _RMIA_IN_WORKER[refs.key]
+    steps.attack_model(**kwargs, rmia=rmia)
+
+
 def run_attacks(cfg, cache, run_dir: Path, *, data: ExperimentData, tables: dict[str, dict], audits: dict,
                 regurgitation: dict, checkpoints: dict, train_keys: dict, base, base_key, canaries, canary_key,
-                identifier_keys: dict[str, str], fingerprints: dict, progress: bool = True) -> dict:
-    """The ``attacks/…`` steps (see the module docstring); ``(name, epoch) → load_attacks(...)`` result."""
+                identifier_keys: dict[str, str], fingerprints: dict, progress: bool = True,
+                side_by_side: bool = True) -> dict:
+    """The ``attacks/…`` steps (see the module docstring); ``(name, epoch) → load_attacks(...)`` result.
+
+    With ``side_by_side`` (a run not under ``accelerate launch``) and more than one step to compute on a machine
+    without a GPU, those steps run in worker processes as the training steps do
+    (:func:`toolkit.pipelines.parallel.step_processes`; the same function, inputs and seeds, so the same outputs;
+    each worker scores the reference model once for the steps it computes)."""
     from toolkit.audit.evaluate import membership_scores, novel_evidence
     from toolkit.corpus import Corpus
     from toolkit.pipelines import steps
     from toolkit.pipelines.cache import read_step
-    from toolkit.pipelines.registry import AttacksInputs, run_step
+    from toolkit.pipelines.registry import AttacksInputs, current, run_step, step_job
     from toolkit.results.layout import RunLayout
     from toolkit.pipelines.reference_models import rmia_inputs, run_reference_models
 
@@ -132,7 +160,8 @@ def run_attacks(cfg, cache, run_dir: Path, *, data: ExperimentData, tables: dict
     if one is not None:
         members, ids = without_canaries(members, one, ids)
         exposed = canaries[~canaries["canary_id"].isin(one["canary_id"])] if canaries is not None else None
-    out, layout = {}, RunLayout(run_dir)
+    layout = RunLayout(run_dir)
+    plans = []
     for name, epoch, path, key, ref in targets:
         d = layout.attacks(name, epoch)
         audit = audits[(name, epoch)]
@@ -151,21 +180,40 @@ def run_attacks(cfg, cache, run_dir: Path, *, data: ExperimentData, tables: dict
             attacks=opts, n_bootstrap=cfg.audit.n_bootstrap, seed=cfg.seed,
             rmia_references=refs.key if refs is not None else None, public=fingerprints.get("public"))
 
-        def attack(path=path, ref=ref, d=d, audit=audit, reg=reg):
+        def arguments(name=name, path=path, ref=ref, d=d, audit=audit, reg=reg) -> dict[str, Any]:
+            """attack_model's arguments but RMIA's (computed only for a step that runs)."""
             counts = membership_scores(audit["mia_predictions"], tables["all"], both)
-            return steps.attack_model(path, members, data.nonmembers, ids, out_dir=d,
-                                      reference=ref, identifier_count=counts.to_dict(),
-                                      canaries=exposed if exposed is not None and len(exposed) else None,
-                                      novel_privacy=novel_evidence(audit["metrics"]),
-                                      regurgitation=reg, options=opts,
-                                      n_bootstrap=cfg.audit.n_bootstrap, seed=cfg.seed, rmia=rmia(), one_run=one,
-                                      identifiers_all=tables["all"], saw_neither=name == "base",
-                                      public_texts=[x.text for x in data.public] if data.public is not None else None,
-                                      progress=progress)
+            return dict(model=path, members=members, nonmembers=data.nonmembers, identifiers=ids, out_dir=d,
+                        reference=ref, identifier_count=counts.to_dict(),
+                        canaries=exposed if exposed is not None and len(exposed) else None,
+                        novel_privacy=novel_evidence(audit["metrics"]), regurgitation=reg, options=opts,
+                        n_bootstrap=cfg.audit.n_bootstrap, seed=cfg.seed, one_run=one,
+                        identifiers_all=tables["all"], saw_neither=name == "base",
+                        public_texts=[x.text for x in data.public] if data.public is not None else None,
+                        progress=progress)
 
-        out[(name, epoch)] = run_step(cache, "attacks", inputs, attack, lambda d=d: steps.load_attacks(d), out_dir=d,
-                                      name=layout.step("attacks", name, epoch))
+        plans.append((name, epoch, d, inputs, layout.step("attacks", name, epoch), arguments))
+    in_workers: set[str] = set()
+    if side_by_side:
+        from toolkit.pipelines.parallel import run_in_processes, step_processes
+
+        pending = [p for p in plans if not current("attacks", p[2], p[3], p[4])]
+        processes = step_processes(len(pending))
+        if processes > 1:
+            spec = (refs, data.public, opts.rmia_offline_a) if refs is not None else None
+            jobs = [step_job("attacks", inputs, step, d, attack_in_worker, rmia_spec=spec,
+                             **{**arguments(), "progress": False})
+                    for _, _, d, inputs, step, arguments in pending]
+            in_workers = run_in_processes(cache, jobs, processes)
+    out = {}
+    for name, epoch, d, inputs, step, arguments in plans:
+        if step in in_workers:
+            out[(name, epoch)] = steps.load_attacks(d)
+            continue
+        out[(name, epoch)] = run_step(cache, "attacks", inputs,
+                                      lambda arguments=arguments: steps.attack_model(**arguments(), rmia=rmia()),
+                                      lambda d=d: steps.load_attacks(d), out_dir=d, name=step)
     return out
 
 
-__all__ = ["insert_one_run_canaries", "one_run_canary_count", "run_attacks", "run_canaries"]
+__all__ = ["attack_in_worker", "insert_one_run_canaries", "one_run_canary_count", "run_attacks", "run_canaries"]

@@ -315,7 +315,8 @@ def run_experiment(cfg: ExperimentConfig, out_dir: str | Path, *, progress: bool
                 attacks = run_attacks(cfg, cache, run_dir, data=data, tables=tables, audits=audits,
                                       regurgitation=regurgitation, checkpoints=checkpoints, train_keys=train_keys,
                                       base=base, base_key=base_key, canaries=canaries, canary_key=canary_key,
-                                      identifier_keys=ids, fingerprints=fp, progress=progress)
+                                      identifier_keys=ids, fingerprints=fp, progress=progress,
+                                      side_by_side=state is None)
             manifest.finish("done")
         except BaseException as exc:
             # the toolkit's own messages name files and records, never their text; another library's may quote data

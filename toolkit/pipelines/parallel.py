@@ -5,7 +5,9 @@ keep two cores busy with two threads. Measured on the 2-core reference machine (
 20 members, 64 epochs; ``benchmarks/parallel_steps.py``, otherwise idle): ``mlm`` and ``mlm_pseudo`` trained one after
 the other on two threads took 171.6 s (94.6 + 77.0 s), side by side on one thread each 115.4 s of wall time (1.49×).
 Notebooks 02 and 03 train seven strategies each, so the run's training steps — independent of
-each other given the base model and the identifiers — go to a pool of worker processes:
+each other given the base model and the identifiers — and then its attack steps (one per audited model,
+:func:`toolkit.pipelines.attack_steps.run_attacks`) go to a pool of worker processes; notebook 04's three
+fine-tunings and their extractions likewise (:func:`map_in_processes`, outside a run's cache):
 
 - how many: :func:`step_processes` — ``TOOLKIT_PROCESSES`` when set (1: one after the other, as before); else one
   per pending step, at most one per thread the run may use

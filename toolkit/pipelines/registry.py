@@ -383,7 +383,7 @@ def key(step: Step | str, inputs: Any, name: str | None = None) -> str:
     return step_key(name, d)
 
 
-def step_job(step: Step | str, inputs: Any, name: str, out_dir: str | Path, fn: Callable[..., Any], **kwargs):
+def step_job(step: Step | str, inputs: Any, name: str, out_dir: str | Path, fn: Callable[..., Any], /, **kwargs):
     """The :class:`~toolkit.pipelines.parallel.Job` that computes ``step`` run as ``name`` on ``inputs`` in a worker
     process, ``fn(**kwargs)`` writing into ``out_dir``: its key, recorded inputs and ``resumable`` as :func:`run_step`
     derives them."""
