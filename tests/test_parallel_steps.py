@@ -110,7 +110,8 @@ def test_a_failing_job_raises_its_error_and_the_others_are_kept(tmp_path):
     assert [(n, s) for n, s, _, _ in cache.records] == [("toy/1", "ran")]
 
 
-def _run(tmp_path: Path, name: str, threads: str, *, start_from: Path | None = None, config: dict | None = None) -> Path:
+def _run(tmp_path: Path, name: str, threads: str, *, start_from: Path | None = None,
+         config: dict | None = None) -> Path:
     cfg = config
     if cfg is None:
         cfg = json.loads(json.dumps(TINY))
@@ -198,29 +199,33 @@ def test_email_techniques_go_side_by_side_only_when_unfinished(tmp_path, monkeyp
     assert sent == []
 
 
-def _attack_files(run: Path) -> dict[str, bytes]:
-    """Every file of the attack steps (the run's own folder named alike: the files record the models' paths)."""
+def _audit_files(run: Path) -> dict[str, bytes]:
+    """Every file of the audit and attack steps (the run's own folder named alike: the files record the models'
+    paths)."""
     return {str(p.relative_to(run)): p.read_bytes().replace(str(run).encode(), b"RUN")
-            for p in sorted((run / "attacks").rglob("*")) if p.is_file() and p.name != "step.json"}
+            for folder in ("audit", "attacks") for p in sorted((run / folder).rglob("*"))
+            if p.is_file() and p.name != "step.json"}
 
 
 @pytest.mark.slow
-def test_attack_steps_side_by_side_write_what_one_after_the_other_writes(tmp_path):
-    """A finished run's attack steps (base model, clm, ppclm; RMIA's reference model among their inputs) computed
-    again in two worker processes (TOOLKIT_THREADS=2) from the same models: every file they write is the same,
-    byte for byte, as in the run that computed them one after the other on one thread."""
+def test_audit_and_attack_steps_side_by_side_write_what_one_after_the_other_writes(tmp_path):
+    """A finished run's §4 audits and attack steps (base model, clm, ppclm; RMIA's reference model among the
+    attacks' inputs) computed again in two worker processes (TOOLKIT_THREADS=2) from the same models: every file they
+    write is the same, byte for byte, as in the run that computed them one after the other on one thread."""
     cfg = json.loads(json.dumps(TINY))
     cfg["training"] = {**cfg["training"], "epochs": [2]}
     cfg["audit"] = {**cfg["audit"], "n_bootstrap": 0, "checkpoints": "last",
                     "attacks": {**cfg["audit"]["attacks"], "rmia_references": 1}}
     serial = _run(tmp_path, "serial", "1", config=cfg)
     side = tmp_path / "side"
-    shutil.copytree(serial, side, ignore=shutil.ignore_patterns("attacks", ".lock", "report.html"))
+    shutil.copytree(serial, side, ignore=shutil.ignore_patterns("attacks", "audit", ".lock", "report.html"))
     side = _run(tmp_path, "side", "2", config=cfg, start_from=None)
     said = (side / "stdout.txt").read_text(encoding="utf-8")
     assert "attacks/base, attacks/clm/epoch-2, attacks/ppclm/epoch-2: running side by side (2 processes" in said
-    a, b = _attack_files(serial), _attack_files(side)
-    assert {k.split("/")[1] for k in a} == {"base", "clm", "ppclm"}
+    assert "audit/base, audit/clm/epoch-2, audit/ppclm/epoch-2: running side by side (2 processes" in said
+    a, b = _audit_files(serial), _audit_files(side)
+    assert {tuple(k.split("/")[:2]) for k in a} == {(f, m) for f in ("audit", "attacks")
+                                                     for m in ("base", "clm", "ppclm")}
     assert a.keys() == b.keys() and all(a[k] == b[k] for k in a), [k for k in a if a[k] != b.get(k)]
     steps = {s["name"]: s["status"] for s in json.loads((side / "manifest.json").read_text())["steps"]}
-    assert steps["attacks/clm/epoch-2"] == steps["attacks/base"] == "ran" and steps["train/clm"] == "cached"
+    assert steps["attacks/clm/epoch-2"] == steps["audit/base"] == "ran" and steps["train/clm"] == "cached"

@@ -131,7 +131,7 @@ def run_attacks(cfg, cache, run_dir: Path, *, data: ExperimentData, tables: dict
     from toolkit.corpus import Corpus
     from toolkit.pipelines import steps
     from toolkit.pipelines.cache import read_step
-    from toolkit.pipelines.registry import AttacksInputs, current, run_step, step_job
+    from toolkit.pipelines.registry import AttacksInputs, run_step
     from toolkit.results.layout import RunLayout
     from toolkit.pipelines.reference_models import rmia_inputs, run_reference_models
 
@@ -193,18 +193,12 @@ def run_attacks(cfg, cache, run_dir: Path, *, data: ExperimentData, tables: dict
                         progress=progress)
 
         plans.append((name, epoch, d, inputs, layout.step("attacks", name, epoch), arguments))
-    in_workers: set[str] = set()
-    if side_by_side:
-        from toolkit.pipelines.parallel import run_in_processes, step_processes
+    from toolkit.pipelines.parallel import steps_side_by_side
 
-        pending = [p for p in plans if not current("attacks", p[2], p[3], p[4])]
-        processes = step_processes(len(pending))
-        if processes > 1:
-            spec = (refs, data.public, opts.rmia_offline_a) if refs is not None else None
-            jobs = [step_job("attacks", inputs, step, d, attack_in_worker, rmia_spec=spec,
-                             **{**arguments(), "progress": False})
-                    for _, _, d, inputs, step, arguments in pending]
-            in_workers = run_in_processes(cache, jobs, processes)
+    spec = (refs, data.public, opts.rmia_offline_a) if refs is not None else None
+    in_workers = steps_side_by_side(
+        cache, "attacks", [(step, d, inputs, lambda a=arguments: {**a(), "progress": False, "rmia_spec": spec})
+                           for _, _, d, inputs, step, arguments in plans], attack_in_worker, enabled=side_by_side)
     out = {}
     for name, epoch, d, inputs, step, arguments in plans:
         if step in in_workers:

@@ -215,8 +215,6 @@ def run_experiment(cfg: ExperimentConfig, out_dir: str | Path, *, progress: bool
             # training (methods.md §3)
             checkpoints: dict[str, list[tuple[int, Path]]] = {}
             train_keys: dict[str, str] = {}
-            from toolkit.pipelines.registry import current as is_current_step
-            from toolkit.pipelines.registry import step_job
             from toolkit.training import train
 
             plans = []
@@ -234,14 +232,11 @@ def run_experiment(cfg: ExperimentConfig, out_dir: str | Path, *, progress: bool
                     plans.append((name, strat, tcfg, inputs, d, kw))
             # on a machine without a GPU the strategies not yet trained train side by side, one process each
             # (toolkit.pipelines.parallel: a tiny model's step does not keep two cores busy)
-            side_by_side: set[str] = set()
-            if state is None:
-                from toolkit.pipelines.parallel import run_in_processes, step_processes
+            from toolkit.pipelines.parallel import steps_side_by_side
 
-                pending = [(name, inputs, d, kw) for name, _, _, inputs, d, kw in plans
-                           if not is_current_step("train", d, inputs, f"train/{name}")]
-                jobs = [step_job("train", inputs, f"train/{name}", d, train, **kw) for name, inputs, d, kw in pending]
-                side_by_side = run_in_processes(cache, jobs, step_processes(len(jobs)))
+            side_by_side = steps_side_by_side(cache, "train", [(f"train/{name}", d, inputs, lambda kw=kw: kw)
+                                                                for name, _, _, inputs, d, kw in plans],
+                                              train, enabled=state is None)
             for name, strat, tcfg, inputs, d, kw in plans:
                 if f"train/{name}" not in side_by_side:
                     run_step(cache, "train", inputs, lambda kw=kw: train(**kw), out_dir=d, name=f"train/{name}",
@@ -265,17 +260,24 @@ def run_experiment(cfg: ExperimentConfig, out_dir: str | Path, *, progress: bool
                 for name, ckpts in checkpoints.items():
                     chosen = ckpts if cfg.audit.checkpoints == "all" else ckpts[-1:]
                     targets += [(name, e, p, train_keys[name]) for e, p in chosen]
+                audit_plans = []
                 for name, epoch, path, model in targets:
                     d = layout.audit(name, epoch)
                     inputs = AuditInputs(model=model, epoch=ABSENT if name == "base" else epoch, audit=probe,
                                          identifiers_members=ids["members"], identifiers_all=ids["all"],
                                          base_vocabulary=fp.get("public"), nonmembers=fp["nonmembers"])
-                    audits[(name, epoch)] = run_step(
-                        cache, "audit", inputs,
-                        lambda path=path, d=d: steps.audit_checkpoint(
-                            path, data.members, data.nonmembers, ids_train, ids_all, out_dir=d,
-                            base_vocabulary=base_vocabulary, progress=progress, **probe.options()),
-                        lambda d=d: steps.load_audit(d), out_dir=d, name=layout.step("audit", name, epoch))
+                    kw = dict(checkpoint=path, members=data.members, nonmembers=data.nonmembers, ids_train=ids_train,
+                              ids_all=ids_all, out_dir=d, base_vocabulary=base_vocabulary, **probe.options())
+                    audit_plans.append((name, epoch, d, inputs, layout.step("audit", name, epoch), kw))
+                # side by side on a machine without a GPU, as the training steps
+                in_workers = steps_side_by_side(
+                    cache, "audit", [(step, d, inputs, lambda kw=kw: {**kw, "progress": False})
+                                     for _, _, d, inputs, step, kw in audit_plans],
+                    steps.audit_checkpoint, enabled=state is None)
+                for name, epoch, d, inputs, step, kw in audit_plans:
+                    audits[(name, epoch)] = steps.load_audit(d) if step in in_workers else run_step(
+                        cache, "audit", inputs, lambda kw=kw: steps.audit_checkpoint(**kw, progress=progress),
+                        lambda d=d: steps.load_audit(d), out_dir=d, name=step)
 
                 # free-running regurgitation of the last checkpoints (causal LM)
                 reg = cfg.audit.regurgitation
