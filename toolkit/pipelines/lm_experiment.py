@@ -232,7 +232,7 @@ def run_experiment(cfg: ExperimentConfig, out_dir: str | Path, *, progress: bool
                     plans.append((name, strat, tcfg, inputs, d, kw))
             # on a machine without a GPU the strategies not yet trained train side by side, one process each
             # (toolkit.pipelines.parallel: a tiny model's step does not keep two cores busy)
-            from toolkit.pipelines.parallel import steps_side_by_side
+            from toolkit.pipelines.registry import steps_side_by_side
 
             side_by_side = steps_side_by_side(cache, "train", [(f"train/{name}", d, inputs, lambda kw=kw: kw)
                                                                 for name, _, _, inputs, d, kw in plans],

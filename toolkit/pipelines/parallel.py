@@ -131,26 +131,6 @@ def map_in_processes(fn: Callable[..., Any], calls: list[dict[str, Any]], *, des
     return [f.result() for f in futures]
 
 
-def steps_side_by_side(cache, step: str, plans: list[tuple[str, Path, Any, Callable[[], dict[str, Any]]]],
-                       fn: Callable[..., Any], *, enabled: bool = True) -> set[str]:
-    """The runs of the registered ``step`` among ``plans`` — ``(name in the run, out_dir, inputs, arguments)``, with
-    ``arguments()`` building ``fn``'s keyword arguments (called only for a run not current yet) — computed side by
-    side in worker processes by ``fn(**arguments())`` when ``enabled`` and :func:`step_processes` gives more than one
-    process for those pending. Returns the names computed there; the caller runs (or loads) the others itself with
-    :func:`toolkit.pipelines.registry.run_step`, as before."""
-    if not enabled:
-        return set()
-    from toolkit.pipelines.registry import current, step_job
-
-    pending = [(name, d, inputs, arguments) for name, d, inputs, arguments in plans
-               if not current(step, d, inputs, name)]
-    processes = step_processes(len(pending))
-    if processes < 2:
-        return set()
-    jobs = [step_job(step, inputs, name, d, fn, **arguments()) for name, d, inputs, arguments in pending]
-    return run_in_processes(cache, jobs, processes)
-
-
 def run_in_processes(cache, jobs: list[Job], processes: int) -> set[str]:
     """Compute ``jobs`` on ``processes`` spawned workers under the cache rule (module docstring) and record each in
     ``cache``'s manifest as ran. Returns the names computed; with fewer than two processes or two jobs, none (the
@@ -188,5 +168,4 @@ def run_in_processes(cache, jobs: list[Job], processes: int) -> set[str]:
     return done
 
 
-__all__ = ["Job", "MAX_PROCESSES", "PROCESSES_VAR", "map_in_processes", "run_in_processes", "step_processes",
-           "steps_side_by_side"]
+__all__ = ["Job", "MAX_PROCESSES", "PROCESSES_VAR", "map_in_processes", "run_in_processes", "step_processes"]
