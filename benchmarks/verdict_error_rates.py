@@ -15,7 +15,9 @@ patients) are not part of a null world.
 **Planted leaks (power).** The causal model fine-tuned on 100 ``train`` patients at a tenth of the CPU profile's
 learning rate (2·10⁻⁴), checkpoints after ¼, 1 and 4 epochs (the strength of the leak), 20 canaries inserted 1, 4 or 16 times into their notes: each checkpoint audited on 40 of its members against
 40 unseen patients (``--splits`` draws) — the share of non-green and red verdicts at each strength — and the share
-of canaries whose own exposure test is significant (p = 2^−e ≤ 0.05 / 20) at each insertion count.
+of canaries whose own exposure test is significant (p = 2^−e ≤ 0.05 / 20) at each insertion count. With
+``--power-kinds mlm`` the masked model too, checkpoints after 1, 4 and 16 epochs (the same shares of its profile's 32
+epochs as the causal model's ¼, 1 and 4 of 8), its canaries scored by the profile's strided pseudo-log-likelihood.
 
 The verdict of d13fd36 (before issue 34, read from the repository's history) judges the same null worlds — the
 obvious alternative, in the same run. Shares are given with Clopper–Pearson 95% intervals. Writes ``--out`` (JSON; the report and docs/methods.md §11 read
@@ -248,6 +250,7 @@ def main(argv=None) -> dict:
     ap.add_argument("--kinds", default="clm,mlm")
     ap.add_argument("--pii-occurrences", type=int, default=1500)
     ap.add_argument("--skip-power", action="store_true")
+    ap.add_argument("--power-kinds", default="clm", help="the planted leaks of these model kinds (clm, mlm)")
     ap.add_argument("--mlm-pii-copies", type=int, default=32, help="masked PII inference: masked copies per window "
                     "(strided PLL; the battery keeps the CPU profile's 32)")
     ap.add_argument("--duplicates", action="store_true", help="run the duplicated-documents planted leak (only it "
@@ -325,26 +328,32 @@ def main(argv=None) -> dict:
                 print(key, result["null_worlds"][key]["levels"], "before:", shares(old_levels)["levels"]
                       if old_levels else "-", flush=True)
 
-    # ---- planted leaks (causal)
-    if not args.skip_power:
+    # ---- planted leaks (causal; masked with --power-kinds)
+    for kind in ([k for k in args.power_kinds.split(",") if k] if not args.skip_power else []):
         t = time.time()
         members = of(corpus, train_ids[:100])
         planted, table = canaries_into_corpus(members, 60, repeats=(1, 4, 16), seed=0)
-        run = out / "power-clm"
-        # a tenth of the profile's learning rate: leaks from barely measurable (¼ epoch) to plain (4 epochs)
-        fine_tune(planted, "clm", [4], run, checkpoints_per_epoch=4, learning_rate=2e-4)
-        steps = [p for _, p in step_checkpoint_dirs(run)]  # every quarter epoch, in order
-        ckpts = [(f"{(q + 1) / 4:g}", steps[q]) for q in (0, 3, 15) if q < len(steps)]
+        run = out / f"power-{kind}"
+        # a tenth of the profile's learning rate: leaks from barely measurable to plain; the causal model's
+        # checkpoints after 1/4, 1 and 4 epochs (1/32, 1/8 and 1/2 of its profile's 8), the masked model's after 1, 4
+        # and 16 (the same shares of its profile's 32)
+        if kind == "clm":
+            fine_tune(planted, "clm", [4], run, checkpoints_per_epoch=4, learning_rate=2e-4)
+            steps = [p for _, p in step_checkpoint_dirs(run)]  # every quarter epoch, in order
+            ckpts = [(f"{(q + 1) / 4:g}", steps[q]) for q in (0, 3, 15) if q < len(steps)]
+        else:
+            ckpts = [(f"{e:g}", p) for e, p in fine_tune(planted, kind, [1, 4, 16], run, learning_rate=2e-4)]
         # the members' spans moved with the canaries; everyone else's as they were
         pos_planted = pd.concat([positions(planted), pos[~pos["doc_id"].isin({d.doc_id for d in planted})]],
                                 ignore_index=True)
         cut = canary_ranges(planted, table, with_separator=True)  # no membership evidence (as toolkit run)
         rng = np.random.default_rng(1)
+        pll = {"pll_copies": 32} if kind == "mlm" else {}  # the CPU profile's estimator for the canaries too
         for epoch, path in ckpts:
-            s = score_once(path, "clm", planted, of(corpus, unseen_ids[:200]), pos_planted, public_keys,
-                           pii_occurrences=args.pii_occurrences, exclude=cut)
-            model, tok = load_model(path, kind="clm")
-            exp = exposure(model, tok, table, n_reference=300, seed=0, progress=False)
+            s = score_once(path, kind, planted, of(corpus, unseen_ids[:200]), pos_planted, public_keys,
+                           pii_occurrences=args.pii_occurrences, exclude=cut, pii_copies=args.mlm_pii_copies)
+            model, tok = load_model(path, kind=kind)
+            exp = exposure(model, tok, table, n_reference=300, seed=0, progress=False, **pll)
             can = {"log2_space": float(8 * np.log2(10)), "by_repeats": {
                 str(r): {"n": int(len(g)), "max": float(g["exposure"].max())} for r, g in exp.groupby("repeats")}}
             per = {}
@@ -361,12 +370,17 @@ def main(argv=None) -> dict:
                 levels_no_canary.append(v.level)
                 rules.append(v.rule)
                 levels.append(verdict(**w, canaries=can).level)
-            result["power"][f"clm epoch {epoch}"] = {
+            key = f"{kind} epoch {epoch}"
+            result["power"][key] = {
                 "membership and PII (no canaries)": {**shares(levels_no_canary), "rules": sorted(set(rules) - {"none"})},
                 "with canaries": shares(levels), "canaries detected": per}
-            print(f"epoch {epoch}", result["power"][f"clm epoch {epoch}"]["membership and PII (no canaries)"]["levels"],
-                  per, flush=True)
-        result["seconds"]["power: train and score"] = round(time.time() - t, 1)
+            if kind == "mlm":
+                result.setdefault("settings", {})[key] = {"pii_occurrences": args.pii_occurrences,
+                                                          "pii_pll_copies": args.mlm_pii_copies,
+                                                          "battery_pll_copies": 32, "canary_pll_copies": 32}
+            print(key, result["power"][key]["membership and PII (no canaries)"]["levels"], per, flush=True)
+        result["seconds"][f"power {kind}: train and score" if kind != "clm" else "power: train and score"] = round(
+            time.time() - t, 1)
     if args.duplicates:
         t = time.time()
         result["power"].update(duplicated_documents(corpus, train_ids, unseen_ids, pos, public_keys, out,
