@@ -209,23 +209,31 @@ def _audit_files(run: Path) -> dict[str, bytes]:
 
 @pytest.mark.slow
 def test_audit_and_attack_steps_side_by_side_write_what_one_after_the_other_writes(tmp_path):
-    """A finished run's §4 audits and attack steps (base model, clm, ppclm; RMIA's reference model among the
-    attacks' inputs) computed again in two worker processes (TOOLKIT_THREADS=2) from the same models: every file they
-    write is the same, byte for byte, as in the run that computed them one after the other on one thread."""
+    """A finished run computed again in two worker processes (TOOLKIT_THREADS=2) from the same base model, without
+    its ``ppclm`` training, RMIA's reference model, the §4 audits and the attack steps: ``ppclm`` and the reference
+    model train side by side, then the audits, then the attack steps (base model, clm, ppclm) — every checkpoint and
+    every file they write is the same, byte for byte, as in the run that computed them one after the other on one
+    thread."""
     cfg = json.loads(json.dumps(TINY))
     cfg["training"] = {**cfg["training"], "epochs": [2]}
     cfg["audit"] = {**cfg["audit"], "n_bootstrap": 0, "checkpoints": "last",
                     "attacks": {**cfg["audit"]["attacks"], "rmia_references": 1}}
     serial = _run(tmp_path, "serial", "1", config=cfg)
     side = tmp_path / "side"
-    shutil.copytree(serial, side, ignore=shutil.ignore_patterns("attacks", "audit", ".lock", "report.html"))
+    shutil.copytree(serial, side, ignore=shutil.ignore_patterns("attacks", "audit", "rmia_references", "ppclm",
+                                                                 ".lock", "report.html"))
     side = _run(tmp_path, "side", "2", config=cfg, start_from=None)
     said = (side / "stdout.txt").read_text(encoding="utf-8")
-    assert "attacks/base, attacks/clm/epoch-2, attacks/ppclm/epoch-2: running side by side (2 processes" in said
+    assert "train/ppclm, rmia_references: running side by side (2 processes" in said
     assert "audit/base, audit/clm/epoch-2, audit/ppclm/epoch-2: running side by side (2 processes" in said
+    assert "attacks/base, attacks/clm/epoch-2, attacks/ppclm/epoch-2: running side by side (2 processes" in said
     a, b = _audit_files(serial), _audit_files(side)
     assert {tuple(k.split("/")[:2]) for k in a} == {(f, m) for f in ("audit", "attacks")
                                                      for m in ("base", "clm", "ppclm")}
     assert a.keys() == b.keys() and all(a[k] == b[k] for k in a), [k for k in a if a[k] != b.get(k)]
+    weights = {run: {str(p.relative_to(run)): p.read_bytes() for folder in ("runs", "rmia_references")
+                     for p in sorted((run / folder).rglob("model.safetensors"))} for run in (serial, side)}
+    assert any("rmia_references" in k for k in weights[serial]) and weights[serial] == weights[side]
     steps = {s["name"]: s["status"] for s in json.loads((side / "manifest.json").read_text())["steps"]}
-    assert steps["attacks/clm/epoch-2"] == steps["audit/base"] == "ran" and steps["train/clm"] == "cached"
+    assert steps["train/ppclm"] == steps["rmia_references"] == steps["attacks/clm/epoch-2"] == "ran"
+    assert "[run] train/clm: up to date (cached)" in said

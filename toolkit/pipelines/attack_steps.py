@@ -197,8 +197,9 @@ def run_attacks(cfg, cache, run_dir: Path, *, data: ExperimentData, tables: dict
 
     spec = (refs, data.public, opts.rmia_offline_a) if refs is not None else None
     in_workers = steps_side_by_side(
-        cache, "attacks", [(step, d, inputs, lambda a=arguments: {**a(), "progress": False, "rmia_spec": spec})
-                           for _, _, d, inputs, step, arguments in plans], attack_in_worker, enabled=side_by_side)
+        cache, [("attacks", step, d, inputs, attack_in_worker,
+                 lambda a=arguments: {**a(), "progress": False, "rmia_spec": spec})
+                for _, _, d, inputs, step, arguments in plans], enabled=side_by_side)
     out = {}
     for name, epoch, d, inputs, step, arguments in plans:
         if step in in_workers:

@@ -234,9 +234,18 @@ def run_experiment(cfg: ExperimentConfig, out_dir: str | Path, *, progress: bool
             # (toolkit.pipelines.parallel: a tiny model's step does not keep two cores busy)
             from toolkit.pipelines.registry import steps_side_by_side
 
-            side_by_side = steps_side_by_side(cache, "train", [(f"train/{name}", d, inputs, lambda kw=kw: kw)
-                                                                for name, _, _, inputs, d, kw in plans],
-                                              train, enabled=state is None)
+            side = [("train", f"train/{name}", d, inputs, train, lambda kw=kw: kw)
+                    for name, _, _, inputs, d, kw in plans]
+            if cfg.audit.attacks.enabled:  # RMIA's reference models beside them (run_attacks then finds them trained)
+                from toolkit.pipelines.reference_models import reference_models_plan, train_references
+
+                refs = reference_models_plan(cfg, run_dir, public=data.public, base=base, base_key=base_key,
+                                             public_fingerprint=fp.get("public"),
+                                             n_train=len(set(data.members.person_ids)), progress=False)
+                if refs is not None:
+                    side.append(("rmia_references", "rmia_references", refs[0], refs[1], train_references,
+                                 lambda kw=refs[3]: kw))
+            side_by_side = steps_side_by_side(cache, side, enabled=state is None)
             for name, strat, tcfg, inputs, d, kw in plans:
                 if f"train/{name}" not in side_by_side:
                     run_step(cache, "train", inputs, lambda kw=kw: train(**kw), out_dir=d, name=f"train/{name}",
@@ -271,9 +280,8 @@ def run_experiment(cfg: ExperimentConfig, out_dir: str | Path, *, progress: bool
                     audit_plans.append((name, epoch, d, inputs, layout.step("audit", name, epoch), kw))
                 # side by side on a machine without a GPU, as the training steps
                 in_workers = steps_side_by_side(
-                    cache, "audit", [(step, d, inputs, lambda kw=kw: {**kw, "progress": False})
-                                     for _, _, d, inputs, step, kw in audit_plans],
-                    steps.audit_checkpoint, enabled=state is None)
+                    cache, [("audit", step, d, inputs, steps.audit_checkpoint, lambda kw=kw: {**kw, "progress": False})
+                            for _, _, d, inputs, step, kw in audit_plans], enabled=state is None)
                 for name, epoch, d, inputs, step, kw in audit_plans:
                     audits[(name, epoch)] = steps.load_audit(d) if step in in_workers else run_step(
                         cache, "audit", inputs, lambda kw=kw: steps.audit_checkpoint(**kw, progress=progress),

@@ -85,16 +85,31 @@ def rmia_reference_count(cfg) -> int:
     return int(n)
 
 
-def run_reference_models(cfg, cache, run_dir: Path, *, public: Corpus | None, base, base_key: str,
-                         public_fingerprint, progress: bool = True, n_train: int | None = None) -> ReferenceModels | None:
-    """Train (or load) ``audit.attacks.rmia_references`` reference models as the cached step ``rmia_references``;
-    None when that is 0 or the run has no public split (then no ``rmia`` attack). ``n_train``: :func:`reference_split`'s
-    cap (the run passes its member count)."""
-    from toolkit.config.experiment import resolved_settings
+def train_references(public: Corpus, training: list, base, out_dir: Path, kind: str, config,
+                     progress: bool = True) -> list[Path]:
+    """One reference model per group of individuals of ``training``, fine-tuned from ``base`` on their documents
+    of ``public`` into ``out_dir/ref-<i>``, and ``references.json``; returns their last checkpoints."""
     from toolkit.io import atomic_write_json
-    from toolkit.pipelines.registry import RmiaReferencesInputs, key, run_step
-    from toolkit.results.layout import RunLayout
     from toolkit.training import train
+
+    d = Path(out_dir)
+    paths = []
+    for i, people in enumerate(training):
+        ckpts = train(_docs_of(public, people), base, d / f"ref-{i}", kind, config, progress=progress)
+        paths.append(Path(ckpts[-1][1]))
+    atomic_write_json({"checkpoints": [str(p.relative_to(d)) for p in paths],
+                       "n_training_individuals": [len(t) for t in training],
+                       "epochs": config.epochs[-1], "strategy": kind}, d / "references.json")
+    return paths
+
+
+def reference_models_plan(cfg, run_dir: Path, *, public: Corpus | None, base, base_key: str, public_fingerprint,
+                          n_train: int | None = None, progress: bool = True):
+    """The ``rmia_references`` step of a run: ``(out_dir, inputs, split, train_references's arguments)``, or None
+    when ``audit.attacks.rmia_references`` is 0 or the run has no public split (then no ``rmia`` attack)."""
+    from toolkit.config.experiment import resolved_settings
+    from toolkit.pipelines.registry import RmiaReferencesInputs
+    from toolkit.results.layout import RunLayout
 
     n = rmia_reference_count(cfg)
     a = cfg.audit.attacks.rmia_offline_a
@@ -110,16 +125,23 @@ def run_reference_models(cfg, cache, run_dir: Path, *, public: Corpus | None, ba
     inputs = RmiaReferencesInputs(references=n, n_train=n_train, seed=cfg.seed, strategy=kind, train=tcfg,
                                   base=base_key, public=public_fingerprint)
     d = RunLayout(run_dir).rmia_references
+    return d, inputs, split, dict(public=public, training=split.training, base=base, out_dir=d, kind=kind,
+                                  config=tcfg, progress=progress)
 
-    def compute() -> list[Path]:
-        paths = []
-        for i, people in enumerate(split.training):
-            ckpts = train(_docs_of(public, people), base, d / f"ref-{i}", kind, tcfg, progress=progress)
-            paths.append(Path(ckpts[-1][1]))
-        atomic_write_json({"checkpoints": [str(p.relative_to(d)) for p in paths],
-                           "n_training_individuals": [len(t) for t in split.training],
-                           "epochs": tcfg.epochs[-1], "strategy": kind}, d / "references.json")
-        return paths
+
+def run_reference_models(cfg, cache, run_dir: Path, *, public: Corpus | None, base, base_key: str,
+                         public_fingerprint, progress: bool = True,
+                         n_train: int | None = None) -> ReferenceModels | None:
+    """Train (or load) ``audit.attacks.rmia_references`` reference models as the cached step ``rmia_references``
+    (:func:`reference_models_plan`, :func:`train_references`); None when that is 0 or the run has no public split
+    (then no ``rmia`` attack). ``n_train``: :func:`reference_split`'s cap (the run passes its member count)."""
+    from toolkit.pipelines.registry import key, run_step
+
+    plan = reference_models_plan(cfg, run_dir, public=public, base=base, base_key=base_key,
+                                 public_fingerprint=public_fingerprint, n_train=n_train, progress=progress)
+    if plan is None:
+        return None
+    d, inputs, split, kwargs = plan
 
     def load() -> list[Path]:
         import json
@@ -127,7 +149,7 @@ def run_reference_models(cfg, cache, run_dir: Path, *, public: Corpus | None, ba
         rel = json.loads((d / "references.json").read_text(encoding="utf-8"))["checkpoints"]
         return [d / r for r in rel]
 
-    paths = run_step(cache, "rmia_references", inputs, compute, load, out_dir=d)
+    paths = run_step(cache, "rmia_references", inputs, lambda: train_references(**kwargs), load, out_dir=d)
     return ReferenceModels(paths=list(paths), split=split, key=key("rmia_references", inputs))
 
 
@@ -145,6 +167,5 @@ def rmia_inputs(refs: ReferenceModels, public: Corpus, load, offline_a: float | 
                           tune_texts=[d.text for d in pool], tune_in=tune_in, meta=meta)
 
 
-__all__ = ["ReferenceModels", "ReferenceSplit", "reference_split", "rmia_inputs",
-           "rmia_reference_count",
-           "run_reference_models"]
+__all__ = ["ReferenceModels", "ReferenceSplit", "reference_models_plan", "reference_split", "rmia_inputs",
+           "rmia_reference_count", "run_reference_models", "train_references"]
