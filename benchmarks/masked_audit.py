@@ -130,6 +130,10 @@ def audit_compare(run: Path, out: Path, copies: str) -> dict:
     seconds, dirs = {}, {}
     for side, k in (("estimator", copies), ("exact", "all")):
         dirs[side] = out / f"audit-{side}"
+        timed = dirs[side] / "benchmark_seconds.json"  # a side finished earlier (one side per session, if need be)
+        if timed.is_file() and json.loads(timed.read_text(encoding="utf-8")).get("pll_copies") == k:
+            seconds[side] = json.loads(timed.read_text(encoding="utf-8"))["seconds"]
+            continue
         t0 = time.perf_counter()
         subprocess.run([sys.executable, "-m", "toolkit", "audit", *models, "--corpus", str(corpus),
                         "--members", c["member_split"], "--nonmembers", c["nonmember_split"],
@@ -137,6 +141,8 @@ def audit_compare(run: Path, out: Path, copies: str) -> dict:
                         "--detector", cfg["identifiers"]["detector"], "--pll-copies", k, "--out", str(dirs[side]),
                         "--quiet"], cwd=ROOT, check=True)
         seconds[side] = time.perf_counter() - t0
+        timed.write_text(json.dumps({"pll_copies": k, "seconds": seconds[side], "load": os.getloadavg()[0]}),
+                         encoding="utf-8")
     rows = {}
     for m in _models(dirs["estimator"]):
         a, b = _read(dirs["estimator"], m), _read(dirs["exact"], m)
