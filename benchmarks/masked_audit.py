@@ -73,21 +73,24 @@ def _read(run: Path, model: str) -> dict:
             "canary_exposure": [c["exposure"] for c in (ids.get("canaries") or {}).get("canaries", [])]}
 
 
+def _agreement(a: dict, b: dict) -> dict:
+    """What one model's audit with the estimator (``a``) and exact (``b``) conclude, side by side."""
+    return {"estimator": a, "exact": b,
+            "max_abs_auc_difference": max(abs(a["auc"][k] - b["auc"][k]) for k in a["auc"]
+                                          if a["auc"][k] is not None and b["auc"].get(k) is not None),
+            "pii_top1_difference": a["pii_top1"] - b["pii_top1"],
+            "pii_category_max_abs_difference": max(
+                (abs(a["pii_by_category"][c] - b["pii_by_category"][c]) for c in a["pii_by_category"]), default=0.0),
+            "same_verdict": a["verdict"] == b["verdict"]}
+
+
 def compare(fast: Path, exact: Path) -> dict:
     sf, se = _steps(fast), _steps(exact)
     rows = {}
     for m in [m for m in _models(fast) if se.get(f"attacks/{m}", {}).get("status") == "ran"]:  # re-run exactly
         a, b = _read(fast, m), _read(exact, m)
         step = f"attacks/{m}"
-        rows[m] = {"seconds": {"estimator": _seconds(sf[step]), "exact": _seconds(se[step])},
-                   "estimator": a, "exact": b,
-                   "max_abs_auc_difference": max(abs(a["auc"][k] - b["auc"][k]) for k in a["auc"]
-                                                 if a["auc"][k] is not None and b["auc"].get(k) is not None),
-                   "pii_top1_difference": a["pii_top1"] - b["pii_top1"],
-                   "pii_category_max_abs_difference": max(
-                       (abs(a["pii_by_category"][c] - b["pii_by_category"][c]) for c in a["pii_by_category"]),
-                       default=0.0),
-                   "same_verdict": a["verdict"] == b["verdict"]}
+        rows[m] = {"seconds": {"estimator": _seconds(sf[step]), "exact": _seconds(se[step])}, **_agreement(a, b)}
     copies = {(json.loads((fast / "attacks" / m / "step.json").read_text(encoding="utf-8"))["inputs"]["attacks"]
                .get("pll_copies")) for m in rows}
     t_fast = sum(r["seconds"]["estimator"] for r in rows.values())
@@ -146,14 +149,7 @@ def audit_compare(run: Path, out: Path, copies: str) -> dict:
     rows = {}
     for m in _models(dirs["estimator"]):
         a, b = _read(dirs["estimator"], m), _read(dirs["exact"], m)
-        rows[m] = {"estimator": a, "exact": b,
-                   "max_abs_auc_difference": max(abs(a["auc"][x] - b["auc"][x]) for x in a["auc"]
-                                                 if a["auc"][x] is not None and b["auc"].get(x) is not None),
-                   "pii_top1_difference": a["pii_top1"] - b["pii_top1"],
-                   "pii_category_max_abs_difference": max(
-                       (abs(a["pii_by_category"][x] - b["pii_by_category"][x]) for x in a["pii_by_category"]),
-                       default=0.0),
-                   "same_verdict": a["verdict"] == b["verdict"]}
+        rows[m] = _agreement(a, b)
     return {"run": str(run), "models": rows, "pll_copies": [copies], "seconds": seconds,
             "speed_up": seconds["exact"] / seconds["estimator"], "same_verdicts": sum(r["same_verdict"]
                                                                                     for r in rows.values()),
