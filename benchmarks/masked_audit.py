@@ -100,18 +100,20 @@ def compare(fast: Path, exact: Path) -> dict:
             "same_verdicts": sum(r["same_verdict"] for r in rows.values()), "n_models": len(rows)}
 
 
+def _pii(x: dict) -> str:
+    """PII inference's top-1 of the members (and of the non-members) as the tables print it."""
+    n = x["pii_nonmembers_top1"]
+    return f"{x['pii_top1']:.3f}" + (f" ({n:.3f})" if n is not None else "")
+
+
 def markdown(c: dict) -> str:
     k = "K = " + "/".join(c.get("pll_copies") or ["?"])
     out = [f"| model | attack step, {k} / exact | verdict, {k} / exact | PII top-1 members (non-members), "
            f"{k} / exact | max \\|Δ\\| PII top-1 per category | max \\|Δ AUC\\| |", "|---|---|---|---|---|---|"]
     for m, r in c["models"].items():
         a, b = r["estimator"], r["exact"]
-
-        def pii(x):
-            n = x["pii_nonmembers_top1"]
-            return f"{x['pii_top1']:.3f}" + (f" ({n:.3f})" if n is not None else "")
         out.append(f"| {m} | {r['seconds']['estimator']:.0f} s / {r['seconds']['exact']:.0f} s | {a['verdict']} / "
-                   f"{b['verdict']} | {pii(a)} / {pii(b)} | {r['pii_category_max_abs_difference']:.3f} | "
+                   f"{b['verdict']} | {_pii(a)} / {_pii(b)} | {r['pii_category_max_abs_difference']:.3f} | "
                    f"{r['max_abs_auc_difference']:.3f} |")
     s = c["attack_seconds"]
     ratio = f"{s['speed_up']:.1f}x" if s["speed_up"] else "—"
@@ -162,11 +164,7 @@ def audit_markdown(c: dict) -> str:
            "per category | max \\|Δ AUC\\| |", "|---|---|---|---|---|"]
     for m, r in c["models"].items():
         a, b = r["estimator"], r["exact"]
-
-        def pii(x):
-            n = x["pii_nonmembers_top1"]
-            return f"{x['pii_top1']:.3f}" + (f" ({n:.3f})" if n is not None else "")
-        out.append(f"| {m} | {a['verdict']} / {b['verdict']} | {pii(a)} / {pii(b)} | "
+        out.append(f"| {m} | {a['verdict']} / {b['verdict']} | {_pii(a)} / {_pii(b)} | "
                    f"{r['pii_category_max_abs_difference']:.3f} | {r['max_abs_auc_difference']:.3f} |")
     s = c["seconds"]
     out.append(f"| `toolkit audit`, both models, end to end | {c['same_verdicts']} of {c['n_models']} equal | "
