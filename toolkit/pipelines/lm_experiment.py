@@ -243,8 +243,9 @@ def run_experiment(cfg: ExperimentConfig, out_dir: str | Path, *, progress: bool
                                              public_fingerprint=fp.get("public"),
                                              n_train=len(set(data.members.person_ids)), progress=False)
                 if refs is not None:
-                    side.append(("rmia_references", "rmia_references", refs[0], refs[1], train_references,
-                                 lambda kw=refs[3]: kw))
+                    refs_dir, refs_inputs, _, refs_kw = refs
+                    side.append(("rmia_references", "rmia_references", refs_dir, refs_inputs, train_references,
+                                 lambda: refs_kw))
             side_by_side = steps_side_by_side(cache, side, enabled=state is None)
             for name, strat, tcfg, inputs, d, kw in plans:
                 if f"train/{name}" not in side_by_side:
