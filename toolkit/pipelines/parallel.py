@@ -5,8 +5,9 @@ keep two cores busy with two threads. Measured on the 2-core reference machine (
 20 members, 64 epochs; ``benchmarks/parallel_steps.py``, otherwise idle): ``mlm`` and ``mlm_pseudo`` trained one after
 the other on two threads took 171.6 s (94.6 + 77.0 s), side by side on one thread each 115.4 s of wall time (1.49×).
 Notebooks 02 and 03 train seven strategies each, so the run's training steps — independent of
-each other given the base model and the identifiers — and then its attack steps (one per audited model,
-:func:`toolkit.pipelines.attack_steps.run_attacks`) go to a pool of worker processes; notebook 04's three
+each other given the base model and the identifiers — with RMIA's reference models, then its §4 audits and its
+attack steps (one per audited model; :func:`toolkit.pipelines.registry.steps_side_by_side`) go to a pool of worker
+processes; notebook 04's three
 fine-tunings and their extractions likewise (:func:`map_in_processes`, outside a run's cache):
 
 - how many: :func:`step_processes` — ``TOOLKIT_PROCESSES`` when set (1: one after the other, as before); else one
@@ -99,11 +100,13 @@ def _timed(fn: Callable[..., Any], kwargs: dict[str, Any]) -> float:
     return time.perf_counter() - t0
 
 
-def _pool(processes: int) -> tuple[ProcessPoolExecutor, int]:
-    """``processes`` spawned workers, each with its share of the run's threads (set before torch loads there)."""
+def _pool(processes: int) -> tuple[ProcessPoolExecutor, str]:
+    """``processes`` spawned workers, each with its share of the run's threads (set before torch loads there), and
+    the words that say so (``2 processes × 1 thread``)."""
     threads = max(1, (thread_count() or 1) // processes)  # TOOLKIT_PROCESSES beyond the threads: one each
-    return ProcessPoolExecutor(max_workers=processes, mp_context=get_context("spawn"), initializer=_start_worker,
-                               initargs=(threads,)), threads
+    return (ProcessPoolExecutor(max_workers=processes, mp_context=get_context("spawn"), initializer=_start_worker,
+                                initargs=(threads,)),
+            f"{processes} processes × {threads} thread{'s' if threads > 1 else ''}")
 
 
 def map_in_processes(fn: Callable[..., Any], calls: list[dict[str, Any]], *, desc: str = "side by side",
@@ -118,9 +121,8 @@ def map_in_processes(fn: Callable[..., Any], calls: list[dict[str, Any]], *, des
     processes = step_processes(n) if processes is None else max(1, min(processes, n))
     if processes < 2:
         return [fn(**kwargs) for kwargs in calls]
-    pool, threads = _pool(processes)
-    bar = progress_bar(total=n, desc=f"{desc} ({processes} processes × {threads} thread{'s' if threads > 1 else ''})",
-                       unit=unit, enabled=progress)
+    pool, how = _pool(processes)
+    bar = progress_bar(total=n, desc=f"{desc} ({how})", unit=unit, enabled=progress)
     with pool, bar:
         futures = [pool.submit(fn, **kwargs) for kwargs in calls]
         for _ in as_completed(futures):
@@ -141,9 +143,8 @@ def run_in_processes(cache, jobs: list[Job], processes: int) -> set[str]:
     error: BaseException | None = None
     for job in jobs:
         begin_step(job.name, job.out_dir, job.key, job.inputs, resumable=job.resumable)
-    pool, threads = _pool(processes)
-    cache._say(f"[run] {', '.join(j.name for j in jobs)}: running side by side "
-               f"({processes} processes × {threads} thread{'s' if threads > 1 else ''}) ...")
+    pool, how = _pool(processes)
+    cache._say(f"[run] {', '.join(j.name for j in jobs)}: running side by side ({how}) ...")
     with pool:
         futures = {pool.submit(_timed, job.fn, job.kwargs): job for job in jobs}
         pending = set(futures)
