@@ -27,12 +27,15 @@ import sys
 
 from toolkit.errors import ToolkitError
 
-__all__ = ["ENV_VAR", "WAIT_POLICY", "core_count", "thread_count", "use_cores"]
+__all__ = ["ENV_VAR", "PROCESSES_VAR", "WAIT_POLICY", "core_count", "process_count", "thread_count", "use_cores"]
 
 #: the environment variable that overrides the thread count
 ENV_VAR = "TOOLKIT_THREADS"
 #: OpenMP's wait policy unless the environment sets one (see the module docstring)
 WAIT_POLICY = "PASSIVE"
+#: the environment variable that sets the number of worker processes (1: none) of a run's side-by-side steps
+#: (:mod:`toolkit.pipelines.parallel`) and of the pattern detector (:class:`toolkit.identifiers.PatternDetector`)
+PROCESSES_VAR = "TOOLKIT_PROCESSES"
 
 
 def core_count() -> int:
@@ -55,6 +58,18 @@ def thread_count(environ=None) -> int | None:
     if env.get("OMP_NUM_THREADS", "").strip():
         return None
     return core_count()
+
+
+def process_count(environ=None) -> int | None:
+    """``TOOLKIT_PROCESSES`` as a positive integer, or None when it is not set; anything else is a
+    :class:`ToolkitError`."""
+    env = os.environ if environ is None else environ
+    raw = env.get(PROCESSES_VAR, "").strip()
+    if not raw:
+        return None
+    if not raw.isdigit() or int(raw) < 1:
+        raise ToolkitError(f"{PROCESSES_VAR}={raw!r}: expected a positive number of processes")
+    return int(raw)
 
 
 def use_cores() -> int:

@@ -287,7 +287,10 @@ def analyze(corpus: Corpus, config: IdentifierConfig | None = None, *, spans: li
     t0 = time.perf_counter()
     if spans is None:
         detector = cfg.make_detector()
-        spans = detector.detect(docs, progress=progress)
+        try:
+            spans = detector.detect(docs, progress=progress)
+        finally:
+            detector.close()  # the pattern detector's worker processes
         if not isinstance(cfg.detector, str):  # a user's Detector object: hold it to the same contract
             spans = check_spans(spans, docs, source=f"detector {detector!r}")
     else:

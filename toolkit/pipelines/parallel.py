@@ -37,13 +37,10 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any, Callable
 
-from toolkit.errors import ToolkitError
 from toolkit.pipelines.cache import begin_step
 from toolkit.progress import progress_bar
-from toolkit.threads import ENV_VAR, WAIT_POLICY, thread_count
+from toolkit.threads import ENV_VAR, PROCESSES_VAR, WAIT_POLICY, process_count, thread_count
 
-#: the environment variable that sets the number of worker processes (1: none)
-PROCESSES_VAR = "TOOLKIT_PROCESSES"
 #: the most worker processes of one run (beyond it a tiny model's steps contend for memory bandwidth)
 MAX_PROCESSES = 4
 
@@ -67,11 +64,9 @@ def step_processes(n_pending: int, environ=None) -> int:
     """How many worker processes :func:`run_in_processes` starts for ``n_pending`` independent steps (module
     docstring); 1 means none (the caller computes them itself)."""
     env = os.environ if environ is None else environ
-    raw = env.get(PROCESSES_VAR, "").strip()
-    if raw:
-        if not raw.isdigit() or int(raw) < 1:
-            raise ToolkitError(f"{PROCESSES_VAR}={raw!r}: expected a positive number of processes")
-        return max(1, min(n_pending, int(raw)))
+    told = process_count(env)
+    if told is not None:
+        return max(1, min(n_pending, told))
     threads = thread_count(env)
     if n_pending < 2 or threads is None or threads < 2:
         return 1
