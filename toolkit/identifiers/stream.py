@@ -15,6 +15,7 @@ an in-memory corpus (any reader's output) into the same kind of batches.
 
 from __future__ import annotations
 
+import copy
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -54,6 +55,8 @@ class DocumentBatches(ABC):
         Size of the file and how much of it was read (for progress bars).
     n_documents:
         Documents yielded so far.
+    record_number:
+        The line (JSON Lines) or row (Parquet, 1-based) of the record read last.
     """
 
     def __init__(self, path: str | os.PathLike, *, batch_documents: int = BATCH_DOCUMENTS,
@@ -73,6 +76,7 @@ class DocumentBatches(ABC):
         self.total_bytes = self.path.stat().st_size
         self.bytes_read = 0
         self.n_documents = self.n_valid = 0
+        self.record_number = 0
         self.splits_seen: set[str] = set()
 
     @abstractmethod
@@ -80,9 +84,9 @@ class DocumentBatches(ABC):
         """One function per record, returning its document (``None``: no record, e.g. a blank line) or raising a
         :class:`CorpusError`; :attr:`bytes_read` advanced as the file is read."""
 
-    def __iter__(self) -> Iterator[list[Document]]:
-        batch: list[Document] = []
-        chars = 0
+    def documents(self) -> Iterator[Document]:
+        """The documents one by one (split filter and ``on_error`` applied, no batches; an empty result is no error):
+        :attr:`record_number` is the line or record of the one just yielded."""
         self.bytes_read = self.n_documents = self.n_valid = 0
         self.skipped = []
         for record in self._records():
@@ -94,12 +98,18 @@ class DocumentBatches(ABC):
                 self.splits_seen.add(doc.split)
             if self.split is not None and doc.split not in self.split:
                 continue
+            self.n_documents += 1
+            yield doc
+
+    def __iter__(self) -> Iterator[list[Document]]:
+        batch: list[Document] = []
+        chars = 0
+        for doc in self.documents():
             if batch and (len(batch) >= self.batch_documents or chars + len(doc.text) > self.batch_chars):
                 yield batch
                 batch, chars = [], 0
             batch.append(doc)
             chars += len(doc.text)
-            self.n_documents += 1
         if batch:
             yield batch
         if self.n_documents == 0:
@@ -128,18 +138,59 @@ class DocumentBatches(ABC):
 class JsonlBatches(DocumentBatches):
     """A JSON Lines corpus (native, or with named fields: ``text_field``, ``person_field``, ``id_field``,
     ``split_field`` as for :func:`toolkit.corpus.read_jsonl`, ``"@row"`` for a person or id taken from the line) in
-    batches, read line by line; other parameters: :class:`DocumentBatches`."""
+    batches, read line by line; other parameters: :class:`DocumentBatches`. :meth:`part` reads one byte range of
+    the file (a partition of :func:`jsonl_ranges`)."""
 
     def __init__(self, path: str | os.PathLike, *, text_field: str = "text", person_field: str = "person_id",
                  id_field: str | None = "doc_id", split_field: str | None = "split", **options: Any):
         super().__init__(path, **options)
         self.fields = JsonlFields(text_field, person_field, id_field, split_field, self.path)
+        self.range: tuple[int, int, int] | None = None
+
+    def part(self, start: int, stop: int, first_line: int) -> JsonlBatches:
+        """The same reader (fields, split, ``on_error``) over bytes ``[start, stop)`` of the file only, whose first
+        line is line ``first_line`` of the file (errors name the file's own line numbers)."""
+        other = copy.copy(self)
+        other.range = (start, stop, first_line)
+        other.skipped, other.splits_seen = [], set()
+        other.total_bytes = stop - start
+        return other
 
     def _records(self) -> Iterator[Callable[[], Document | None]]:
+        start, stop, first = self.range if self.range is not None else (0, None, 1)
         with open(self.path, "rb") as fh:
-            for lineno, raw in enumerate(fh, start=1):
+            fh.seek(start)
+            for lineno, raw in enumerate(fh, start=first):
+                if stop is not None and self.bytes_read >= stop - start:
+                    return
                 self.bytes_read += len(raw)
+                self.record_number = lineno
                 yield lambda raw=raw, lineno=lineno: jsonl_line_document(raw, self.path, lineno, self.fields)
+
+
+def jsonl_ranges(path: str | os.PathLike, part_bytes: int) -> list[tuple[int, int, int]]:
+    """A JSON Lines file cut at line ends into consecutive byte ranges of about ``part_bytes`` (a range ends at the
+    first line end from ``part_bytes`` on): ``(start, stop, first line number)`` each, for
+    :meth:`JsonlBatches.part`. One pass over the file, counting line ends (no parsing)."""
+    if part_bytes < 1:
+        raise ValueError("part_bytes must be positive")
+    out: list[tuple[int, int, int]] = []
+    start, line, lines, pos = 0, 1, 0, 0  # the open range's first byte and line; its line ends so far; block offset
+    with open(path, "rb") as fh:
+        while block := fh.read(1 << 23):
+            i = 0
+            while (want := max(start + part_bytes - 1 - pos, i)) < len(block):
+                j = block.find(b"\n", want)
+                if j < 0:
+                    break
+                out.append((start, pos + j + 1, line))
+                line += lines + block.count(b"\n", i, j + 1)
+                start, lines, i = pos + j + 1, 0, j + 1
+            lines += block.count(b"\n", i)
+            pos += len(block)
+    if pos > start:
+        out.append((start, pos, line))
+    return out
 
 
 class ParquetBatches(DocumentBatches):
@@ -155,6 +206,7 @@ class ParquetBatches(DocumentBatches):
 
     def _records(self) -> Iterator[Callable[[], Document | None]]:
         for row, values in self.rows:
+            self.record_number = row
             self.bytes_read = self.total_bytes * self.rows.rows_read // max(self.rows.num_rows, 1)
             yield lambda row=row, values=values: self.rows.document(row, values)
 
@@ -193,4 +245,4 @@ def corpus_batches(documents: Sequence[Document], *, batch_documents: int = BATC
 
 
 __all__ = ["BATCH_CHARS", "BATCH_DOCUMENTS", "STREAMED", "DocumentBatches", "JsonlBatches", "ParquetBatches",
-           "corpus_batches", "iter_jsonl_batches", "streamed"]
+           "corpus_batches", "iter_jsonl_batches", "jsonl_ranges", "streamed"]
