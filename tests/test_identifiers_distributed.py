@@ -122,6 +122,17 @@ def test_cluster_outputs_equal_the_engine_table_by_table(notes, reference, clust
     analyze_on_cluster(load_corpus(notes), tmp_path / "mem", detector="oracle+patterns", n=2, n_process=1,
                        scheduler=address, part_bytes=50_000, progress=False)
     assert_same_sets(reference, tmp_path / "mem")
+    # a Parquet table: its rows go with their tasks, numbered as the file's
+    from toolkit.identifiers.stream import ParquetBatches
+
+    rows = [{"doc_id": d.doc_id, "person_id": d.person_id, "text": d.text, "split": d.split}
+            for d in load_corpus(notes)]
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "notes.parquet", row_group_size=50)
+    analyze_to_disk(ParquetBatches(tmp_path / "notes.parquet"), tmp_path / "pq-ref", detector="patterns",
+                    n_process=1, progress=False)
+    analyze_on_cluster(ParquetBatches(tmp_path / "notes.parquet"), tmp_path / "pq", detector="patterns", n_process=1,
+                       scheduler=address, part_bytes=50_000, progress=False)
+    assert_same_sets(tmp_path / "pq-ref", tmp_path / "pq")
 
 
 class KillOnce(distributed.WorkerPlugin):

@@ -59,7 +59,8 @@ class IdentifierConfig:
         lies outside PII spans.
     spacy_model, spacy_labels, n_process, batch_size:
         spaCy detector settings (an installed package name or a pipeline path; nothing downloads; ``n_process=0``:
-        worker processes chosen from the CPUs).
+        worker processes chosen from the CPUs). ``n_process`` sets the pattern detector's worker processes too
+        (:func:`~toolkit.identifiers.detectors.pattern_processes`); neither changes a span.
     cache_dir, ner_cache:
         The NER cache shared by all runs (:mod:`toolkit.identifiers.ner_cache`; spans, no text): its folder (None:
         ``$XDG_CACHE_HOME/lm-anonymity-toolkit/ner``, else ``~/.cache/...``) and whether to use it. Neither changes

@@ -205,7 +205,7 @@ class ClusterSpans(Detector):
         self.name = spec
         self.parts = [p.strip().lower() for p in spec.split("+") if p.strip()]
         self.store, self.n_partitions = Path(store), n_partitions
-        self._rows = {p: self._read(p) for p in set(self.parts) - {"oracle"}}
+        self._rows = {p: self._read(p) for p in dict.fromkeys(self.parts) if p != "oracle"}
         self._seen = 0
 
     def _read(self, part: str) -> Iterator[tuple[bytes, list, list, list]]:
@@ -231,7 +231,8 @@ class ClusterSpans(Detector):
         return out
 
     def detect(self, docs: Sequence[Document], *, progress: bool = True) -> list[list[Span]]:
-        per_part = [[list(d.spans) for d in docs] if p == "oracle" else self._take(p, docs) for p in self.parts]
+        taken = {p: self._take(p, docs) for p in self._rows}
+        per_part = [[list(d.spans) for d in docs] if p == "oracle" else taken[p] for p in self.parts]
         self._seen += len(docs)
         return per_part[0] if len(per_part) == 1 else [merge_spans(lists) for lists in zip(*per_part)]
 
