@@ -7,16 +7,19 @@ JSON Lines to ``--data`` and reused):
    the engine's batches (the corpus read first, so the time is the matching), spans compared document by document;
    then the whole ``identifiers`` run (the DuckDB engine, ``analyze_to_disk``) with both, every table compared;
 2. **the detection pass through the Dask scheduler over TCP**: a ``LocalCluster`` of 1, then 2 worker processes (one
-   thread each; started, and the toolkit imported there, before the clock starts), the pass of ``identifiers --scheduler`` (partitions of the JSON
-   Lines file read by the workers, spans written to the store) timed alone, then the graph on the client; every table
-   compared with the engine's without a cluster. Speed-up = time(1 worker) / time(N workers); efficiency =
-   speed-up / N.
+   thread each; started, and the toolkit imported there, before the clock starts), the pass of
+   ``identifiers --scheduler`` (partitions of the JSON Lines file read by the workers, spans written to the store)
+   timed alone, then the graph on the client; every table compared with the engine's without a cluster. Speed-up =
+   time(1 worker) / time(N workers); efficiency = speed-up / N;
+3. with ``--spacy-vs-bare MWORDS``: the toolkit's first ``identifiers --detector spacy`` run (no NER cache) against
+   bare spaCy ``nlp.pipe`` on the documents' texts (NER components only, ``n_process`` 2, batch 256), on a corpus of
+   MWORDS million words: the ratio of their times (issue 36 asks for at most 1.2x).
 
-Printed: words, seconds, words/s (per process or worker too), speed-ups, and the machine's load before each step
-(``os.getloadavg``; the machine may be shared: compare the ratios of one run).
+Printed: words (blank-separated), seconds, words/s (per process or worker too), speed-ups, and the machine's load
+before each step (``os.getloadavg``; the machine may be shared: compare the ratios of one run).
 
-Usage: ``python benchmarks/detection_scaling.py [--words 5] [--detector patterns] [--workers 1,2] [--data DIR]``
-(``--words``: millions of words).
+Usage: ``python benchmarks/detection_scaling.py [--words 5] [--detector patterns] [--workers 1,2] [--data DIR]
+[--spacy-vs-bare 0.27]`` (``--words``: millions of words).
 """
 
 from __future__ import annotations
@@ -149,6 +152,33 @@ def on_cluster(path: Path, work: Path, detector: str, workers: list[int]) -> Non
             print(f"speed-up {base} -> {n} workers: {speed:.2f}x, efficiency {speed / (n / base):.0%}")
 
 
+def spacy_vs_bare(path: Path, work: Path, processes: int, batch: int) -> None:
+    """The toolkit's first ``identifiers --detector spacy`` run (no NER cache) against bare ``nlp.pipe`` over the
+    documents' texts, the same pipeline (NER components only), processes and batch size."""
+    from toolkit.identifiers import SpacyDetector
+    from toolkit.identifiers.engine import analyze_to_disk
+    from toolkit.identifiers.stream import JsonlBatches
+
+    texts = [d.text for b in JsonlBatches(path) for d in b]
+    words = sum(len(t.split()) for t in texts)
+    print(f"\n## spaCy: the toolkit against bare nlp.pipe ({words:,} words; n_process {processes}, batch {batch})")
+    nlp = SpacyDetector().load()
+    before = load()
+    t0 = time.perf_counter()
+    n_ents = sum(len(doc.ents) for doc in nlp.pipe(texts, batch_size=batch, n_process=processes))
+    bare = time.perf_counter() - t0
+    print(f"bare nlp.pipe: {bare:.1f} s, {words / bare:,.0f} words/s ({n_ents:,} entities); load {before}", flush=True)
+    del nlp
+    before = load()
+    t0 = time.perf_counter()
+    s = analyze_to_disk(JsonlBatches(path), work / "spacy", detector="spacy", n_process=processes, batch_size=batch,
+                        ner_cache=False, progress=False)
+    whole = time.perf_counter() - t0
+    print(f"toolkit, identifiers --detector spacy (first run, no cache): {whole:.1f} s (detect "
+          f"{s['timings_s']['detect_s']:.1f} s, model load included); load {before}")
+    print(f"toolkit / bare: {whole / bare:.2f}x (whole run), {s['timings_s']['detect_s'] / bare:.2f}x (detection)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--words", type=float, default=5.0, help="millions of words (default 5)")
@@ -156,6 +186,10 @@ def main() -> None:
     ap.add_argument("--workers", default="1,2", help="worker processes of the clusters (default 1,2)")
     ap.add_argument("--data", default=os.path.join(tempfile.gettempdir(), "detection_scaling"))
     ap.add_argument("--skip-cores", action="store_true", help="skip the 1-process vs all-cores patterns part")
+    ap.add_argument("--skip-cluster", action="store_true", help="skip the Dask part")
+    ap.add_argument("--spacy-vs-bare", type=float, default=0.0, metavar="MWORDS",
+                    help="also compare the toolkit's spaCy detection with bare nlp.pipe on a corpus of MWORDS million "
+                         "words (n_process 2, batch 256)")
     args = ap.parse_args()
     from toolkit.threads import core_count
 
@@ -168,7 +202,10 @@ def main() -> None:
     try:
         if not args.skip_cores:
             patterns_on_cores(path, work, core_count())
-        on_cluster(path, work, args.detector, [int(x) for x in args.workers.split(",")])
+        if not args.skip_cluster:
+            on_cluster(path, work, args.detector, [int(x) for x in args.workers.split(",")])
+        if args.spacy_vs_bare:
+            spacy_vs_bare(corpus(Path(args.data), args.spacy_vs_bare), work, 2, 256)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(f"uptime at the end: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}")
