@@ -108,6 +108,12 @@ def patterns_on_cores(path: Path, work: Path, cores: int) -> None:
           f"{same_sets(work / 'engine-p1', work / f'engine-p{cores}')}")
 
 
+def _peak_rss() -> int:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
 def _warm_up() -> None:
     import toolkit.identifiers.distributed  # noqa: F401
 
@@ -137,6 +143,8 @@ def on_cluster(path: Path, work: Path, detector: str, workers: list[int]) -> Non
             k = detect_on_cluster(client, parts, cfg, tuple(p for p in detector.split("+") if p != "oracle"), store,
                                   progress=False)
             times[n] = time.perf_counter() - t0
+            rss = client.run(_peak_rss)
+        store_bytes = sum(f.stat().st_size for f in store.rglob("*.parquet"))
         t0 = time.perf_counter()
         analyze_to_disk(JsonlBatches(path), work / f"cluster-{n}", cfg, detect_with=ClusterSpans(detector, store, k),
                         progress=False)
@@ -144,7 +152,9 @@ def on_cluster(path: Path, work: Path, detector: str, workers: list[int]) -> Non
         shutil.rmtree(store)
         print(f"{n} worker(s): detection pass {times[n]:.1f} s ({k} partitions), {words / times[n] / 1e6:.3f}M words/s "
               f"({words / times[n] / n / 1e6:.3f}M per worker); then the graph here {graph:.1f} s; load {before}; "
-              f"tables identical to the engine's: {same_sets(work / 'reference', work / f'cluster-{n}')}", flush=True)
+              f"tables identical to the engine's: {same_sets(work / 'reference', work / f'cluster-{n}')}; "
+              f"workers' peak memory {max(rss.values()) / 2**20:.0f} MiB; spans written {store_bytes / 2**20:.2f} MiB "
+              f"({store_bytes / words:.3f} bytes/word)", flush=True)
     base = min(workers)
     for n in workers:
         if n != base:
