@@ -39,7 +39,7 @@ import tempfile
 import time
 import uuid
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence, Sized
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from itertools import islice
@@ -295,7 +295,8 @@ def detect_on_cluster(client: Any, parts_of_corpus: Iterable[Partition], cfg: Id
     for p in islice(todo, 2 * n_workers + 2):
         submit(p)
         n += 1
-    bar = progress_bar(total=None, desc=f"detection ({n_workers} workers)", unit="partition", enabled=progress)
+    total = len(parts_of_corpus) if isinstance(parts_of_corpus, Sized) else None
+    bar = progress_bar(total=total, desc=f"detection ({n_workers} workers)", unit="partition", enabled=progress)
     try:
         with bar:
             for fut in done:
@@ -353,8 +354,10 @@ def analyze_on_cluster(documents: Sequence[Document] | Iterable[Sequence[Documen
         t0 = time.perf_counter()
         with connect(scheduler, workers) as client:
             n_workers = max(1, sum(client.nthreads().values()))
-            n = detect_on_cluster(client, partitions(documents, n_workers, part_bytes=part_bytes, source=source),
-                                  cfg, detectors, store, progress=progress)
+            parts: Iterable[Partition] = partitions(documents, n_workers, part_bytes=part_bytes, source=source)
+            if isinstance(documents, JsonlBatches):
+                parts = list(parts)  # byte ranges: small, and a count for the progress bar
+            n = detect_on_cluster(client, parts, cfg, detectors, store, progress=progress)
         seconds = time.perf_counter() - t0
         summary = analyze_to_disk(documents, out_dir, cfg, detect_with=ClusterSpans(cfg.detector, store, n),
                                   **engine)
