@@ -11,6 +11,8 @@ table is shared, so the two sides differ by the estimator alone).
     python benchmarks/masked_audit.py --out runs/masked_audit --compare   # only compare two finished runs
     python benchmarks/masked_audit.py --set "training.strategies=[mlm,ppmlm]"  # the exact side on fewer models
     python benchmarks/masked_audit.py --out runs/masked_audit --audit      # `toolkit audit` of the run's models
+    python benchmarks/masked_audit.py --out runs/masked_audit --grid 32/32,16/32,32/24 \
+        --set "training.strategies=[mlm,ppmlm]"   # membership K / PII inference's K, each against exact
 
 ``--audit``: the issue's own measurement — ``python -m toolkit audit`` (its defaults: 256-token windows, PII inference
 over 100 occurrences × 50 candidates of 256-token windows, 1,000 bootstrap resamples) of the finished run's fine-tuned
@@ -91,8 +93,12 @@ def compare(fast: Path, exact: Path) -> dict:
         a, b = _read(fast, m), _read(exact, m)
         step = f"attacks/{m}"
         rows[m] = {"seconds": {"estimator": _seconds(sf[step]), "exact": _seconds(se[step])}, **_agreement(a, b)}
-    copies = {(json.loads((fast / "attacks" / m / "step.json").read_text(encoding="utf-8"))["inputs"]["attacks"]
-               .get("pll_copies")) for m in rows}
+    def estimator(m: str) -> str:  # "K" or "K/K'" (membership / PII inference and canaries)
+        a = json.loads((fast / "attacks" / m / "step.json").read_text(encoding="utf-8"))["inputs"]["attacks"]
+        k, pii = a.get("pll_copies"), a.get("pii_pll_copies")
+        return str(k) if pii in (None, k) else f"{k}/{pii}"
+
+    copies = {estimator(m) for m in rows}
     t_fast = sum(r["seconds"]["estimator"] for r in rows.values())
     t_exact = sum(r["seconds"]["exact"] for r in rows.values())
     return {"fast": str(fast), "exact": str(exact), "models": rows, "pll_copies": sorted(map(str, copies)),
@@ -172,6 +178,39 @@ def audit_markdown(c: dict) -> str:
     return "\n".join(out)
 
 
+def grid(out: Path, config: str, extra: list[str], settings: list[str]) -> dict:
+    """``--grid``: every membership/PII estimator against exact in one run — the attack steps of copies of the trained
+    ``OUT/estimator`` re-run with each setting (exact last, so that every side runs on the same machine state)."""
+    fast = out / "estimator"
+    _run(Path(config), fast, extra)  # trained (or found trained) once; its attack steps are not compared
+    sides = {}
+    for setting in settings + ["all/all"]:
+        k, pii = setting.split("/")
+        side = out / ("exact" if setting == "all/all" else f"k{k}-pii{pii}")
+        if side.exists():
+            shutil.rmtree(side)
+        shutil.copytree(fast, side, symlinks=True)
+        shutil.rmtree(side / "attacks", ignore_errors=True)  # every compared attack step re-runs
+        _run(Path(config), side, extra + ["--set", f"audit.attacks.pll_copies={k}",
+                                          "--set", f"audit.attacks.pii_pll_copies={pii}"])
+        sides[setting] = side
+    result = {"load": os.getloadavg()[0], "settings": {}}
+    for setting in settings:
+        c = compare(sides[setting], sides["all/all"])
+        result["settings"][setting] = c
+        print(f"\n### membership K / PII K = {setting}\n\n{markdown(c)}")
+    (out / "grid.json").write_text(json.dumps(result, indent=1), encoding="utf-8")
+    print("\n| membership K / PII K | attack steps | × exact | verdicts equal | max \\|Δ AUC\\| | max \\|Δ\\| PII top-1 "
+          "per category | PII member-advantage p, estimator / exact |\n|---|---|---|---|---|---|---|")
+    for setting, c in result["settings"].items():
+        s, rows = c["attack_seconds"], c["models"].values()
+        ps = "; ".join(f"{r['estimator']['pii_advantage_p']} / {r['exact']['pii_advantage_p']}" for r in rows)
+        print(f"| {setting} | {s['estimator']:.0f} s / {s['exact']:.0f} s | {s['speed_up']:.1f} | "
+              f"{c['same_verdicts']} of {c['n_models']} | {max(r['max_abs_auc_difference'] for r in rows):.3f} | "
+              f"{max(r['pii_category_max_abs_difference'] for r in rows):.3f} | {ps} |")
+    return result
+
+
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="runs/masked_audit")
@@ -181,8 +220,12 @@ def main(argv=None) -> dict:
     ap.add_argument("--audit", action="store_true", help="only `toolkit audit` of OUT/estimator's mlm and ppmlm, "
                     "with --pll-copies K and exact")
     ap.add_argument("--pll-copies", default="32", help="K of --audit (the CPU profile's: 32)")
+    ap.add_argument("--grid", help="membership/PII estimators to compare with exact, e.g. 32/32,16/32,32/24: each "
+                    "re-runs the attack steps of a copy of OUT/estimator (trained once) with pll_copies/pii_pll_copies")
     args = ap.parse_args(argv)
     out = Path(args.out)
+    if args.grid:
+        return grid(out, args.config, [x for s in args.set for x in ("--set", s)], args.grid.split(","))
     if args.audit:
         c = audit_compare(out / "estimator", out, args.pll_copies)
         (out / "audit_comparison.json").write_text(json.dumps(c, indent=1), encoding="utf-8")

@@ -97,6 +97,7 @@ def _json(path: Path):
     ("--n-individuals", "0", "--n-individuals: must be an integer >= 1"),
     ("--k", "1", "--k: must be an integer >= 2"),
     ("--pll-positions", "0", "--pll-positions: must be 'all' or an integer >= 1"),
+    ("--pii-pll-copies", "0", "--pii-pll-copies: must be 'all' or an integer >= 1"),
 ])
 def test_options_below_the_config_minima_are_refused_before_anything_is_written(setup, tmp_path, capsys, option,
                                                                                 value, message):
@@ -274,6 +275,24 @@ def test_pll_positions_reach_the_attacks_and_are_recorded(setup, tmp_path, monke
     assert _json(setup["done"] / "attacks.json")["pll_positions"] == "all"
     with pytest.raises(SystemExit):
         main(["audit", *setup["args"], "--pll-positions", "some", "--out", str(tmp_path / "x")])
+
+
+def test_pll_copies_of_membership_and_of_pii_inference_reach_the_attacks(setup, tmp_path, monkeypatch):
+    """``--pii-pll-copies`` sets PII inference's and the canaries' estimator apart from membership's; without it they
+    follow ``--pll-copies``; attacks.json records both."""
+    seen = []
+    original = steps.attack_model
+
+    def spy(*args, options=None, **kwargs):
+        seen.append((options.pll_copies, options.pii_pll_copies))
+        return original(*args, options=options, **kwargs)
+
+    monkeypatch.setattr(steps, "attack_model", spy)
+    for flags, want in ((["--pll-copies", "4", "--pii-pll-copies", "8"], (4, 8)), (["--pll-copies", "4"], (4, 4))):
+        out = _copy(setup, tmp_path / str(len(seen)))
+        assert _audit(setup, out, *flags) == 0
+        got = _json(out / "attacks.json")
+        assert seen[-1] == want and (got["pll_copies"], got["pii_pll_copies"]) == want
 
 
 def test_one_line_per_step_unless_quiet(setup, tmp_path, capsys):

@@ -286,3 +286,62 @@ def test_pii_inference_and_canaries_follow_the_strided_estimator(tok, berts, mon
     assert len(recs) == 2 * 13
     np.testing.assert_allclose(ex["log_likelihood"], hand["log_likelihood"], atol=1e-4)
     np.testing.assert_allclose(ex["exposure"], hand["exposure"], atol=1e-3)
+
+
+# ---- PII inference's and canaries' own estimator (pii_pll_copies) -----------------------------------------------------
+def test_pii_estimator_setting_follows_membership_unless_given(tmp_path):
+    """``audit.attacks.pii_pll_copies``: the profile's only where membership takes the profile's estimator too; a config
+    that sets the membership estimator (e.g. exact, the benchmark's other side) gets the same for PII inference."""
+    cfg = lambda over=None: load_experiment("configs/cpu_masked.yaml", over).audit.attacks  # noqa: E731
+    prof = load_profile("cpu")
+    a = cfg()
+    assert (a.pll_copies, a.pii_pll_copies) == (prof.pll_copies, prof.pii_pll_copies or prof.pll_copies)
+    assert (cfg({"audit.attacks.pll_copies": "all"}).pii_pll_copies, cfg({"audit.attacks.pll_copies": 8})
+            .pii_pll_copies) == ("all", 8)
+    assert cfg({"audit.attacks.pii_pll_copies": 24}).pii_pll_copies == 24
+    assert cfg({"audit.attacks.pii_pll_copies": "all"}).pll_copies == prof.pll_copies
+    with pytest.raises(ToolkitError, match="pii_pll_copies"):
+        cfg({"audit.attacks.pii_pll_copies": 0})
+    bad = tmp_path / "p.yaml"
+    bad.write_text("name: p\npii_pll_copies: -3\n", encoding="utf-8")
+    with pytest.raises(ToolkitError, match="pii_pll_copies"):
+        load_profile(bad)
+    assert load_profile("paper").pii_pll_copies is None
+
+
+def test_attack_step_scores_pii_and_canaries_with_their_own_estimator(tmp_path, monkeypatch):
+    """The attack step passes ``pll_copies`` to the membership battery and ``pii_pll_copies`` to PII inference and
+    the canaries' exposure (spies record what each is given; the step stops at the canaries)."""
+    import toolkit.audit.attacks as attacks
+    from toolkit.config.sections import AttacksSection
+    from toolkit.pipelines import steps
+
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    class Battery:
+        meta: dict = {}
+
+    def record(name, result=None):
+        def f(*args, **kwargs):
+            seen[name] = kwargs.get("pll_copies")
+            if result is Stop:
+                raise Stop
+            return result
+        return f
+
+    monkeypatch.setattr(steps, "load_models", lambda *a, **k: ((None, None), None))
+    monkeypatch.setattr(attacks, "canary_ranges", lambda *a, **k: None)
+    monkeypatch.setattr(attacks, "run_battery", record("battery", Battery()))
+    monkeypatch.setattr(attacks, "pii_inference", record("pii", {}))
+    monkeypatch.setattr(attacks, "exposure", record("exposure", Stop))
+    docs = [make_document("d0", "p0", "Ana took aspirin.", []), make_document("d1", "p1", "Bo rested.", [])]
+    for membership, pii, want in ((16, 32, (16, 32)), (8, None, (8, 8)), ("all", "all", ("all", "all"))):
+        seen.clear()
+        with pytest.raises(Stop):
+            steps.attack_model("m", Corpus(docs[:1]), Corpus(docs[1:]), {"spans": None, "positions": None},
+                               out_dir=tmp_path, options=AttacksSection(pll_copies=membership, pii_pll_copies=pii),
+                               canaries=pd.DataFrame({"canary_id": ["c"]}))
+        assert seen == {"battery": want[0], "pii": want[1], "exposure": want[1]}

@@ -31,7 +31,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
                            "--detector oracle|patterns|spacy with --k and --n")
     check_options(window=args.window, n_bootstrap=args.bootstrap, seed=args.seed, n_individuals=args.n_individuals,
                   k=args.k, n=args.n, pll_positions=args.pll_positions, pll_copies=args.pll_copies,
-                  flags=True)  # before anything is read
+                  pii_pll_copies=args.pii_pll_copies, flags=True)  # before anything is read
     if args.bootstrap == 0 and not args.quiet:
         print("[audit] --bootstrap 0: AUC intervals by Hanley-McNeil's normal approximation, no TPR intervals")
     reference = False if args.reference == "none" else args.reference
@@ -49,7 +49,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
                  device_map=args.device_map, window=args.window, n_individuals=args.n_individuals, seed=args.seed,
                  public=csv_list(args.public) if args.public else None,
                  n_bootstrap=args.bootstrap, pll_positions=args.pll_positions, pll_copies=args.pll_copies,
-                 hash_predictions=not args.raw_predictions, progress=not args.quiet, echo=not args.quiet,
+                 pii_pll_copies=args.pii_pll_copies, hash_predictions=not args.raw_predictions, progress=not args.quiet, echo=not args.quiet,
                  on_verdicts=show)
     return 0
 
@@ -93,8 +93,10 @@ def register(sub) -> None:
                         "or over N random positions per window (budgeted, faster, noisier; methods.md §10)")
     s.add_argument("--pll-copies", type=pll_budget, default="all", metavar="K|all",
                    help="masked models: every position scored from K masked copies per window, every K-th position "
-                        "masked together (strided; membership, PII inference and canaries alike; 32 agrees with "
+                        "masked together (strided; membership, and PII inference and canaries unless --pii-pll-copies; 32 agrees with "
                         "exact within 0.011 AUC on notebook 02's models: docs/performance.md)")
+    s.add_argument("--pii-pll-copies", type=pll_budget, default=None, metavar="K|all",
+                   help="masked models: the same for PII inference and canaries only (default: as --pll-copies)")
     s.add_argument("--seed", type=int, default=0, help="seed of the samples, candidates and masks (default 0)")
     s.add_argument("--raw-predictions", action="store_true",
                    help="keep the probe's predicted words in OUT/audit/<model>/predictions.parquet and "

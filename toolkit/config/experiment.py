@@ -201,8 +201,11 @@ def experiment_from_dict(raw: dict[str, Any], *, source: str | Path = "<config>"
     at = audit.attacks
     if at.pll_positions is None and at.pll_copies is None:  # the profile's, so that the attack steps' keys name it
         at.pll_positions, at.pll_copies = profile.pll_positions, profile.pll_copies
+        if at.pii_pll_copies is None and profile.pii_pll_copies is not None:
+            at.pii_pll_copies = profile.pii_pll_copies
     at.pll_positions = "all" if at.pll_positions is None else at.pll_positions
     at.pll_copies = "all" if at.pll_copies is None else at.pll_copies
+    at.pii_pll_copies = at.pll_copies if at.pii_pll_copies is None else at.pii_pll_copies
     if at.pll_positions != "all" and at.pll_copies != "all":
         raise where.error("audit.attacks", "pll_positions and pll_copies: give one estimator, the other 'all'")
 
@@ -353,7 +356,7 @@ def _audit(raw: Any, where: Where, model: ModelSection | None) -> AuditSection:
         if key in at:
             at[key] = where.integer(at[key], f"audit.attacks.{key}", minimum=low)
     at["batch_size"] = where.integer(at.get("batch_size"), "audit.attacks.batch_size", minimum=1, allow_none=True)
-    for key in ("pll_positions", "pll_copies"):
+    for key in ("pll_positions", "pll_copies", "pii_pll_copies"):
         if at.get(key) is not None:  # None: the profile's (experiment_from_dict)
             check_budget(at[key], f"{where.source}: audit.attacks.{key}")
     a["attacks"] = AttacksSection(**at)

@@ -32,6 +32,9 @@ class Profile:
     pll_positions: int | str = "all"
     #: default ``audit.attacks.pll_copies``: ``"all"`` or K masked copies per window (strided, every position scored)
     pll_copies: int | str = "all"
+    #: default ``audit.attacks.pii_pll_copies``: a masked model's PII inference and canaries (short windows), ``"all"``
+    #: or K masked copies per window; None: the same estimator as membership (``pll_copies``)
+    pii_pll_copies: int | str | None = None
 
 
 def check_keys(cls, data: Any, where: str) -> None:
@@ -65,7 +68,7 @@ def load_profile(name_or_path: str | Path) -> Profile:
     except yaml.YAMLError as exc:
         raise ToolkitError(f"{path}: invalid YAML ({exc})") from exc
     unknown = sorted(set(raw) - {"name", "base", "pretrain", "finetune", "email", "pll_positions",
-                                 "pll_copies"})
+                                 "pll_copies", "pii_pll_copies"})
     if unknown:
         raise ToolkitError(f"{path}: unknown key(s) {unknown}")
     base = {k: v if isinstance(v, str) else typed_section(TinyModelConfig, v, f"{path}: base.{k}")
@@ -77,5 +80,8 @@ def load_profile(name_or_path: str | Path) -> Profile:
     copies = check_budget(raw.get("pll_copies", ALL), f"{path}: pll_copies")
     if pll is not None and copies is not None:
         raise ToolkitError(f"{path}: pll_positions and pll_copies: give one estimator, the other 'all'")
+    pii = raw.get("pii_pll_copies")
+    pii = None if pii is None else (check_budget(pii, f"{path}: pii_pll_copies") or ALL)
     return Profile(name=str(raw.get("name", path.stem)), base=base, pretrain=pretrain, finetune=finetune,
-                   email=email, pll_positions=ALL if pll is None else pll, pll_copies=ALL if copies is None else copies)
+                   email=email, pll_positions=ALL if pll is None else pll, pll_copies=ALL if copies is None else copies,
+                   pii_pll_copies=pii)

@@ -86,6 +86,9 @@ class AttacksSection:
     ``all`` (exact pseudo-log-likelihood) or N positions per window (budgeted, :mod:`toolkit.audit.pll`), or
     ``pll_copies``: ``all`` or K masked copies per window, every position scored (strided); None in the YAML meaning
     the profile's (filled in when the config is loaded; at most one of the two may be other than ``all``);
+    ``pii_pll_copies``: a masked model's PII inference and canaries, ``all`` or K masked copies per window (their
+    windows are short, ``pii_window``, so they have an estimator setting of their own); None: the profile's when the
+    membership estimator is the profile's, else the same as ``pll_copies``;
     ``rmia_references``: reference models of the ``rmia`` attack, trained on the public split (0: no RMIA;
     :mod:`toolkit.pipelines.reference_models`; None: the profile's, :data:`RMIA_REFERENCES_BY_PROFILE`), ``rmia_offline_a`` its offline coefficient in [0, 1] (None: tuned as
     ML Privacy Meter does, :func:`toolkit.audit.attacks.rmia.tune_offline_a`); ``one_run_canaries``: m canaries of
@@ -103,6 +106,7 @@ class AttacksSection:
     batch_size: int | None = None
     pll_positions: int | str | None = None
     pll_copies: int | str | None = None
+    pii_pll_copies: int | str | None = None
     rmia_references: int | None = None
     rmia_offline_a: float | None = None
     one_run_canaries: int | None = None

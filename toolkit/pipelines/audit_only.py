@@ -184,7 +184,7 @@ def _identifier_plan(identifiers, detector, k, n, members: Corpus, nonmembers: C
 
 
 def check_options(*, window, n_bootstrap, seed, n_individuals=None, batch_size=32, k=2, n=1, pll_positions="all",
-                  pll_copies="all", flags: bool = False):
+                  pll_copies="all", pii_pll_copies=None, flags: bool = False):
     """Each option of :func:`audit_models` against the minimum ``toolkit run`` enforces for the same config key
     (:mod:`toolkit.config.experiment`; :data:`~toolkit.config.sections.ATTACK_MINIMA`), as one-line errors naming the
     option (``flags``: as the command line spells it). Returns the PLL budget (None: exact)."""
@@ -204,6 +204,7 @@ def check_options(*, window, n_bootstrap, seed, n_individuals=None, batch_size=3
     if check_budget(pll_copies, name("pll_copies", "--pll-copies")) is not None and pll_positions != "all":
         raise ToolkitError(f"{name('pll_positions', '--pll-positions')} and {name('pll_copies', '--pll-copies')}: "
                            "give one estimator of the pseudo-log-likelihood, not both")
+    check_budget(pii_pll_copies, name("pii_pll_copies", "--pii-pll-copies"))
     return check_budget(pll_positions, name("pll_positions", "--pll-positions"))
 
 
@@ -212,7 +213,8 @@ def audit_models(models: str | Path | Sequence[str | Path], corpus, *, members, 
                  dtype=None, device_map=None, window: int = 256, n_individuals: int | None = None, seed: int = 0,
                  progress: bool = True, options: AttacksSection | None = None, public: Corpus | None = None,
                  n_bootstrap: int = 1000, batch_size: int = 32, cache=None, report: bool = True,
-                 pll_positions: int | str = "all", pll_copies: int | str = "all", hash_predictions: bool = True,
+                 pll_positions: int | str = "all", pll_copies: int | str = "all",
+                 pii_pll_copies: int | str | None = None, hash_predictions: bool = True,
                  echo: bool = False,
                  on_verdicts: Callable[[AuditResult], None] | None = None) -> AuditResult:
     """Audit every model of ``models`` (see the module docstring) into ``out_dir`` and return the results.
@@ -249,6 +251,8 @@ def audit_models(models: str | Path | Sequence[str | Path], corpus, *, members, 
     pll_positions, pll_copies : "all" or int
         Without ``options``: a masked model's membership scoring, exact pseudo-log-likelihood, N positions per
         window or every position from K masked copies per window (:mod:`toolkit.audit.pll`).
+    pii_pll_copies : "all", int or None
+        Without ``options``: the same for PII inference and canaries only (None: as ``pll_copies``).
     hash_predictions : bool
         Write the probe's prediction tables with keyed hashes instead of words
         (:func:`~toolkit.pipelines.audit_outputs.hash_predictions`).
@@ -267,7 +271,8 @@ def audit_models(models: str | Path | Sequence[str | Path], corpus, *, members, 
     if not models:
         raise ToolkitError("no model to audit")
     budget = check_options(window=window, n_bootstrap=n_bootstrap, seed=seed, n_individuals=n_individuals,
-                           batch_size=batch_size, k=k, n=n, pll_positions=pll_positions, pll_copies=pll_copies)
+                           batch_size=batch_size, k=k, n=n, pll_positions=pll_positions, pll_copies=pll_copies,
+                           pii_pll_copies=pii_pll_copies)
     missing = [str(m) for m in models if str(m).startswith((".", "/", "~")) and not Path(m).expanduser().exists()]
     if missing:
         raise ToolkitError(f"model directory not found: {', '.join(missing)}")
@@ -288,7 +293,8 @@ def audit_models(models: str | Path | Sequence[str | Path], corpus, *, members, 
                 raise ToolkitError(f"{len(shared)} individuals are both {name}; splits must be disjoint by individual")
         if options is None:
             options = AttacksSection(window=window, pll_positions="all" if budget is None else budget,
-                                     pll_copies=pll_copies)
+                                     pll_copies=pll_copies,
+                                     pii_pll_copies=pll_copies if pii_pll_copies is None else pii_pll_copies)
         return _audit(models, out, mem, non, reference=reference, identifiers=identifiers, detector=detector, k=k,
                       n=n, dtype=dtype, device_map=device_map, window=window, seed=seed, progress=progress,
                       options=options, public=public, n_bootstrap=n_bootstrap, batch_size=batch_size,
@@ -377,7 +383,9 @@ def _audit(models, out: Path, mem: Corpus, non: Corpus, *, reference, identifier
         pll = getattr(opts, "pll_positions", None)
         settings = {"window": opts.window, "window_requested": options.window, "n_bootstrap": n_bootstrap,
                     "auc_ci_method": method, "pll_positions": "all" if pll is None else pll,
-                    "pll_copies": getattr(opts, "pll_copies", None) or "all"}
+                    "pll_copies": getattr(opts, "pll_copies", None) or "all",
+                    "pii_pll_copies": getattr(opts, "pii_pll_copies", None) or getattr(opts, "pll_copies", None)
+                    or "all"}
         plans.append((label, src, ref, opts, audit_inputs, inputs, settings))
     if standalone:
         removed = remove_stale(out, keys, keep=(identifiers,) if isinstance(identifiers, (str, Path)) else ())

@@ -251,7 +251,7 @@ class AttacksInputs:
     rmia_references: str | None = ABSENT
     #: the verdict's evidence (methods.md §11): PII inference on the non-members too, the reference model attacked
     #: on the same split; the public split's fingerprint (its identifiers are public); "strided-pii": a masked model's
-    #: PII inference and canaries use the membership estimator (``pll_copies``) too
+    #: PII inference and canaries use a strided estimator too (``pii_pll_copies``, by default ``pll_copies``)
     evidence: str = "member-advantage+split-check+strided-pii"
     public: Fingerprint | None = ABSENT
 

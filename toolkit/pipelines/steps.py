@@ -230,7 +230,9 @@ def attack_model(model: str | Path, members: Corpus, nonmembers: Corpus, identif
     from toolkit.config.experiment import AttacksSection
 
     opt = options or AttacksSection()
-    copies = getattr(opt, "pll_copies", None)  # a masked model's estimator: membership, PII inference, canaries
+    copies = getattr(opt, "pll_copies", None)  # a masked model's estimator: membership …
+    pii_copies = getattr(opt, "pii_pll_copies", None)  # … and PII inference and canaries (None: the same)
+    pii_copies = copies if pii_copies is None else pii_copies
     out = make_private_dir(out_dir)
     (f, tok), ref = load_models(model, reference, dtype=dtype, device_map=device_map)
     ref_name = str(reference) if reference is not None else None
@@ -248,7 +250,7 @@ def attack_model(model: str | Path, members: Corpus, nonmembers: Corpus, identif
         battery.meta["reference_model_attacks"] = battery.to_json()["attacks"]
     pii_kw = dict(reference=ref, n_candidates=opt.pii_candidates, max_occurrences=opt.pii_occurrences,
                   window=opt.pii_window, seed=seed, batch_size=opt.batch_size, reference_name=ref_name,
-                  progress=progress, pll_copies=copies)
+                  progress=progress, pll_copies=pii_copies)
     if identifiers_all is None:
         pii = pii_inference(f, tok, members, identifiers["spans"], **pii_kw)
     else:
@@ -276,7 +278,7 @@ def attack_model(model: str | Path, members: Corpus, nonmembers: Corpus, identif
     found = {"pii_inference": pii, "memorisation": memo}
     if canaries is not None and len(canaries):
         table = exposure(f, tok, canaries, n_reference=opt.canary_references, seed=seed, batch_size=opt.batch_size,
-                         progress=progress, pll_copies=copies)
+                         progress=progress, pll_copies=pii_copies)
         found["canaries"] = {**exposure_summary(table), "canaries": [
             {"canary_id": r.canary_id, "repeats": int(r.repeats), "exposure": float(r.exposure),
              "rank": float(r.rank)} for r in table.itertuples(index=False)]}
