@@ -21,6 +21,10 @@ the input as well. Surrogates are not targets by default (``*_surrogate``; ``*_s
 learn them): on the quick-start setup the two were alike in PII inference and utility, while learning surrogate
 dates and names made the model emit words that are identifier types elsewhere (audit privacy 0.95 against 0.985).
 
+``*_dp_lora*`` (DP-LoRA, Yu et al. 2022) train as ``*_dp`` but only rank-r adapters of the attention and MLP
+projections, the base frozen (``lora_rank``; :mod:`toolkit.training.lora`): ``mlm_dp_lora``, ``clm_dp_lora`` (r = 8),
+``clm_dp_lora4``, ``clm_dp_lora16``, ``ppclm_surrogate_dp_lora``.
+
 ``*_surrogate_dp`` trains the ``*_surrogate`` text (surrogates in the input, never targets; indirect identifiers
 protected) with DP-SGD (:mod:`toolkit.training.dp`, privacy unit: the individual): surrogates close the context leak
 that DP's noise only bounds, DP bounds membership, which surrogates leave open (issue 27's frontier).
@@ -55,6 +59,7 @@ class Strategy:
     protect: tuple[str, ...] = ()  # subset of ("direct", "indirect")
     dp: bool = False
     description: str = ""
+    lora_rank: int = 0  # > 0: DP-LoRA, rank-r adapters of the attention and MLP projections (toolkit.training.lora)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
@@ -70,6 +75,10 @@ class Strategy:
                                f"got {self.protect!r}")
         if not isinstance(self.dp, bool):
             raise ToolkitError(f"strategy {self.name}: dp must be true or false, got {self.dp!r}")
+        if isinstance(self.lora_rank, bool) or not isinstance(self.lora_rank, int) or self.lora_rank < 0:
+            raise ToolkitError(f"strategy {self.name}: lora_rank must be an integer >= 0, got {self.lora_rank!r}")
+        if self.lora_rank and not self.dp:
+            raise ToolkitError(f"strategy {self.name}: lora_rank > 0 (DP-LoRA) needs dp: true")
         object.__setattr__(self, "protect", tuple(self.protect))
 
     @property
@@ -113,6 +122,18 @@ STRATEGIES: dict[str, Strategy] = {s.name: s for s in [
              description="ppmlm_surrogate trained with DP-SGD (Opacus), an individual as the privacy unit"),
     Strategy("ppclm_surrogate_dp", "clm", text="surrogate", protect=("direct", "indirect"), dp=True,
              description="ppclm_surrogate trained with DP-SGD (Opacus), an individual as the privacy unit"),
+    # DP-LoRA (Yu et al. 2022): the base frozen, DP-SGD on rank-r adapters only (noise in r·(d+k) coordinates per
+    # adapted matrix instead of every weight); the rank is the axis of the clm rows
+    Strategy("mlm_dp_lora", "mlm", dp=True, lora_rank=8,
+             description="masked LM with DP-SGD on rank-8 LoRA adapters of attention and MLP (base frozen)"),
+    Strategy("clm_dp_lora4", "clm", dp=True, lora_rank=4,
+             description="causal LM with DP-SGD on rank-4 LoRA adapters of attention and MLP (base frozen)"),
+    Strategy("clm_dp_lora", "clm", dp=True, lora_rank=8,
+             description="causal LM with DP-SGD on rank-8 LoRA adapters of attention and MLP (base frozen)"),
+    Strategy("clm_dp_lora16", "clm", dp=True, lora_rank=16,
+             description="causal LM with DP-SGD on rank-16 LoRA adapters of attention and MLP (base frozen)"),
+    Strategy("ppclm_surrogate_dp_lora", "clm", text="surrogate", protect=("direct", "indirect"), dp=True, lora_rank=8,
+             description="ppclm_surrogate trained with DP-SGD on rank-8 LoRA adapters (base frozen)"),
 ]}
 
 

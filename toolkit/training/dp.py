@@ -1,4 +1,5 @@
-"""DP-SGD training for ``mlm_dp`` / ``clm_dp`` with Opacus (methods.md §3: ε = 8, δ = 1e-5, C = 10).
+"""DP-SGD training for ``mlm_dp`` / ``clm_dp`` and DP-LoRA (``*_dp_lora*``) with Opacus (methods.md §3: ε = 8,
+δ = 1e-5, C = 10).
 
 DP-SGD (Abadi et al., 2016) clips every example's gradient to norm ``C``, adds Gaussian noise of standard deviation
 ``σ·C`` to their sum and lets a Rényi-DP accountant bound the privacy loss of the whole run. Two conditions make the
@@ -29,6 +30,11 @@ would no longer be the analysed mechanism).
 spent ε reported at every checkpoint (``training_log.json`` and ``run.json``: ``"dp": {"unit", "spent_epsilon",
 "delta", ...}``) is the accountant's, not the target.
 
+**DP-LoRA** (``Strategy.lora_rank = r > 0``, :mod:`toolkit.training.lora`): the base weights are frozen and rank-r
+adapters of the attention and MLP projections are the only parameters; the sampler, the per-example loss, the
+clipping, the noise multiplier and the accountant are the ones above, and the noise has as many coordinates as the
+adapters (``"noised_parameters"`` in the ``"dp"`` block). The checkpoints hold the merged model.
+
 Two fixes make Hugging Face models work with per-sample gradients (measured on this stack): BERT's MLM output bias
 is one ``Parameter`` registered on two modules (``cls.predictions.bias`` and ``decoder.bias``): it is untied for
 training and tied back before saving; ``position_ids`` (and ``token_type_ids``) are passed per sample
@@ -37,7 +43,9 @@ training and tied back before saving; ``position_ids`` (and ``token_type_ids``) 
 
 from __future__ import annotations
 
+import copy
 import time
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -169,11 +177,19 @@ def train_dp(model, tokenizer, examples: list[dict], strat: Strategy, cfg, run: 
     loader = torch.utils.data.DataLoader(_UnitDataset(examples, len(units)), batch_sampler=sampler,
                                          collate_fn=collate)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")  # as the Trainer of the other strategies
+    base, head = None, None
+    if strat.lora_rank:  # DP-LoRA: the frozen base (kept to merge into at every checkpoint) and its adapters
+        from toolkit.training.lora import LORA_ALPHA, add_adapters, adapter_parameters, merged_model
+
+        base = copy.deepcopy(model).cpu()
+        model = add_adapters(model, strat.lora_rank)
+        params = list(adapter_parameters(model).values())
+    else:
+        head = untie_mlm_bias(model)
+        params = [p for p in model.parameters() if p.requires_grad]
     model.to(device)
-    head = untie_mlm_bias(model)
     model.train()
-    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=cfg.learning_rate,
-                                  weight_decay=cfg.weight_decay)
+    optimizer = torch.optim.AdamW(params, lr=cfg.learning_rate, weight_decay=cfg.weight_decay)
     engine = PrivacyEngine(accountant="rdp")
     epochs = max(cfg.epochs)
     private, optimizer, loader = engine.make_private_with_epsilon(
@@ -188,7 +204,8 @@ def train_dp(model, tokenizer, examples: list[dict], strat: Strategy, cfg, run: 
                 "max_grad_norm": cfg.dp.max_grad_norm, "noise_multiplier": optimizer.noise_multiplier,
                 "sample_rate": rate, "n_units": len(units), "n_examples": len(examples),
                 "expected_batch_size": len(units) * rate, "steps_per_epoch": steps_per_epoch,
-                "noise_only_steps": empty}
+                "noise_only_steps": empty, "noised_parameters": sum(p.numel() for p in params),
+                **({"lora_rank": strat.lora_rank, "lora_alpha": LORA_ALPHA} if base is not None else {})}
 
     history: list[dict[str, Any]] = []
     empty, tokens, t0, step = 0, 0, time.perf_counter(), 0
@@ -206,7 +223,9 @@ def train_dp(model, tokenizer, examples: list[dict], strat: Strategy, cfg, run: 
             else:
                 batch = {k: v.to(device) for k, v in batch.items()}
                 loss = example_mean_loss(private, batch, strat.kind)
-                loss.backward()
+                with warnings.catch_warnings():  # DP-LoRA: no input of the first hooked module requires a gradient
+                    warnings.filterwarnings("ignore", "Full backward hook is firing", UserWarning)
+                    loss.backward()
                 losses.append(float(loss.detach()))
                 tokens += int(batch["attention_mask"].sum())
             optimizer.step()
@@ -217,7 +236,8 @@ def train_dp(model, tokenizer, examples: list[dict], strat: Strategy, cfg, run: 
                         "epsilon": eps, "delta": cfg.dp.delta, "unit": unit, "noise_only_steps": empty})
         if epoch in cfg.epochs:
             retie_mlm_bias(head)
-            save_checkpoint(private._module, tokenizer, run / f"epoch-{epoch}",
+            saved = private._module if base is None else merged_model(base, private._module)
+            save_checkpoint(saved, tokenizer, run / f"epoch-{epoch}",
                             {"strategy": strat.name, "epoch": epoch, "global_step": step, "log_history": history,
                              "dp": dp_block(eps)})
             if head is not None:
