@@ -240,3 +240,21 @@ def test_mlm_dp_lora_checkpoint_is_a_tied_bert_with_the_head_untouched(tmp_path)
             assert 0 < int(torch.linalg.matrix_rank((state[k] - w).double(), rtol=1e-4)) <= 8, k
         else:
             assert torch.equal(state[k], w), k
+
+
+def test_cpu_profile_noise_dimension_as_methods_md_states():
+    """docs/methods.md §3: on the CPU profile's tiny GPT-2 (4,000 tokens) rank 8 noises D = 32,768 coordinates
+    instead of P = 941,568, a noise norm σ·C·√D about 5.4× smaller."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from toolkit.config.profiles import load_profile
+
+    tiny = load_profile("cpu").base["clm"]
+    model = GPT2LMHeadModel(GPT2Config(vocab_size=tiny.vocab_size, n_embd=tiny.hidden_size, n_layer=tiny.num_layers,
+                                       n_head=tiny.num_heads, n_inner=tiny.intermediate_size,
+                                       n_positions=tiny.max_length))
+    total = sum(p.numel() for p in model.parameters())
+    noised = sum(p.numel() for p in adapter_parameters(add_adapters(model, get_strategy("clm_dp_lora").lora_rank))
+                 .values())
+    assert (noised, total) == (32_768, 941_568)
+    assert round((total / noised) ** 0.5, 1) == 5.4
