@@ -107,10 +107,11 @@ def test_config_plans_plain_strategies_once_and_dp_ones_per_epsilon(tmp_path):
     cfg = load_frontier(ROOT / "configs" / "frontier.yaml")
     runs = cfg.runs()
     assert [(s, e) for s, e, _ in runs][:5] == [(100, math.inf), (100, 1.0), (100, 4.0), (100, 8.0), (100, 16.0)]
-    assert runs[0][2] == ["clm", "ppclm", "ppclm_surrogate"] and runs[1][2] == ["clm_dp", "ppclm_surrogate_dp"]
+    private = ["clm_dp", "ppclm_surrogate_dp", "clm_dp_lora4", "clm_dp_lora", "clm_dp_lora16", "ppclm_surrogate_dp_lora"]
+    assert runs[0][2] == ["clm", "ppclm", "ppclm_surrogate"] and runs[1][2] == private
     exp = experiment_for(cfg, 100, 4.0, runs[1][2], NOTES, prebuilt=tmp_path / "bases")
     assert exp.corpus.n_individuals == 100 and exp.training.schedule["dp"]["epsilon"] == 4.0
-    assert exp.training.strategies == ["clm_dp", "ppclm_surrogate_dp"] and exp.model.prebuilt
+    assert exp.training.strategies == private and exp.model.prebuilt
     assert "dp" not in experiment_for(cfg, 100, math.inf, runs[0][2], NOTES).training.schedule
     for changes, message in (({"strategies": ["ppclm", "clm_dp"]}, "needs clm"),
                              ({"epsilons": [1, 8]}, "needs clm"), ({"strategies": ["clm", "nope"]}, "unknown"),
