@@ -200,7 +200,8 @@ def grid(out: Path, config: str, extra: list[str], settings: list[str]) -> dict:
         result["settings"][setting] = c
         print(f"\n### membership K / PII K = {setting}\n\n{markdown(c)}")
     (out / "grid.json").write_text(json.dumps(result, indent=1), encoding="utf-8")
-    print("\n| membership K / PII K | attack steps | × exact | verdicts equal | max \\|Δ AUC\\| | max \\|Δ\\| PII top-1 "
+    print("\n| membership K / PII K | attack steps | × exact | verdicts equal | max \\|Δ AUC\\| "
+          "| max \\|Δ\\| PII top-1 "
           "per category | PII member-advantage p, estimator / exact |\n|---|---|---|---|---|---|---|")
     for setting, c in result["settings"].items():
         s, rows = c["attack_seconds"], c["models"].values()

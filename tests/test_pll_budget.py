@@ -288,7 +288,7 @@ def test_pii_inference_and_canaries_follow_the_strided_estimator(tok, berts, mon
     np.testing.assert_allclose(ex["exposure"], hand["exposure"], atol=1e-3)
 
 
-# ---- PII inference's and canaries' own estimator (pii_pll_copies) -----------------------------------------------------
+# ---- PII inference's and canaries' own estimator (pii_pll_copies) ----------------------------------------------------
 def test_pii_estimator_setting_follows_membership_unless_given(tmp_path):
     """``audit.attacks.pii_pll_copies``: the profile's only where membership takes the profile's estimator too; a config
     that sets the membership estimator (e.g. exact, the benchmark's other side) gets the same for PII inference."""

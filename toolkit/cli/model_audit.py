@@ -49,7 +49,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
                  device_map=args.device_map, window=args.window, n_individuals=args.n_individuals, seed=args.seed,
                  public=csv_list(args.public) if args.public else None,
                  n_bootstrap=args.bootstrap, pll_positions=args.pll_positions, pll_copies=args.pll_copies,
-                 pii_pll_copies=args.pii_pll_copies, hash_predictions=not args.raw_predictions, progress=not args.quiet, echo=not args.quiet,
+                 pii_pll_copies=args.pii_pll_copies, hash_predictions=not args.raw_predictions,
+                 progress=not args.quiet, echo=not args.quiet,
                  on_verdicts=show)
     return 0
 
@@ -93,7 +94,8 @@ def register(sub) -> None:
                         "or over N random positions per window (budgeted, faster, noisier; methods.md §10)")
     s.add_argument("--pll-copies", type=pll_budget, default="all", metavar="K|all",
                    help="masked models: every position scored from K masked copies per window, every K-th position "
-                        "masked together (strided; membership, and PII inference and canaries unless --pii-pll-copies; 32 agrees with "
+                        "masked together (strided; membership, and PII inference and canaries unless "
+                        "--pii-pll-copies; 32 agrees with "
                         "exact within 0.011 AUC on notebook 02's models: docs/performance.md)")
     s.add_argument("--pii-pll-copies", type=pll_budget, default=None, metavar="K|all",
                    help="masked models: the same for PII inference and canaries only (default: as --pll-copies)")

@@ -25,7 +25,7 @@ Every step is cached by the one cache rule (:mod:`toolkit.pipelines.cache`). Lay
 (``attacks.json`` / ``identifiers.json``: the model's own for one model, ``{label: …}`` for several.
 ``attacks.json`` records the settings the attacks used: ``window`` — after clipping to the model's position table —
 and ``window_requested``, ``n_bootstrap``, ``auc_ci_method`` (``bootstrap``, or ``hanley-mcneil`` with
-``n_bootstrap = 0``), ``pll_positions``.)
+``n_bootstrap = 0``), ``pll_positions``, ``pll_copies``, ``pii_pll_copies``.)
 
 A standalone audit (no ``cache``: the command line, a notebook) works like ``toolkit run``
 (:mod:`toolkit.pipelines.audit_outputs`): it holds ``OUT/.lock`` (:func:`toolkit.pipelines.lock.run_lock`; a second
@@ -51,10 +51,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from toolkit.config.sections import ATTACK_MINIMA, AttacksSection
+from toolkit.config.sections import AttacksSection
 from toolkit.corpus import Corpus
 from toolkit.errors import ToolkitError
-from toolkit.pipelines.audit_outputs import check_int, writing
+from toolkit.pipelines.audit_outputs import check_options, writing
 from toolkit.results.layout import RESERVED, RunLayout
 
 if TYPE_CHECKING:
@@ -183,39 +183,13 @@ def _identifier_plan(identifiers, detector, k, n, members: Corpus, nonmembers: C
                   for part, docs in (("members", members), ("all", Corpus(list(members) + list(nonmembers))))}
 
 
-def check_options(*, window, n_bootstrap, seed, n_individuals=None, batch_size=32, k=2, n=1, pll_positions="all",
-                  pll_copies="all", pii_pll_copies=None, flags: bool = False):
-    """Each option of :func:`audit_models` against the minimum ``toolkit run`` enforces for the same config key
-    (:mod:`toolkit.config.experiment`; :data:`~toolkit.config.sections.ATTACK_MINIMA`), as one-line errors naming the
-    option (``flags``: as the command line spells it). Returns the PLL budget (None: exact)."""
-    from toolkit.audit.pll import check_budget
-
-    def name(param: str, flag: str) -> str:
-        return flag if flags else param
-
-    check_int(window, name("window", "--window"), ATTACK_MINIMA["window"], "audit.attacks.window")
-    check_int(n_bootstrap, name("n_bootstrap", "--bootstrap"), 0, "audit.n_bootstrap")
-    check_int(seed, name("seed", "--seed"), 0, "seed")
-    if n_individuals is not None:
-        check_int(n_individuals, name("n_individuals", "--n-individuals"), 1, "corpus.n_individuals")
-    check_int(batch_size, "batch_size", 1, "audit.batch_size")
-    check_int(k, name("k", "--k"), 2, "identifiers.k")
-    check_int(n, name("n", "--n"), 1, "identifiers.n")
-    if check_budget(pll_copies, name("pll_copies", "--pll-copies")) is not None and pll_positions != "all":
-        raise ToolkitError(f"{name('pll_positions', '--pll-positions')} and {name('pll_copies', '--pll-copies')}: "
-                           "give one estimator of the pseudo-log-likelihood, not both")
-    check_budget(pii_pll_copies, name("pii_pll_copies", "--pii-pll-copies"))
-    return check_budget(pll_positions, name("pll_positions", "--pll-positions"))
-
-
 def audit_models(models: str | Path | Sequence[str | Path], corpus, *, members, nonmembers, reference=None,
                  identifiers=None, detector: str | None = None, k: int = 2, n: int = 1, out_dir: str | Path,
                  dtype=None, device_map=None, window: int = 256, n_individuals: int | None = None, seed: int = 0,
                  progress: bool = True, options: AttacksSection | None = None, public: Corpus | None = None,
                  n_bootstrap: int = 1000, batch_size: int = 32, cache=None, report: bool = True,
                  pll_positions: int | str = "all", pll_copies: int | str = "all",
-                 pii_pll_copies: int | str | None = None, hash_predictions: bool = True,
-                 echo: bool = False,
+                 pii_pll_copies: int | str | None = None, hash_predictions: bool = True, echo: bool = False,
                  on_verdicts: Callable[[AuditResult], None] | None = None) -> AuditResult:
     """Audit every model of ``models`` (see the module docstring) into ``out_dir`` and return the results.
 
@@ -248,11 +222,10 @@ def audit_models(models: str | Path | Sequence[str | Path], corpus, *, members, 
         :func:`~toolkit.pipelines.cache.cached_step`, with the folder's lock and stale outputs removed first.
     report : bool
         Also write ``report.html`` (:func:`toolkit.report.build_report`).
-    pll_positions, pll_copies : "all" or int
+    pll_positions, pll_copies, pii_pll_copies : "all" or int
         Without ``options``: a masked model's membership scoring, exact pseudo-log-likelihood, N positions per
-        window or every position from K masked copies per window (:mod:`toolkit.audit.pll`).
-    pii_pll_copies : "all", int or None
-        Without ``options``: the same for PII inference and canaries only (None: as ``pll_copies``).
+        window or every position from K masked copies per window (:mod:`toolkit.audit.pll`); PII inference's and
+        the canaries' K (None: ``pll_copies``).
     hash_predictions : bool
         Write the probe's prediction tables with keyed hashes instead of words
         (:func:`~toolkit.pipelines.audit_outputs.hash_predictions`).
@@ -270,8 +243,8 @@ def audit_models(models: str | Path | Sequence[str | Path], corpus, *, members, 
     models = [models] if isinstance(models, (str, Path)) else list(models)
     if not models:
         raise ToolkitError("no model to audit")
-    budget = check_options(window=window, n_bootstrap=n_bootstrap, seed=seed, n_individuals=n_individuals,
-                           batch_size=batch_size, k=k, n=n, pll_positions=pll_positions, pll_copies=pll_copies,
+    budget = check_options(window=window, n_bootstrap=n_bootstrap, seed=seed, n_individuals=n_individuals, k=k, n=n,
+                           batch_size=batch_size, pll_positions=pll_positions, pll_copies=pll_copies,
                            pii_pll_copies=pii_pll_copies)
     missing = [str(m) for m in models if str(m).startswith((".", "/", "~")) and not Path(m).expanduser().exists()]
     if missing:
@@ -293,8 +266,7 @@ def audit_models(models: str | Path | Sequence[str | Path], corpus, *, members, 
                 raise ToolkitError(f"{len(shared)} individuals are both {name}; splits must be disjoint by individual")
         if options is None:
             options = AttacksSection(window=window, pll_positions="all" if budget is None else budget,
-                                     pll_copies=pll_copies,
-                                     pii_pll_copies=pll_copies if pii_pll_copies is None else pii_pll_copies)
+                                     pll_copies=pll_copies, pii_pll_copies=pii_pll_copies or pll_copies)
         return _audit(models, out, mem, non, reference=reference, identifiers=identifiers, detector=detector, k=k,
                       n=n, dtype=dtype, device_map=device_map, window=window, seed=seed, progress=progress,
                       options=options, public=public, n_bootstrap=n_bootstrap, batch_size=batch_size,
@@ -380,12 +352,10 @@ def _audit(models, out: Path, mem: Corpus, non: Corpus, *, reference, identifier
                                audit=keys[audit_step], attacks=opts, n_bootstrap=n_bootstrap, seed=seed,
                                public=corpus_fingerprint(public) if public is not None else ABSENT)
         keys[attack_step] = key("attacks", inputs, attack_step)
-        pll = getattr(opts, "pll_positions", None)
+        pll, copies = getattr(opts, "pll_positions", None), getattr(opts, "pll_copies", None) or "all"
         settings = {"window": opts.window, "window_requested": options.window, "n_bootstrap": n_bootstrap,
-                    "auc_ci_method": method, "pll_positions": "all" if pll is None else pll,
-                    "pll_copies": getattr(opts, "pll_copies", None) or "all",
-                    "pii_pll_copies": getattr(opts, "pii_pll_copies", None) or getattr(opts, "pll_copies", None)
-                    or "all"}
+                    "auc_ci_method": method, "pll_positions": "all" if pll is None else pll, "pll_copies": copies,
+                    "pii_pll_copies": getattr(opts, "pii_pll_copies", None) or copies}
         plans.append((label, src, ref, opts, audit_inputs, inputs, settings))
     if standalone:
         removed = remove_stale(out, keys, keep=(identifiers,) if isinstance(identifiers, (str, Path)) else ())
@@ -450,8 +420,8 @@ def audit_config(cfg, data: ExperimentData, out_dir: str | Path, *, cache=None, 
     return audit_models(cfg.models, data.corpus, members=data.members, nonmembers=data.nonmembers,
                         reference=cfg.audit.reference, identifiers=cfg.identifiers, out_dir=out_dir,
                         window=cfg.audit.max_length, seed=cfg.seed, progress=progress, options=cfg.audit.attacks,
-                        public=data.public, n_bootstrap=cfg.audit.n_bootstrap,
-                        batch_size=cfg.audit.batch_size, cache=cache, report=False, hash_predictions=False)
+                        public=data.public, n_bootstrap=cfg.audit.n_bootstrap, batch_size=cfg.audit.batch_size,
+                        cache=cache, report=False, hash_predictions=False)
 
 
 __all__ = ["AuditResult", "RESERVED", "WHAT", "audit_config", "audit_models", "check_options", "default_reference",

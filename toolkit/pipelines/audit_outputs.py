@@ -25,6 +25,7 @@ from typing import Any
 
 import pandas as pd
 
+from toolkit.config.sections import ATTACK_MINIMA
 from toolkit.errors import ToolkitError
 from toolkit.results.layout import RunLayout
 
@@ -62,6 +63,31 @@ def check_int(value: Any, name: str, minimum: int, config: str | None = None) ->
         same = f" (as {config} of an experiment config)" if config else ""
         raise ToolkitError(f"{name}: must be an integer >= {minimum}{same}, got {value!r}")
     return value
+
+
+def check_options(*, window, n_bootstrap, seed, n_individuals=None, batch_size=32, k=2, n=1, pll_positions="all",
+                  pll_copies="all", pii_pll_copies=None, flags: bool = False):
+    """Each option of :func:`audit_models` against the minimum ``toolkit run`` enforces for the same config key
+    (:mod:`toolkit.config.experiment`; :data:`~toolkit.config.sections.ATTACK_MINIMA`), as one-line errors naming the
+    option (``flags``: as the command line spells it). Returns the PLL budget (None: exact)."""
+    from toolkit.audit.pll import check_budget
+
+    def name(param: str, flag: str) -> str:
+        return flag if flags else param
+
+    check_int(window, name("window", "--window"), ATTACK_MINIMA["window"], "audit.attacks.window")
+    check_int(n_bootstrap, name("n_bootstrap", "--bootstrap"), 0, "audit.n_bootstrap")
+    check_int(seed, name("seed", "--seed"), 0, "seed")
+    if n_individuals is not None:
+        check_int(n_individuals, name("n_individuals", "--n-individuals"), 1, "corpus.n_individuals")
+    check_int(batch_size, "batch_size", 1, "audit.batch_size")
+    check_int(k, name("k", "--k"), 2, "identifiers.k")
+    check_int(n, name("n", "--n"), 1, "identifiers.n")
+    if check_budget(pll_copies, name("pll_copies", "--pll-copies")) is not None and pll_positions != "all":
+        raise ToolkitError(f"{name('pll_positions', '--pll-positions')} and {name('pll_copies', '--pll-copies')}: "
+                           "give one estimator of the pseudo-log-likelihood, not both")
+    check_budget(pii_pll_copies, name("pii_pll_copies", "--pii-pll-copies"))
+    return check_budget(pll_positions, name("pll_positions", "--pll-positions"))
 
 
 def position_limit(model: str | Path) -> int | None:
@@ -156,5 +182,5 @@ def remove_stale(out: Path, expected: dict[str, str], keep: tuple[str | Path, ..
     return removed
 
 
-__all__ = ["TOP_FILES", "WRITE_ERRORS", "check_int", "hash_predictions", "hashed_membership_scores",
+__all__ = ["TOP_FILES", "WRITE_ERRORS", "check_int", "check_options", "hash_predictions", "hashed_membership_scores",
            "position_limit", "remove_stale", "writing"]
