@@ -336,6 +336,7 @@ def test_ten_megabyte_keys_and_ids_are_cut_in_messages(tmp_path: Path):
         read_tab(t, person_field="applicant")
     assert len(str(info.value)) < 400
 
+@pytest.mark.slow  # a 10 MB document (5 s): scale, rarely touched
 def test_ten_megabyte_document_with_100k_mentions(tmp_path: Path):
     """100,000 gold mentions of varied lengths, in random order, in one 10 MB document come back exactly."""
     import random

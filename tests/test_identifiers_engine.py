@@ -73,6 +73,7 @@ def corpora(draw):
     return Corpus(docs)
 
 
+@pytest.mark.slow  # 30 random corpora (10 s); the fixed cases of this file stay fast
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(corpus=corpora(), k=st.integers(2, 4), n=st.integers(1, 3), lowercase=st.booleans(),
        batch=st.integers(1, 4), ratio=st.sampled_from([0.0, 0.5, 1.0]))

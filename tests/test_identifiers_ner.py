@@ -69,6 +69,7 @@ class FakeNLP:
             yield self(t)
 
 
+@pytest.mark.slow  # a 10 MB document (11 s): scale, rarely touched
 def test_a_10mb_document_is_parsed_in_bounded_pieces_each_distinct_once():
     unit = "Alice met the doctor today and she feels better. " * 3 + "Vitals stable per Bob. "
     text = unit * (10_000_000 // len(unit))

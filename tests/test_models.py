@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
 
 from toolkit.models import train_tokenizer
@@ -32,6 +33,7 @@ def _library_vocab(texts, vocab_size):
     return tok
 
 
+@pytest.mark.slow  # spawns processes (6 s)
 def test_masked_tokenizer_is_the_same_in_every_process():
     """WordPieceTrainer itself gives another vocabulary in each process (huggingface/tokenizers #1794): with it, the
     three processes below disagree (checked when this test was written); with ours they agree, ids included."""

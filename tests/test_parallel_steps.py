@@ -91,6 +91,7 @@ def test_jobs_run_in_workers_and_are_recorded_as_steps(tmp_path):
     assert run_in_processes(cache, jobs[:1], 2) == set() and run_in_processes(cache, jobs, 1) == set()
 
 
+@pytest.mark.slow  # spawns worker processes (8 s)
 def test_workers_share_out_the_run_s_threads(tmp_path, monkeypatch):
     monkeypatch.setenv("TOOLKIT_THREADS", "4")
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
@@ -131,6 +132,7 @@ def pid_and_square(x: int, fail: bool = False) -> tuple[int, int]:
     return os.getpid(), x * x
 
 
+@pytest.mark.slow  # spawns worker processes (5 s)
 def test_map_in_processes_returns_in_order_from_workers_and_raises_after_all_finish(tmp_path):
     got = map_in_processes(pid_and_square, [{"x": x} for x in range(5)], processes=2, progress=False)
     assert [sq for _, sq in got] == [0, 1, 4, 9, 16]                      # in the order of the calls

@@ -170,6 +170,7 @@ def test_clinical_rare_terms(notes, terms):
     assert sum(c >= 2 for c in counts.values()) / len(counts) > 0.7
 
 
+@pytest.mark.slow  # generates the whole sample (10 s)
 def test_clinical_splits_draw_rare_terms_alike(notes, terms):
     """Members and non-members must not differ before training: every split has about the same share of rare terms
     that are unique to the patient, recounted from the notes (before the fix, terms were handed out split after

@@ -8,9 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 HERE = Path(__file__).resolve().parent
 
 
+@pytest.mark.slow  # runs pytest in a subprocess (8 s)
 def test_the_last_lines_name_each_skip_reason_and_its_count(tmp_path):
     shutil.copy(HERE / "conftest.py", tmp_path / "conftest.py")
     (tmp_path / "test_some.py").write_text(

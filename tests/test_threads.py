@@ -39,6 +39,7 @@ def test_use_cores_sets_torch_and_the_manifest_records_it(monkeypatch):
         torch.set_num_threads(before)
 
 
+@pytest.mark.slow  # starts a Python with torch (6 s)
 def test_openmp_waits_passively_unless_told_otherwise_when_set_before_torch_loads():
     import subprocess
     import sys

@@ -287,7 +287,7 @@ def _null_inputs(rng, n_m, n_n):
             "regurgitation": reg, "novel_privacy": novel}
 
 
-@pytest.mark.parametrize("n_m, n_n", [(60, 60), (150, 250)])
+@pytest.mark.parametrize("n_m, n_n", [(60, 60), pytest.param(150, 250, marks=pytest.mark.slow)])  # the larger: 15 s
 def test_family_wise_false_alarm_rate_on_null_inputs(n_m, n_n):
     """300 verdicts on null inputs: non-green at most α = 5% (asserted against the binomial's 99.9% quantile, so the
     test is not flaky; the rate itself is printed by the benchmark), red at most 1%."""
