@@ -55,7 +55,8 @@ def cluster():
     """A scheduler and two worker processes (one thread each) talking TCP, shared by the module's tests: they reach it
     by its address, as they would a remote cluster's."""
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, protocol="tcp",
-                                  host="127.0.0.1", dashboard_address=None, silence_logs=40) as lc, \
+                                  host="127.0.0.1", dashboard_address=None,
+                                  scheduler_kwargs={"dashboard_address": ":0"}, silence_logs=40) as lc, \
             distributed.Client(lc) as client:
         yield lc.scheduler_address, client
 

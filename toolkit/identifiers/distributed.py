@@ -246,8 +246,10 @@ def connect(scheduler: str, workers: int | None = None) -> Iterator[Any]:
     if scheduler == "local":
         n = workers or process_count() or thread_count() or core_count()
         env = {"OMP_NUM_THREADS": "1", "TOOLKIT_THREADS": "1", "TOOLKIT_PROGRESS": "log"}
+        # no dashboard; the scheduler's own HTTP endpoint on a free port (not 8787, which another cluster may hold)
         with LocalCluster(n_workers=n, threads_per_worker=1, processes=True, protocol="tcp", host="127.0.0.1",
-                          dashboard_address=None, silence_logs=logging.ERROR, env=env) as cluster, \
+                          dashboard_address=None, scheduler_kwargs={"dashboard_address": ":0"},
+                          silence_logs=logging.ERROR, env=env) as cluster, \
                 Client(cluster) as client:
             yield client
         return
