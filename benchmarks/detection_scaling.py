@@ -109,9 +109,12 @@ def patterns_on_cores(path: Path, work: Path, cores: int) -> None:
 
 
 def _peak_rss() -> int:
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    """The worker's peak resident memory: VmHWM of its own address space (``ru_maxrss`` would carry the high-water
+    mark of the process it was forked from before its exec)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    return 0
 
 
 def _warm_up() -> None:
@@ -124,7 +127,7 @@ def on_cluster(path: Path, work: Path, detector: str, workers: list[int]) -> Non
     from toolkit.identifiers.engine import analyze_to_disk
     from toolkit.identifiers.stream import JsonlBatches
 
-    cfg = IdentifierConfig(detector=detector, n_process=1)
+    cfg = IdentifierConfig(detector=detector, n_process=1, ner_cache=False)  # every run parses: no cache on disk
     words = sum(len(d.text.split()) for b in JsonlBatches(path) for d in b)
     print(f"\n## the detection pass ({detector}) through the Dask scheduler over TCP ({words:,} words)")
     before = load()
