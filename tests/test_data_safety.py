@@ -12,7 +12,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import nbformat
 import pandas as pd
 import pytest
 import yaml
@@ -40,6 +39,7 @@ def tracked_notebooks() -> list[Path]:
 def notebook_problems(path: Path) -> list[str]:
     """What must not be committed: outputs, execution counts, widget state, cell metadata beyond tags, and a
     notebook that differs from its jupytext percent script (``NN_name.py`` beside it; required in ``notebooks/``)."""
+    import nbformat  # here, not at collection: its import takes seconds (jsonschema's format checkers)
     import jupytext
     from jupytext.compare import compare_notebooks
 
@@ -79,6 +79,7 @@ def test_committed_notebooks_are_stripped_and_in_sync():
 
 def test_the_notebook_check_catches_outputs_and_drift(tmp_path):
     """The check above can fail: a copy with an output, an execution count or an edited cell is flagged."""
+    import nbformat  # here, not at collection: its import takes seconds (jsonschema's format checkers)
     src = tracked_notebooks()[0]
     nb = nbformat.read(src, as_version=4)
     code = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import nbformat
 import pytest
 
 from toolkit.pipelines.notebooks import run_notebook
@@ -23,6 +22,7 @@ SMALL_ATTACKS = {"pii_occurrences": 20, "pii_candidates": 5, "pii_window": 64, "
 
 def execute(tmp_path, name: str, parameters: dict) -> str:
     """Run a notebook with papermill, check that no cell failed, return the text of all outputs."""
+    import nbformat  # here, not at collection: its import takes seconds (jsonschema's format checkers)
     executed = run_notebook(NOTEBOOKS / name, tmp_path, parameters)
     nb = nbformat.read(executed, as_version=4)
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
@@ -33,6 +33,7 @@ def execute(tmp_path, name: str, parameters: dict) -> str:
 
 @pytest.mark.slow
 def test_notebook_01_identifier_analysis(tmp_path):
+    import nbformat  # here, not at collection: its import takes seconds (jsonschema's format checkers)
     out_ids = tmp_path / "identifiers"
     text = execute(tmp_path, "01_identifier_analysis.ipynb",
                    {"max_documents": 150, "ns": [1, 2], "ks": [2, 3], "out_dir": str(out_ids)})
