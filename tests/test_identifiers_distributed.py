@@ -14,28 +14,20 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from pandas.testing import assert_frame_equal
 
 from toolkit.cli import main
 from toolkit.corpus import Corpus, CorpusError, make_document
 from toolkit.errors import ToolkitError
-from toolkit.identifiers import IdentifierConfig, load_identifiers, make_detector
+from toolkit.identifiers import IdentifierConfig, make_detector
 from toolkit.identifiers.distributed import (ClusterSpans, Partition, analyze_on_cluster, detect_partition,
                                              partitions, spans_file)
 from toolkit.identifiers.engine import analyze_to_disk
 from toolkit.identifiers.ner_cache import SCHEMA, piece_digest
-from toolkit.identifiers.storage import TABLES
 from toolkit.identifiers.stream import JsonlBatches
 
+from test_identifiers_engine import assert_same_sets  # the engine's own table-by-table check
+
 distributed = pytest.importorskip("distributed")
-
-
-def assert_same_sets(reference: Path, other: Path) -> None:
-    a, b = load_identifiers(reference), load_identifiers(other)
-    for name in TABLES:
-        assert_frame_equal(a[name], b[name], check_exact=True, obj=name)
-    a["summary"].pop("timings_s"), b["summary"].pop("timings_s")
-    assert a["summary"] == b["summary"]
 
 
 @pytest.fixture(scope="module")
