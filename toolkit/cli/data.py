@@ -5,10 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from toolkit.errors import ToolkitError
-
 from toolkit.cli.common import (add_corpus_options, add_quiet, csv_list, load_args_corpus, reading_from_args,
                                  skipped_file)
+from toolkit.errors import ToolkitError
 
 TITLE = "data & identifiers"
 

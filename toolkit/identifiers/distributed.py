@@ -54,6 +54,7 @@ from toolkit.errors import CorpusError, ToolkitError
 from toolkit.identifiers.analysis import IdentifierConfig
 from toolkit.identifiers.detectors import Detector, check_spans, make_detector, merge_spans
 from toolkit.identifiers.engine import analyze_to_disk
+from toolkit.identifiers.ner import error_words
 from toolkit.identifiers.ner_cache import SCHEMA, piece_digest
 from toolkit.identifiers.stream import DocumentBatches, JsonlBatches, jsonl_ranges
 from toolkit.io import atomic_path
@@ -153,10 +154,7 @@ def _worker_detector(cfg: IdentifierConfig, part: str) -> Detector:
 def _what(exc: BaseException) -> str:
     """An exception in words that hold no text: a toolkit error's own message (never text, by convention), else its
     type and a spaCy error code."""
-    if isinstance(exc, ToolkitError):
-        return str(exc)
-    code = re.search(r"\[E\d+\]", str(exc))
-    return f"{type(exc).__name__}{' ' + code.group() if code else ''}"
+    return str(exc) if isinstance(exc, ToolkitError) else error_words(exc)
 
 
 def _detect(det: Detector, part: str, docs: list[Document], records: list[int],

@@ -206,6 +206,13 @@ def _multiplicity(cut: list[list[Piece]], todo: dict[str, int]) -> dict[str, int
     return counts
 
 
+def error_words(exc: BaseException) -> str:
+    """An exception in words that hold no text of a record: its type and spaCy's error code (``ValueError [E088]``),
+    never its message (spaCy's messages may quote the text)."""
+    code = re.search(r"\[E\d+\]", str(exc))
+    return f"{type(exc).__name__}{' ' + code.group() if code else ''}"
+
+
 def _raise_located(nlp, exc: Exception, remaining: list[str], docs: Sequence[Document],
                    cut: list[list[Piece]]) -> None:
     """Find the piece spaCy fails on (running the rest one by one) and raise naming its document."""
@@ -216,8 +223,7 @@ def _raise_located(nlp, exc: Exception, remaining: list[str], docs: Sequence[Doc
         except Exception:  # noqa: BLE001
             failing = key
             break
-    code = re.search(r"\[E\d+\]", str(exc))
-    what = f"{type(exc).__name__}{' ' + code.group() if code else ''}"
+    what = error_words(exc)
     for d, per_doc in zip(docs, cut):
         for pc in per_doc:
             if pc.key == failing:
@@ -227,5 +233,5 @@ def _raise_located(nlp, exc: Exception, remaining: list[str], docs: Sequence[Doc
     raise ToolkitError(f"spaCy NER failed on a batch of {len(docs)} documents ({ids}): {what}") from None
 
 
-__all__ = ["MULTIPROCESS_CHARS", "Piece", "PieceCache", "UNITS", "detect_entities", "normalise", "pieces",
-           "processes"]
+__all__ = ["MULTIPROCESS_CHARS", "Piece", "PieceCache", "UNITS", "detect_entities", "error_words", "normalise",
+           "pieces", "processes"]
