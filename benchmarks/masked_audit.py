@@ -93,6 +93,7 @@ def compare(fast: Path, exact: Path) -> dict:
         a, b = _read(fast, m), _read(exact, m)
         step = f"attacks/{m}"
         rows[m] = {"seconds": {"estimator": _seconds(sf[step]), "exact": _seconds(se[step])}, **_agreement(a, b)}
+
     def estimator(m: str) -> str:  # "K" or "K/K'" (membership / PII inference and canaries)
         a = json.loads((fast / "attacks" / m / "step.json").read_text(encoding="utf-8"))["inputs"]["attacks"]
         k, pii = a.get("pll_copies"), a.get("pii_pll_copies")

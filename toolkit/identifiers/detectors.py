@@ -417,6 +417,11 @@ def check_spans(spans: Any, docs: list, *, source: str = "spans") -> list[list[S
 _DETECTORS = {"oracle": OracleDetector, "patterns": PatternDetector, "spacy": SpacyDetector}
 
 
+def detector_names(spec: str) -> list[str]:
+    """The detectors a spec names, in order: ``"Spacy + patterns"`` → ``["spacy", "patterns"]`` (blanks dropped)."""
+    return [p.strip().lower() for p in str(spec).split("+") if p.strip()]
+
+
 def make_detector(spec: str | Detector, *, spacy_model: str = DEFAULT_SPACY_MODEL,
                   spacy_labels: Sequence[str] = DEFAULT_SPACY_LABELS, n_process: int = 0,
                   batch_size: int = 64, cache_dir: str | None = None, ner_cache: bool = True) -> Detector:
@@ -425,7 +430,7 @@ def make_detector(spec: str | Detector, *, spacy_model: str = DEFAULT_SPACY_MODE
     cache across runs, :class:`SpacyDetector`)."""
     if isinstance(spec, Detector):
         return spec
-    parts = [p.strip().lower() for p in str(spec).split("+") if p.strip()]
+    parts = detector_names(spec)
     unknown = [p for p in parts if p not in _DETECTORS]
     if not parts or unknown:
         raise ToolkitError(f"unknown detector {spec!r}: use one of {sorted(_DETECTORS)} or a '+' combination "

@@ -52,7 +52,7 @@ import pyarrow.parquet as pq
 from toolkit.corpus import Document, Span
 from toolkit.errors import CorpusError, ToolkitError
 from toolkit.identifiers.analysis import IdentifierConfig
-from toolkit.identifiers.detectors import Detector, check_spans, make_detector, merge_spans
+from toolkit.identifiers.detectors import Detector, check_spans, detector_names, make_detector, merge_spans
 from toolkit.identifiers.engine import analyze_to_disk
 from toolkit.identifiers.ner import error_words
 from toolkit.identifiers.ner_cache import SCHEMA, piece_digest
@@ -201,7 +201,7 @@ class ClusterSpans(Detector):
 
     def __init__(self, spec: str, store: str | Path, n_partitions: int):
         self.name = spec
-        self.parts = [p.strip().lower() for p in spec.split("+") if p.strip()]
+        self.parts = detector_names(spec)
         self.store, self.n_partitions = Path(store), n_partitions
         self._rows = {p: self._read(p) for p in dict.fromkeys(self.parts) if p != "oracle"}
         self._seen = 0
@@ -339,8 +339,7 @@ def analyze_on_cluster(documents: Sequence[Document] | Iterable[Sequence[Documen
     if not isinstance(cfg.detector, str):
         raise ToolkitError("a cluster builds its detectors from their names ('spacy+patterns'), not from a "
                            "Detector object")
-    named = dict.fromkeys(q.strip().lower() for q in cfg.detector.split("+"))
-    detectors = tuple(p for p in named if p not in ("", "oracle"))
+    detectors = tuple(p for p in dict.fromkeys(detector_names(cfg.detector)) if p != "oracle")
     if not detectors:  # gold spans only: nothing to detect
         return analyze_to_disk(documents, out_dir, cfg, **engine)
     if iter(documents) is documents:
