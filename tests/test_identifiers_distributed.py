@@ -45,12 +45,16 @@ def notes(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def cluster():
     """A scheduler and two worker processes (one thread each) talking TCP, shared by the module's tests: they reach it
-    by its address, as they would a remote cluster's."""
+    by its address, as they would a remote cluster's. The environment its Nanny sets in this process (one thread for
+    OpenMP and MKL) is taken back after, as ``connect`` does, so the test process's later tests are not changed."""
+    saved = dict(os.environ)
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, protocol="tcp",
                                   host="127.0.0.1", dashboard_address=None,
                                   scheduler_kwargs={"dashboard_address": ":0"}, silence_logs=40) as lc, \
             distributed.Client(lc) as client:
         yield lc.scheduler_address, client
+    os.environ.clear()
+    os.environ.update(saved)
 
 
 @pytest.fixture(scope="module")
@@ -228,7 +232,10 @@ def test_cli_scheduler_writes_the_set_without_it(notes, cluster, tmp_path, capsy
 
 
 def test_scheduler_local_starts_worker_processes(notes, reference, tmp_path):
-    """``--scheduler local``: a LocalCluster of worker processes started for the run, and gone after it."""
+    """``--scheduler local``: a LocalCluster of worker processes started for the run, and gone after it — with the
+    caller's environment as it was (a Nanny sets MKL_NUM_THREADS=1 and others in the process that starts it)."""
+    before = dict(os.environ)
     analyze_on_cluster(JsonlBatches(notes), tmp_path / "ids", detector="oracle+patterns", n=2, n_process=1,
                        scheduler="local", workers=2, part_bytes=60_000, progress=False)
     assert_same_sets(reference, tmp_path / "ids")
+    assert dict(os.environ) == before

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import re
 import shutil
 import tempfile
@@ -244,12 +245,20 @@ def connect(scheduler: str, workers: int | None = None) -> Iterator[Any]:
     if scheduler == "local":
         n = workers or process_count() or thread_count() or core_count()
         env = {"OMP_NUM_THREADS": "1", "TOOLKIT_THREADS": "1", "TOOLKIT_PROGRESS": "log"}
-        # no dashboard; the scheduler's own HTTP endpoint on a free port (not 8787, which another cluster may hold)
-        with LocalCluster(n_workers=n, threads_per_worker=1, processes=True, protocol="tcp", host="127.0.0.1",
-                          dashboard_address=None, scheduler_kwargs={"dashboard_address": ":0"},
-                          silence_logs=logging.ERROR, env=env) as cluster, \
-                Client(cluster) as client:
-            yield client
+        # A Nanny sets its pre-spawn environment (OMP_NUM_THREADS, MKL_NUM_THREADS, OPENBLAS_NUM_THREADS = 1, ...) in
+        # the process that starts it — here, the caller's — and never takes it back: a notebook kernel or a test
+        # process would compute every later step (and spawn every later worker) on one thread. Restored after.
+        saved = dict(os.environ)
+        try:
+            # no dashboard; the scheduler's own HTTP endpoint on a free port (not 8787, which another cluster may hold)
+            with LocalCluster(n_workers=n, threads_per_worker=1, processes=True, protocol="tcp", host="127.0.0.1",
+                              dashboard_address=None, scheduler_kwargs={"dashboard_address": ":0"},
+                              silence_logs=logging.ERROR, env=env) as cluster, \
+                    Client(cluster) as client:
+                yield client
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
         return
     if workers is not None:
         raise ToolkitError("--workers sets the size of a local cluster (--scheduler local); a running cluster has "

@@ -84,7 +84,7 @@ def _start_worker(threads: int) -> None:
     """A worker's thread count, before anything imports torch there (which reads ``OMP_NUM_THREADS`` once, at its
     import; the passive wait policy as :func:`toolkit.threads.use_cores` sets it). A job that imports nothing heavy
     stays light."""
-    for var in (ENV_VAR, "OMP_NUM_THREADS"):
+    for var in (ENV_VAR, "OMP_NUM_THREADS", "MKL_NUM_THREADS"):  # torch reads MKL_NUM_THREADS over OMP_NUM_THREADS
         os.environ[var] = str(threads)
     os.environ.setdefault("OMP_WAIT_POLICY", WAIT_POLICY)
 
