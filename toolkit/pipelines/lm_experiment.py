@@ -226,9 +226,10 @@ def run_experiment(cfg: ExperimentConfig, out_dir: str | Path, *, progress: bool
                 # to the barrier after the loop
                 if not (strat.dp and not main):
                     d = layout.train(name)
-                    inputs = TrainInputs.of(strat, tcfg, base_key, fp["members"], ids["members"])
+                    inputs = TrainInputs.of(strat, tcfg, base_key, fp["members"], ids["members"], fp.get("public"))
                     kw = dict(corpus=data.members, base=base, run_dir=d, strategy=name, config=tcfg,
-                              positions=ids_train["positions"], spans=ids_train["spans"], progress=progress)
+                              positions=ids_train["positions"], spans=ids_train["spans"], progress=progress,
+                              **({"public": data.public} if strat.subspace else {}))  # the subspace's anchors
                     plans.append((name, strat, tcfg, inputs, d, kw))
             # on a machine without a GPU the strategies not yet trained train side by side, one process each
             # (toolkit.pipelines.parallel: a tiny model's step does not keep two cores busy)

@@ -158,18 +158,22 @@ class IdentifiersInputs:
 class TrainInputs:
     """``strategy``; ``train``: its TrainConfig; ``base``: the base step's key (an external base: its name and
     fingerprint); ``members``: their fingerprint; ``identifiers``: the members' identifier step's key, only for the
-    strategies that read positions or spans (:meth:`of`)."""
+    strategies that read positions or spans; ``public``: the public split's fingerprint, only for the
+    gradient-subspace strategies, which compute their basis from it (:meth:`of`)."""
 
     strategy: str
     train: Any
     base: str | dict[str, Any]
     members: Fingerprint
     identifiers: str = ABSENT
+    public: Fingerprint = ABSENT
 
     @classmethod
-    def of(cls, strategy, train, base, members: Fingerprint, identifiers: str) -> TrainInputs:
+    def of(cls, strategy, train, base, members: Fingerprint, identifiers: str,
+           public: Fingerprint | None = None) -> TrainInputs:
         reads = strategy.protect or strategy.text != "original"  # only these strategies read positions / spans
-        return cls(strategy.name, train, base, members, identifiers if reads else ABSENT)
+        return cls(strategy.name, train, base, members, identifiers if reads else ABSENT,
+                   public if getattr(strategy, "subspace", "") and public is not None else ABSENT)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -47,6 +47,7 @@ from toolkit.strategies.pseudonymize import pseudonymize, rewrite_corpus
 KINDS = ("mlm", "clm")
 TEXT_VARIANTS = ("original", "pseudo", "category", "surrogate")
 PROTECTABLE = ("direct", "indirect")
+SUBSPACE_METHODS = ("pdp", "gep")  # gradient-subspace DP-SGD from public data (toolkit.training.subspace)
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,9 @@ class Strategy:
     dp: bool = False
     description: str = ""
     lora_rank: int = 0  # > 0: DP-LoRA, rank-r adapters of the attention and MLP projections (toolkit.training.lora)
+    subspace: str = ""  # "pdp" | "gep": DP-SGD's noise in a rank-k subspace of public gradients (training.subspace)
+    subspace_rank: int = 0  # k, the subspace's dimension
+    subspace_every: int = 1  # steps between two bases (recomputed from the public anchors; the papers: every step)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
@@ -79,7 +83,21 @@ class Strategy:
             raise ToolkitError(f"strategy {self.name}: lora_rank must be an integer >= 0, got {self.lora_rank!r}")
         if self.lora_rank and not self.dp:
             raise ToolkitError(f"strategy {self.name}: lora_rank > 0 (DP-LoRA) needs dp: true")
+        self._check_subspace()
         object.__setattr__(self, "protect", tuple(self.protect))
+
+    def _check_subspace(self) -> None:
+        for key, least in (("subspace_rank", 0), ("subspace_every", 1)):
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise ToolkitError(f"strategy {self.name}: {key} must be an integer >= {least}, got {value!r}")
+        if self.subspace not in ("", *SUBSPACE_METHODS):
+            raise ToolkitError(f"strategy {self.name}: subspace must be one of {', '.join(SUBSPACE_METHODS)} or "
+                               f"empty, got {self.subspace!r}")
+        if bool(self.subspace) != bool(self.subspace_rank):
+            raise ToolkitError(f"strategy {self.name}: subspace and subspace_rank > 0 go together")
+        if self.subspace and (not self.dp or self.lora_rank):
+            raise ToolkitError(f"strategy {self.name}: a gradient subspace needs dp: true and no lora_rank")
 
     @property
     def reads_spans(self) -> bool:
@@ -134,6 +152,18 @@ STRATEGIES: dict[str, Strategy] = {s.name: s for s in [
              description="causal LM with DP-SGD on rank-16 LoRA adapters of attention and MLP (base frozen)"),
     Strategy("ppclm_surrogate_dp_lora", "clm", text="surrogate", protect=("direct", "indirect"), dp=True, lora_rank=8,
              description="ppclm_surrogate trained with DP-SGD on rank-8 LoRA adapters (base frozen)"),
+    # gradient subspace from the public split (toolkit.training.subspace): PDP-SGD (Zhou et al. 2021) noises k = 64
+    # coordinates of the top-k subspace of public gradients; GEP (Yu et al. 2021) noises that embedding and, scaled
+    # down, the residual; the basis recomputed every step from 128 public chunks
+    Strategy("clm_dp_pdp", "clm", dp=True, subspace="pdp", subspace_rank=64,
+             description="causal LM with DP-SGD projected on the top-64 subspace of public-split gradients "
+                         "(PDP-SGD: noise in 64 coordinates)"),
+    Strategy("clm_dp_gep", "clm", dp=True, subspace="gep", subspace_rank=64,
+             description="causal LM with gradient embedding perturbation (GEP): the gradient's top-64 public-subspace "
+                         "embedding and its residual clipped and noised apart"),
+    Strategy("ppclm_surrogate_dp_gep", "clm", text="surrogate", protect=("direct", "indirect"), dp=True,
+             subspace="gep", subspace_rank=64,
+             description="ppclm_surrogate trained with GEP (top-64 public-gradient subspace, embedding and residual)"),
 ]}
 
 
@@ -286,7 +316,7 @@ def examples_from_encoding(enc: EncodedCorpus, protected: np.ndarray, kind: str)
     return out
 
 
-__all__ = ["KINDS", "PROTECTABLE", "STRATEGIES", "TEXT_VARIANTS", "EncodedCorpus", "Strategy", "TrainingSet",
-           "encode_corpus", "examples_from_encoding", "get_strategy", "protected_words",
+__all__ = ["KINDS", "PROTECTABLE", "STRATEGIES", "SUBSPACE_METHODS", "TEXT_VARIANTS", "EncodedCorpus", "Strategy",
+           "TrainingSet", "encode_corpus", "examples_from_encoding", "get_strategy", "protected_words",
            "pseudonymize", "require_identifiers", "special_template", "strategy_inputs", "strategy_texts",
            "training_examples", "training_set", "word_rows_of_positions"]

@@ -145,9 +145,11 @@ class _UnitDataset:
 
 
 def train_dp(model, tokenizer, examples: list[dict], strat: Strategy, cfg, run: Path, *,
-             individuals: Sequence[str] | None = None, progress: bool = True) -> dict[str, Any]:
+             individuals: Sequence[str] | None = None, public: Sequence[dict] | None = None,
+             progress: bool = True) -> dict[str, Any]:
     """DP-SGD over ``examples`` (``individuals``: the person of each example, needed for ``cfg.dp.unit ==
-    "individual"``); exports ``epoch-N`` at ``cfg.epochs``; returns the run's figures with the ``"dp"`` block."""
+    "individual"``); exports ``epoch-N`` at ``cfg.epochs``; returns the run's figures with the ``"dp"`` block.
+    ``public``: the public split's examples, the anchors of a gradient-subspace strategy (``strat.subspace``)."""
     import torch
     from opacus import PrivacyEngine
     from toolkit.progress import progress_bar
@@ -195,17 +197,28 @@ def train_dp(model, tokenizer, examples: list[dict], strat: Strategy, cfg, run: 
     private, optimizer, loader = engine.make_private_with_epsilon(
         module=model, optimizer=optimizer, data_loader=loader, target_epsilon=cfg.dp.epsilon,
         target_delta=cfg.dp.delta, epochs=epochs, max_grad_norm=cfg.dp.max_grad_norm, poisson_sampling=False)
+    sub = None
+    if strat.subspace:  # PDP-SGD / GEP: clipping and noise in a subspace of the public anchors' gradients
+        from toolkit.training.subspace import PublicSubspace, subspace_optimizer
+
+        sub = PublicSubspace(strat, public or [], collate, lambda m, b: example_mean_loss(m, b, strat.kind),
+                             device=device, seed=cfg.seed)
+        optimizer = subspace_optimizer(optimizer, engine.accountant, rate, strat.subspace)
     total = steps_per_epoch * epochs
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, (lambda s: max(0.0, 1 - s / total)) if cfg.lr_schedule == "linear" else (lambda s: 1.0))
+
+    n_params = sum(p.numel() for p in params)
+    noised = n_params if sub is None else sub.noised_coordinates(n_params)
 
     def dp_block(eps: float) -> dict[str, Any]:
         return {"unit": unit, "spent_epsilon": eps, "delta": cfg.dp.delta, "target_epsilon": cfg.dp.epsilon,
                 "max_grad_norm": cfg.dp.max_grad_norm, "noise_multiplier": optimizer.noise_multiplier,
                 "sample_rate": rate, "n_units": len(units), "n_examples": len(examples),
                 "expected_batch_size": len(units) * rate, "steps_per_epoch": steps_per_epoch,
-                "noise_only_steps": empty, "noised_parameters": sum(p.numel() for p in params),
-                **({"lora_rank": strat.lora_rank, "lora_alpha": LORA_ALPHA} if base is not None else {})}
+                "noise_only_steps": empty, "noised_parameters": noised,
+                **({"lora_rank": strat.lora_rank, "lora_alpha": LORA_ALPHA} if base is not None else {}),
+                **(sub.dp_fields(optimizer) if sub is not None else {})}
 
     history: list[dict[str, Any]] = []
     empty, tokens, t0, step = 0, 0, time.perf_counter(), 0
@@ -215,6 +228,8 @@ def train_dp(model, tokenizer, examples: list[dict], strat: Strategy, cfg, run: 
         bar.set_description(f"train {strat.name} (DP-SGD) epoch {epoch}/{epochs}", refresh=False)
         for batch in loader:
             bar.update(1)
+            if sub is not None:  # the basis from the public anchors' gradients at the current weights
+                sub.refresh(private, optimizer, step)
             optimizer.zero_grad(set_to_none=True)
             if batch is None:  # no unit drawn: the mechanism still releases noise, and the accountant counts it
                 empty += 1

@@ -123,7 +123,7 @@ def corpus_fingerprint(corpus: Corpus) -> dict[str, Any]:
 
 def train(corpus: Corpus, base: str | Path, run_dir: str | Path, strategy: str | Strategy,
           config: TrainConfig | None = None, *, positions=None, spans=None, progress: bool = True,
-          model=None, tokenizer=None, callbacks=()) -> list[tuple[int, Path]]:
+          model=None, tokenizer=None, callbacks=(), public: Corpus | None = None) -> list[tuple[int, Path]]:
     """Fine-tune ``base`` (HF id or directory) on ``corpus`` with ``strategy``; returns the checkpoints.
 
     ``positions`` / ``spans`` are the identifiers step's ``positions.parquet`` / ``spans.parquet`` frames (needed by
@@ -133,12 +133,16 @@ def train(corpus: Corpus, base: str | Path, run_dir: str | Path, strategy: str |
     last full training state; a run whose ``run.json`` names another strategy or corpus, or another base model or
     other identifiers (:mod:`toolkit.training.provenance`), is refused.
     ``model``/``tokenizer`` may be passed instead of loading ``base`` (used to pre-train a base from scratch).
+    ``public``: the public split (the base's pre-training documents), needed by the gradient-subspace strategies
+    (``Strategy.subspace``, :mod:`toolkit.training.subspace`), whose basis is computed from it and from nothing else.
     """
     from toolkit.models import load_model, model_kind
 
     cfg = config or TrainConfig()
     strat = get_strategy(strategy) if isinstance(strategy, str) else strategy
     require_identifiers(corpus, strat, positions, spans)
+    if strat.subspace and not public:
+        raise ToolkitError(f"strategy {strat.name} needs the public split's documents (corpus.public_split)")
     run = make_private_dir(run_dir)
     run.chmod(0o700)
     fingerprint = corpus_fingerprint(corpus)
@@ -165,7 +169,8 @@ def train(corpus: Corpus, base: str | Path, run_dir: str | Path, strategy: str |
         raise ToolkitError(f"strategy {strat.name} needs a {'masked' if strat.kind == 'mlm' else 'causal'} LM, "
                            f"{base} is a {model_kind(model)} model")
     meta = {"strategy": strat.name, "kind": strat.kind, "base": str(base), "config": asdict(cfg),
-            "corpus": fingerprint, **asdict(made_from), "status": "running", "started": time.strftime("%Y-%m-%dT%H:%M:%S")}
+            "corpus": fingerprint, **({"public": corpus_fingerprint(public)} if strat.subspace else {}),
+            **asdict(made_from), "status": "running", "started": time.strftime("%Y-%m-%dT%H:%M:%S")}
     atomic_write_json(meta, meta_path)
     max_length = min(cfg.max_length, _model_max_length(model))
     key = None
@@ -183,7 +188,10 @@ def train(corpus: Corpus, base: str | Path, run_dir: str | Path, strategy: str |
         if cfg.checkpoints_per_epoch:
             raise ToolkitError("checkpoints_per_epoch (step checkpoints) is not available with DP-SGD strategies")
 
-        stats = train_dp(model, tokenizer, examples, strat, cfg, run, individuals=data.person_ids, progress=progress)
+        anchors = None if not strat.subspace else training_set(  # plain text, every token a target: public data
+            public, tokenizer, get_strategy(strat.kind), positions=None, max_length=max_length, progress=False).examples
+        stats = train_dp(model, tokenizer, examples, strat, cfg, run, individuals=data.person_ids, public=anchors,
+                         progress=progress)
     else:
         stats = _train_hf(model, tokenizer, examples, strat, cfg, run, progress=progress, callbacks=callbacks)
     if stats.get("steps") is None and meta_path.is_file():  # nothing left to train: keep the first run's figures
