@@ -107,7 +107,8 @@ def test_config_plans_plain_strategies_once_and_dp_ones_per_epsilon(tmp_path):
     cfg = load_frontier(ROOT / "configs" / "frontier.yaml")
     runs = cfg.runs()
     assert [(s, e) for s, e, _ in runs][:5] == [(100, math.inf), (100, 1.0), (100, 4.0), (100, 8.0), (100, 16.0)]
-    private = ["clm_dp", "ppclm_surrogate_dp", "clm_dp_lora4", "clm_dp_lora", "clm_dp_lora16", "ppclm_surrogate_dp_lora"]
+    private = ["clm_dp", "ppclm_surrogate_dp", "clm_dp_lora4", "clm_dp_lora", "clm_dp_lora16", "ppclm_surrogate_dp_lora",
+               "clm_dp_pdp", "clm_dp_gep", "ppclm_surrogate_dp_gep"]
     assert runs[0][2] == ["clm", "ppclm", "ppclm_surrogate"] and runs[1][2] == private
     exp = experiment_for(cfg, 100, 4.0, runs[1][2], NOTES, prebuilt=tmp_path / "bases")
     assert exp.corpus.n_individuals == 100 and exp.training.schedule["dp"]["epsilon"] == 4.0

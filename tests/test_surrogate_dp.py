@@ -40,7 +40,8 @@ def test_surrogate_dp_rows_combine_the_surrogate_text_with_dp(kind):
     plain = get_strategy(f"pp{kind}_surrogate")
     assert (strat.kind, strat.text, strat.protect, strat.dp) == (kind, "surrogate", plain.protect, True)
     assert strat.reads_spans and not plain.dp
-    assert {n for n, s in STRATEGIES.items() if s.dp and s.text == "surrogate" and not s.lora_rank} == \
+    assert {n for n, s in STRATEGIES.items() if s.dp and s.text == "surrogate" and not s.lora_rank
+            and not s.subspace} == \
         {"ppclm_surrogate_dp", "ppmlm_surrogate_dp"}
 
 

@@ -25,6 +25,11 @@ dates and names made the model emit words that are identifier types elsewhere (a
 projections, the base frozen (``lora_rank``; :mod:`toolkit.training.lora`): ``mlm_dp_lora``, ``clm_dp_lora`` (r = 8),
 ``clm_dp_lora4``, ``clm_dp_lora16``, ``ppclm_surrogate_dp_lora``.
 
+``*_dp_pdp`` / ``*_dp_gep`` (gradient subspace from public data: PDP-SGD, Zhou et al. 2021; GEP, Yu et al. 2021)
+train as ``*_dp`` with DP-SGD's clipping and noise in the top-k subspace of the public split's gradients
+(``subspace``, ``subspace_rank``, ``subspace_every``; :mod:`toolkit.training.subspace`): ``clm_dp_pdp``,
+``clm_dp_gep``, ``ppclm_surrogate_dp_gep`` (k = 64).
+
 ``*_surrogate_dp`` trains the ``*_surrogate`` text (surrogates in the input, never targets; indirect identifiers
 protected) with DP-SGD (:mod:`toolkit.training.dp`, privacy unit: the individual): surrogates close the context leak
 that DP's noise only bounds, DP bounds membership, which surrogates leave open (issue 27's frontier).

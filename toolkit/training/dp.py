@@ -35,6 +35,11 @@ adapters of the attention and MLP projections are the only parameters; the sampl
 clipping, the noise multiplier and the accountant are the ones above, and the noise has as many coordinates as the
 adapters (``"noised_parameters"`` in the ``"dp"`` block). The checkpoints hold the merged model.
 
+**Gradient subspace from public data** (``Strategy.subspace`` = ``"pdp"`` / ``"gep"``,
+:mod:`toolkit.training.subspace`): the same loop, sampler, loss, calibration and accountant; the optimizer Opacus
+returns is taken over by one that clips and noises in the top-k subspace of the public split's per-example gradients,
+recomputed from the public anchors (``public``, never a member's example) every ``subspace_every`` steps.
+
 Two fixes make Hugging Face models work with per-sample gradients (measured on this stack): BERT's MLM output bias
 is one ``Parameter`` registered on two modules (``cls.predictions.bias`` and ``decoder.bias``): it is untied for
 training and tied back before saving; ``position_ids`` (and ``token_type_ids``) are passed per sample
