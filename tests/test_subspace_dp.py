@@ -167,7 +167,8 @@ def test_basis_checks_and_strategy_settings():
     assert torch.allclose(top_subspace(g, 1).abs().squeeze(), torch.tensor([1.0, 0, 0]))
     rows = {n: (s.subspace, s.subspace_rank) for n, s in STRATEGIES.items() if s.subspace}
     assert rows == {"clm_dp_pdp": ("pdp", 64), "clm_dp_gep": ("gep", 64), "ppclm_surrogate_dp_gep": ("gep", 64)}
-    assert all(s.dp and not s.lora_rank and s.subspace_every == 1 for s in STRATEGIES.values() if s.subspace)
+    assert all(s.dp and not s.lora_rank and s.subspace_every == 10 for s in STRATEGIES.values() if s.subspace)
+    assert Strategy("x", "clm", dp=True, subspace="pdp", subspace_rank=4).subspace_every == 1  # the papers' default
     plain, gep = get_strategy("ppclm_surrogate_dp"), get_strategy("ppclm_surrogate_dp_gep")
     assert (plain.kind, plain.text, plain.protect) == (gep.kind, gep.text, gep.protect)
     for bad, match in [(dict(subspace="pca", subspace_rank=4), "subspace must be one of pdp, gep"),
@@ -263,9 +264,9 @@ def test_end_to_end_checkpoint_dp_block_and_the_accountant(setup, tmp_path, name
     n_params = sum(p.numel() for p in AutoModelForCausalLM.from_pretrained(base).parameters())
     dp = json.loads((ckpts[-1][1] / "training_log.json").read_text())["dp"]
     method = get_strategy(name).subspace
-    assert (dp["subspace"], dp["subspace_rank"], dp["subspace_anchors"], dp["subspace_every"]) == (method, 64, 128, 1)
+    assert (dp["subspace"], dp["subspace_rank"], dp["subspace_anchors"], dp["subspace_every"]) == (method, 64, 128, 10)
     steps = dp["steps_per_epoch"] * 2
-    assert dp["subspace_refreshes"] == steps
+    assert dp["subspace_refreshes"] == math.ceil(steps / 10)
     assert dp["noised_parameters"] == (64 + n_params if method == "gep" else 64)
     assert dp["noise_multiplier"] == pytest.approx(
         get_noise_multiplier(target_epsilon=8.0, target_delta=dp["delta"], sample_rate=dp["sample_rate"],

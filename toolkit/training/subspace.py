@@ -13,8 +13,10 @@ the (non-centred) second-moment matrix ``M = (1/m)·GᵀG`` — the top-k right 
 ``G·Gᵀ = U·Λ·Uᵀ``, ``V = Gᵀ·U_k·Λ_k^{-1/2}``, where the authors use one power iteration from a random start (GEP) or
 Lanczos (PDP-SGD), both approximations of the same ``V``; exact, the basis is a deterministic function of θ and the
 public anchors. Both papers recompute it at every step; here every ``Strategy.subspace_every`` steps (default 1, the
-papers' choice). ``m = 2k`` anchors (:data:`ANCHORS_PER_RANK`: the authors use 2,000 anchors for k = 1,000 (GEP) and
-100 for k = 50–70 (PDP-SGD)), drawn once from the public split's chunks with the run's seed.
+papers' choice; the registered rows: 10, because on the CPU profile one basis costs ~12 s — 9 s for the anchors'
+per-sample gradients, 3 s for the Gram matrix and QR — against ~1.2 s for a training step, measured on the 2-core
+machine, one thread). ``m = 2k`` anchors (:data:`ANCHORS_PER_RANK`: the authors use 2,000 anchors for k = 1,000
+(GEP) and 100 for k = 50–70 (PDP-SGD)), drawn once from the public split's chunks with the run's seed.
 
 **PDP-SGD** (Zhou, Wu & Banerjee, ICLR 2021), ``subspace = "pdp"``: each example's gradient is clipped to ``C`` in the
 ambient space (Opacus' clipping, unchanged), and the noisy sum is projected,
