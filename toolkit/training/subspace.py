@@ -51,8 +51,8 @@ releases before step t (adaptive composition); no member's data reaches V. The s
 Poisson-sampled), the per-example loss, σ's calibration and the accountant are :mod:`toolkit.training.dp`'s.
 
 **Size.** V is ``P × k`` float32 (k = 64 on the CPU profile: 241 MB; the anchors' ``G`` 482 MB while a basis is
-computed), so k is kept in the tens: the noise norm ``σ·C·√k`` is then ``√(P/k)`` ≈ 121× DP-SGD's
-(:data:`~toolkit.strategies.STRATEGIES`' ``subspace_rank``). GEP's parameter groups (a basis per group, to save
+computed), so k is kept in the tens (the rows' ``subspace_rank``): PDP-SGD's noise norm ``σ·C·√k`` is then
+``√(P/k)`` ≈ 121× smaller than DP-SGD's ``σ·C·√P``. GEP's parameter groups (a basis per group, to save
 memory at P = 0.27M and k = 1,000) are not used: one basis over every trained weight.
 
 Reference code read: ``dayu11/Gradient-Embedding-Perturbation`` — ``models/basis_matching.py`` (``get_bases``: power
@@ -73,6 +73,7 @@ from typing import Any
 
 from toolkit.errors import ToolkitError
 from toolkit.strategies import SUBSPACE_METHODS as METHODS
+
 #: public anchors per basis dimension: m = 2k (GEP: 2,000 anchors for k = 1,000; PDP-SGD: 100 for k = 50-70)
 ANCHORS_PER_RANK = 2
 #: GEP's residual clipping threshold as a fraction of the embedding's, C₁ = 0.4·C₀ (the authors' clip0 = 5, clip1 = 2)
