@@ -3,6 +3,14 @@
 # through constraints.txt (so pip never pulls the CUDA build), the spaCy model from its PyPI package.
 
 PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
+
+# Python reads compiled byte-code (__pycache__) but, where PYTHONDONTWRITEBYTECODE is set (it is on the reference
+# machine's image, and in many container images), never writes it: every process — each pytest worker, `python -m
+# toolkit`, a notebook kernel, a spawned worker — compiles torch, transformers and the toolkit from source again
+# (pytest's collection: 26 s with it set, 7 s once the caches exist; docs/performance.md). The commands below write
+# the caches, inside .venv and the repository's ignored __pycache__ folders, once.
+unexport PYTHONDONTWRITEBYTECODE
+
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
@@ -15,8 +23,9 @@ PIP    := $(PY) -m pip install --progress-bar off -c constraints.txt
 NBSTRIP := -m nbstripout --keep-id --extra-keys "metadata.language_info cell.metadata.execution"
 
 # torch by pip (pip.conf's find-links may hold the CPU wheel; uv does not read them), without compiling its byte-code
-# (Python compiles what it imports, once); the rest by uv, which resolves and downloads side by side — 16 s against
-# pip's 164 s for the same packages, under the same load (docs/performance.md). The constraint keeps the torch just
+# (Python compiles what it imports, once: PYTHONDONTWRITEBYTECODE is unexported above); the rest by uv, which resolves
+# and downloads side by side — 16 s against pip's 164 s for the same packages, under the same load
+# (docs/performance.md). The constraint keeps the torch just
 # installed (2.13.0+cpu satisfies ==2.13.0), so uv never pulls the CUDA build.
 UV     := $(PY) -m uv pip install --python $(PY) -c constraints.txt
 

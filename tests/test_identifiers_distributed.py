@@ -149,6 +149,7 @@ class KillOnce(distributed.WorkerPlugin):
         os.kill(os.getpid(), signal.SIGKILL)
 
 
+@pytest.mark.slow  # a worker killed and replaced (7 s); rarely touched — make test runs it
 def test_a_worker_killed_mid_run_has_its_partitions_run_again(notes, reference, cluster, tmp_path):
     import cloudpickle
 
@@ -231,6 +232,7 @@ def test_cli_scheduler_writes_the_set_without_it(notes, cluster, tmp_path, capsy
         assert what in capsys.readouterr().err
 
 
+@pytest.mark.slow  # a cluster of its own started and stopped (22 s); rarely touched — make test runs it
 def test_scheduler_local_starts_worker_processes(notes, reference, tmp_path):
     """``--scheduler local``: a LocalCluster of worker processes started for the run, and gone after it — with the
     caller's environment as it was (a Nanny sets MKL_NUM_THREADS=1 and others in the process that starts it)."""

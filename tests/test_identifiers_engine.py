@@ -38,7 +38,8 @@ def sample():
     return load_corpus(NOTES)
 
 
-@pytest.mark.parametrize("k, n, batch", [(2, 1, 500), (3, 2, 300), (2, 3, 1000)])
+@pytest.mark.parametrize("k, n, batch", [(2, 1, 500), (3, 2, 300),
+                                            pytest.param(2, 3, 1000, marks=pytest.mark.slow)])  # 14 s
 def test_sample_data_same_as_in_memory(sample, tmp_path, k, n, batch):
     analyze(sample, detector="oracle+patterns", k=k, n=n, progress=False).save(tmp_path / "ref")
     summary = analyze_to_disk(corpus_batches(sample, batch_documents=batch), tmp_path / "new",
