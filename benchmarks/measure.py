@@ -31,6 +31,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 RECORDS = ROOT / "docs" / "measurements.json"
 STEPS = ("install", "quickstart", "test", "test-fast", "demo")
+#: Python settings of the measuring session that a newcomer's shell would not have
+_SESSION_PYTHON_VARS = ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONEXECUTABLE", "PYTHONUSERBASE")
 
 COMMANDS = {"install": ["make", "install"],
             "quickstart": [".venv/bin/python", "-m", "toolkit", "run", "configs/quickstart.yaml", "--out",
@@ -275,7 +277,10 @@ def main(argv=None) -> dict:
     logs.mkdir(parents=True, exist_ok=True)
     subprocess.run(["git", "clone", "--quiet", "--no-local", str(ROOT), str(clone)], check=True)
     subprocess.run(["git", "checkout", "--quiet", commit], cwd=clone, check=True)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "PYTHON", "HF_", "TRANSFORMERS_"))}
+    # a newcomer's shell: no virtual environment, no Python path or Hugging Face settings of ours — but the machine's
+    # own settings kept (PYTHONDONTWRITEBYTECODE, set on the reference image, is what the Makefile must cope with)
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("VIRTUAL_ENV", "HF_", "TRANSFORMERS_")) and k not in _SESSION_PYTHON_VARS}
     env.update(XDG_CACHE_HOME=str(cache), MPLCONFIGDIR=str(cache / "matplotlib"))
     env.pop("CI", None)
     record = {"commit": commit, "date": date.today().isoformat(),
