@@ -355,6 +355,7 @@ def test_ten_megabyte_document_with_100k_mentions(tmp_path: Path):
     assert [(s.start, s.end) for s in doc.spans] == sorted((m["start_offset"], m["end_offset"]) for m in mentions)
 
 
+@pytest.mark.slow  # a growth-rate property (4-6 s); rarely touched — make test runs it
 def test_overlap_resolution_is_not_quadratic_in_kept_spans():
     """Overlap resolution kept its spans in one flat sorted list, so each insert at a random place moved half of it:
     O(n²), 11 s for 200,000 tags of one long document here. Now blocks of a few hundred (1.8 s); the result is the
@@ -391,6 +392,7 @@ ADVERSARIAL = {
 }
 
 
+@pytest.mark.slow  # a growth-rate property (4-7 s); rarely touched — make test runs it
 def test_pattern_detector_is_linear_on_adversarial_text():
     """Every rule on 300,000 adversarial characters finishes in seconds (a quadratic rule needs hours: the limit
     catches a hang, it is not a timing assertion)."""

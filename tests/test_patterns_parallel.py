@@ -51,6 +51,7 @@ def test_processes_give_the_one_process_spans(corpus):
     assert _children() <= before  # close() stopped the workers
 
 
+@pytest.mark.slow  # worker pools started per case (14 s); rarely touched — make test runs it
 @pytest.mark.parametrize("spec", ["patterns", "oracle+patterns"])
 def test_engine_tables_identical_one_process_and_two(corpus, tmp_path, spec):
     """Every output table of `identifiers`, 1 process vs 2, over several batches; the summary too, but its timings
@@ -69,6 +70,7 @@ def test_engine_tables_identical_one_process_and_two(corpus, tmp_path, spec):
     assert a["summary"] == b["summary"] and a["summary"]["n_direct_positions"] > 0
 
 
+@pytest.mark.slow  # the CLI on a pool of two processes (6 s); rarely touched — make test runs it
 def test_cli_patterns_on_two_processes_same_set(corpus, tmp_path, monkeypatch):
     from toolkit.cli import main
 
@@ -95,6 +97,7 @@ def test_how_many_processes():
     assert make_detector("spacy+patterns", n_process=3).detectors[1].n_process == 3
 
 
+@pytest.mark.slow  # a pool started to be pickled around (8 s); rarely touched — make test runs it
 def test_a_detector_with_a_pool_pickles_without_it(corpus):
     import pickle
 
