@@ -279,7 +279,7 @@ def _training(raw: Any, where: Where, profile, kind: str) -> TrainingSection:
     from toolkit.strategies import STRATEGIES
     from toolkit.training import TrainConfig
 
-    t = where.mapping(raw, "training", {"strategies", "dp_epochs", "dp_schedule", "canaries",
+    t = where.mapping(raw, "training", {"strategies", "dp_epochs", "dp_schedule", "canaries", "strategy_schedules",
                                         *field_names(TrainConfig)}, {"strategies"})
     strategies = t.pop("strategies")
     if isinstance(strategies, str):
@@ -309,6 +309,15 @@ def _training(raw: Any, where: Where, profile, kind: str) -> TrainingSection:
             raise where.error("training.dp_schedule.epochs", "give the DP strategies' epochs once: training.dp_epochs "
                                                              "or training.dp_schedule.epochs")
         dp_epochs = where.epochs(dp_schedule.pop("epochs"), "training.dp_schedule.epochs")
+    own = where.mapping(t.pop("strategy_schedules", None) or {}, "training.strategy_schedules", set(strategies))
+    for name in own:
+        if not STRATEGIES[name].dp:
+            raise where.error(f"training.strategy_schedules.{name}", "only a DP strategy has a schedule of its own")
+        own[name] = where.mapping(own[name], f"training.strategy_schedules.{name}", {"learning_rate", "batch_size",
+                                                                                    "dp"})
+        if "dp" in own[name]:
+            own[name]["dp"] = where.mapping(own[name]["dp"], f"training.strategy_schedules.{name}.dp",
+                                            {"max_grad_norm"})
     canaries = t.pop("canaries", None)
     if canaries is not None:
         c = where.mapping(canaries, "training.canaries", field_names(CanariesSection))
@@ -321,7 +330,9 @@ def _training(raw: Any, where: Where, profile, kind: str) -> TrainingSection:
         raise where.error("training.seed", "set the top-level `seed` (it seeds training, probes and base model)")
     if kind not in profile.finetune:
         raise where.error("profile", f"profile {profile.name!r} has no finetune.{kind} schedule")
-    for section, extra in (("training", {}), ("training.dp_schedule", dp_schedule)):
+    for section, extra in (("training", {}), ("training.dp_schedule", dp_schedule),
+                           *((f"training.strategy_schedules.{n}", {**dp_schedule, **o, "dp": {
+                               **dp_schedule.get("dp", {}), **o.get("dp", {})}}) for n, o in own.items())):
         try:
             merged = {**asdict(profile.finetune[kind]), **t}
             TrainConfig(**{**merged, **extra, "dp": {**(asdict(merged["dp"]) if not isinstance(merged.get("dp"), dict)
@@ -329,7 +340,7 @@ def _training(raw: Any, where: Where, profile, kind: str) -> TrainingSection:
         except (ToolkitError, TypeError, ValueError) as exc:
             raise where.error(section, str(exc)) from None
     return TrainingSection(strategies=list(strategies), schedule=t, dp_epochs=dp_epochs, dp_schedule=dp_schedule,
-                           canaries=canaries)
+                           canaries=canaries, strategy_schedules=own)
 
 
 def _audit(raw: Any, where: Where, model: ModelSection | None) -> AuditSection:
@@ -401,7 +412,10 @@ def resolved_settings(cfg: ExperimentConfig) -> dict[str, Any]:
     if over.get("dp"):
         dp = replace(dp, dp=replace(dp.dp, **over["dp"]))
     dp = replace(dp, epochs=list(cfg.training.dp_epochs)) if cfg.training.dp_epochs else dp
-    return {"profile": prof.name, "base": spec, "pretrain": pretrain, "finetune": finetune, "dp_finetune": dp}
+    own = {name: replace(dp, **{k: v for k, v in o.items() if k != "dp"}, dp=replace(dp.dp, **o.get("dp", {})))
+           for name, o in cfg.training.strategy_schedules.items()}  # a DP strategy's own values over dp_schedule
+    return {"profile": prof.name, "base": spec, "pretrain": pretrain, "finetune": finetune, "dp_finetune": dp,
+            "strategy_finetune": own}
 
 
 __all__ = ["AttacksSection", "AuditSection", "CONFIG_DIR", "CanariesSection", "CorpusSection", "ExperimentConfig",

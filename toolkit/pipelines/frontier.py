@@ -44,14 +44,15 @@ from toolkit.errors import ToolkitError
 from toolkit.results.frontier import (COLUMNS, FrontierPoint, FrontierResult, best_recipes, frontier_row,
                                       frontier_table, points_from_dir)
 
-_KEYS = {"name", "description", "sizes", "epsilons", "strategies", "corpus", "experiment"}
+_KEYS = {"name", "description", "sizes", "epsilons", "strategies", "corpus", "experiment", "hp_search"}
 
 
 @dataclass(frozen=True)
 class FrontierConfig:
     """``configs/frontier.yaml``: the sizes (individuals among the members, as many non-members), the target ε's
     (``inf``: no DP), the strategies, the corpus (``path`` of an existing one, or ``generate_seed`` for the sample
-    generator, used by the CLI) and the experiment template (an experiment config's keys)."""
+    generator, used by the CLI) and the experiment template (an experiment config's keys); ``hp_search``: the DP
+    hyper-parameters' search on the public split (:mod:`toolkit.pipelines.hp_search`), None: the template's."""
 
     name: str
     sizes: tuple[int, ...]
@@ -62,6 +63,16 @@ class FrontierConfig:
     generate_seed: int | None = None
     description: str = ""
     source: str = "<config>"
+    hp_search: Any = None  # HpSearchConfig | None
+
+    @property
+    def searched(self) -> list[str]:
+        """The DP strategies whose hyper-parameters the search chooses (none without ``hp_search``)."""
+        from toolkit.strategies import get_strategy
+
+        if self.hp_search is None:
+            return []
+        return list(self.hp_search.strategies) or [s for s in self.strategies if get_strategy(s).dp]
 
     @property
     def kind(self) -> str:
@@ -132,10 +143,15 @@ def load_frontier(path: str | Path) -> FrontierConfig:
     path_value = corpus.get("path")
     if path_value is not None:
         path_value = str((p.parent / str(path_value)).resolve())
+    search = None
+    if "hp_search" in raw:
+        from toolkit.pipelines.hp_search import hp_search_config
+
+        search = hp_search_config(raw["hp_search"], str(p), [s for s in strategies if STRATEGIES[s].dp])
     cfg = FrontierConfig(name=str(raw.get("name") or p.stem), sizes=ints("sizes"), epsilons=epsilons,
                          strategies=tuple(strategies), experiment=experiment, corpus_path=path_value,
                          generate_seed=corpus.get("generate_seed"), description=str(raw.get("description") or ""),
-                         source=str(p))
+                         source=str(p), hp_search=search)
     wrong = [s for s in strategies if STRATEGIES[s].kind != cfg.kind]
     if wrong:
         raise ToolkitError(f"{p}: strategies: {wrong[0]} trains a {STRATEGIES[wrong[0]].kind} model, "
@@ -147,8 +163,9 @@ def load_frontier(path: str | Path) -> FrontierConfig:
 
 
 def experiment_for(cfg: FrontierConfig, size: int, epsilon: float, strategies: list[str], corpus_path: str | Path,
-                   prebuilt: str | Path | None = None):
-    """The :class:`~toolkit.config.experiment.ExperimentConfig` of one run of the frontier (module docstring)."""
+                   prebuilt: str | Path | None = None, schedules: dict[str, dict[str, Any]] | None = None):
+    """The :class:`~toolkit.config.experiment.ExperimentConfig` of one run of the frontier (module docstring);
+    ``schedules``: a DP strategy's own values (the search's choice) as ``training.strategy_schedules``."""
     import copy
 
     from toolkit.config.experiment import experiment_from_dict
@@ -162,7 +179,53 @@ def experiment_for(cfg: FrontierConfig, size: int, epsilon: float, strategies: l
         raw["training"]["dp"] = {**(raw["training"].get("dp") or {}), "epsilon": float(epsilon)}
     if prebuilt is not None:
         raw.setdefault("model", {})["prebuilt"] = str(Path(prebuilt).resolve())
+    own = {name: s for name, s in (schedules or {}).items() if name in strategies}
+    if own:
+        raw["training"]["strategy_schedules"] = {**(raw["training"].get("strategy_schedules") or {}), **own}
     return experiment_from_dict(raw, source=cfg.source)
+
+
+def search_size(cfg: FrontierConfig, size: int, corpus: str | Path, plain_dir: Path, out: Path, *,
+                progress: bool = False) -> dict[str, Any]:
+    """The hyper-parameter search of ``size`` (:func:`toolkit.pipelines.hp_search.experiment_search`, at
+    ``hp_search.epsilon``, from the base model of the size's ε = ∞ run in ``plain_dir``) into
+    ``out/hp_search/size-N/``; its result is added to ``out/hp_search.json``. Returns ``{strategy: result}``."""
+    from toolkit.config.experiment import resolved_settings
+    from toolkit.io import atomic_write_json
+    from toolkit.pipelines.cache import read_step
+    from toolkit.pipelines.hp_search import experiment_search
+
+    exp = experiment_for(cfg, size, cfg.hp_search.epsilon, cfg.searched, corpus)
+    spec = resolved_settings(exp)["base"]
+    if isinstance(spec, str):  # a pre-trained base: its name is its key, as the base step records it
+        base, base_key = spec, {"external": spec}
+    else:
+        base = plain_dir / f"base_{cfg.kind}"
+        step = read_step(base)
+        if not step or step.get("status") != "done":
+            raise ToolkitError(f"{cfg.source}: hp_search: the base model of size {size} is not built ({base})")
+        base_key = step["key"]
+    found = experiment_search(exp, cfg.hp_search, cfg.searched, base, base_key, out / "hp_search" / f"size-{size}",
+                              progress=progress)
+    path = out / "hp_search.json"
+    saved = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    saved = {"search": {**cfg.hp_search.to_dict(), "strategies": cfg.searched,
+                        "data": "the public split only: pseudo-members and validation individuals"},
+             "sizes": {**(saved.get("sizes") or {}), str(size): {n: r.to_dict() for n, r in found.items()}}}
+    atomic_write_json(saved, path)
+    return found
+
+
+def _name_search(out: Path) -> None:
+    """Add the search and every (size, strategy)'s chosen values from ``hp_search.json`` to ``frontier.json``."""
+    from toolkit.io import atomic_write_json
+
+    path, table = out / "hp_search.json", out / "frontier.json"
+    if path.is_file() and table.is_file():
+        search = json.loads(path.read_text(encoding="utf-8"))
+        chosen = {size: {n: r["chosen"] for n, r in found.items()} for size, found in search["sizes"].items()}
+        atomic_write_json({**json.loads(table.read_text(encoding="utf-8")),
+                           "hp_search": {**search["search"], "file": "hp_search.json", "chosen": chosen}}, table)
 
 
 def share_steps(src: str | Path, dst: str | Path, strategies) -> list[str]:
@@ -225,13 +288,16 @@ def collect_frontier(cfg: FrontierConfig, out_dir: str | Path) -> FrontierResult
             seconds[run_dir_name(size, eps)] = round(_compute_seconds(steps, counted), 1)
     res = FrontierResult(frontier_table(points, cfg.plain), runs, seconds, cfg.plain)
     res.save(out)
+    _name_search(out)
     return res
 
 
 def run_frontier(cfg: FrontierConfig, out_dir: str | Path, *, corpus_path: str | Path | None = None,
                  progress: bool = True, echo: bool = True) -> FrontierResult:
     """Run every (size, ε) of ``cfg`` (:meth:`FrontierConfig.runs`) into ``out_dir`` and write the table
-    (:meth:`FrontierResult.save`). ``corpus_path`` overrides the config's (the CLI passes the generated corpus)."""
+    (:meth:`FrontierResult.save`). ``corpus_path`` overrides the config's (the CLI passes the generated corpus).
+    With ``hp_search``, each size's search (:func:`search_size`) runs after its ε = ∞ run (which builds the base)
+    and before its DP runs, which then train the searched strategies with the chosen values."""
     from toolkit.pipelines.cache import read_step
     from toolkit.pipelines.lm_experiment import run_experiment
 
@@ -245,15 +311,21 @@ def run_frontier(cfg: FrontierConfig, out_dir: str | Path, *, corpus_path: str |
     runs, seconds = [], {}
     plain_dirs: dict[int, Path] = {}
     everything = [s for _, _, chosen in cfg.runs() for s in chosen]
+    schedules: dict[int, dict[str, dict[str, Any]]] = {}
     for size, eps, strategies in cfg.runs():
         run_dir = out / run_dir_name(size, eps)
         if math.isinf(eps):
             plain_dirs[size] = run_dir
         elif size in plain_dirs:
             share_steps(plain_dirs[size], run_dir, everything)
+        if not math.isinf(eps) and cfg.searched and size not in schedules:
+            t0 = time.perf_counter()
+            found = search_size(cfg, size, corpus, plain_dirs[size], out, progress=progress)
+            schedules[size] = {name: r.schedule() for name, r in found.items()}
+            seconds[f"hp_search/size-{size}"] = round(time.perf_counter() - t0, 1)
         t0 = time.perf_counter()
-        result = run_experiment(experiment_for(cfg, size, eps, strategies, corpus, prebuilt=bases), run_dir,
-                                progress=progress, echo=echo)
+        result = run_experiment(experiment_for(cfg, size, eps, strategies, corpus, prebuilt=bases,
+                                               schedules=schedules.get(size)), run_dir, progress=progress, echo=echo)
         seconds[run_dir_name(size, eps)] = round(time.perf_counter() - t0, 1)
         base = run_dir / f"base_{cfg.kind}"
         step = read_step(base)
@@ -263,10 +335,10 @@ def run_frontier(cfg: FrontierConfig, out_dir: str | Path, *, corpus_path: str |
         points += points_from_dir(size, eps, result.run_dir)
     res = FrontierResult(frontier_table(points, cfg.plain), runs, seconds, cfg.plain)
     res.save(out)
+    _name_search(out)
     return res
 
 
 __all__ = ["COLUMNS", "FrontierConfig", "FrontierPoint", "FrontierResult", "best_recipes", "experiment_for",
            "collect_frontier", "frontier_row", "frontier_table", "load_frontier", "points_from_dir", "run_dir_name",
-           "run_frontier",
-           "share_steps"]
+           "run_frontier", "search_size", "share_steps"]

@@ -220,7 +220,8 @@ def run_experiment(cfg: ExperimentConfig, out_dir: str | Path, *, progress: bool
             plans = []
             for name in cfg.training.strategies:
                 strat = get_strategy(name)
-                tcfg = settings["dp_finetune"] if strat.dp else settings["finetune"]
+                tcfg = settings["strategy_finetune"].get(name) or (settings["dp_finetune"] if strat.dp
+                                                                   else settings["finetune"])
                 # under `accelerate launch` every process trains (HF Trainer data parallelism); Opacus DP-SGD runs in
                 # the main process only (its Poisson sampling and accountant are single-process here): the others go on
                 # to the barrier after the loop

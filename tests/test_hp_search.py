@@ -1,0 +1,283 @@
+"""The DP hyper-parameter search on the public split (issue 35 item 3, toolkit/pipelines/hp_search.py): it never
+touches a member, it chooses the grid's argmax of validation utility, its config errors name file and key, and the
+frontier trains its DP runs with the chosen values."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from toolkit.errors import ToolkitError
+from toolkit.pipelines.hp_search import (HpSearchConfig, SearchResult, candidate_config, matched_batch_size,
+                                         split_public)
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTES = ROOT / "data_samples" / "clinical" / "notes.jsonl"
+TINY = {"vocab_size": 600, "hidden_size": 32, "num_layers": 1, "num_heads": 2, "intermediate_size": 64}
+
+
+def tiny_corpus(path: Path, *, members_text=None) -> Path:
+    """8 public, 6 member, 6 non-member patients of the sample notes; ``members_text(doc)`` rewrites the members'."""
+    rows, seen = [], {}
+    for line in NOTES.read_text(encoding="utf-8").splitlines():
+        d = json.loads(line)
+        people = seen.setdefault(d["split"], [])
+        if d["person_id"] not in people:
+            if len(people) >= {"public": 8, "train": 6, "heldout": 6}.get(d["split"], 0):
+                continue
+            people.append(d["person_id"])
+        if d["split"] == "train" and members_text is not None:
+            d = {**d, "text": members_text(d), "spans": []}
+        rows.append(d)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def experiment(corpus: Path, **training):
+    from toolkit.config.experiment import experiment_from_dict
+
+    return experiment_from_dict({
+        "profile": "cpu", "seed": 0, "name": "hp",
+        "corpus": {"path": str(corpus), "public_split": "public", "member_split": "train",
+                   "nonmember_split": "heldout", "n_public": 8, "n_individuals": 6},
+        "identifiers": {"detector": "oracle", "k": 2, "n": 1},
+        "model": {"kind": "clm", "architecture": TINY, "pretrain": {"epochs": [1]}},
+        "training": {"strategies": ["clm_dp"], "epochs": [1], "max_length": 64, "dp_schedule": {"batch_size": 4},
+                     **training},
+        "audit": {"max_length": 64, "batch_size": 8}})
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """The tiny corpus, and a base pre-trained on its public split only (10 epochs: a base that predicts some
+    words, so that the candidates' validation utilities differ)."""
+    from toolkit.models import TinyModelConfig
+    from toolkit.pipelines.data import load_data
+    from toolkit.training import TrainConfig, build_base
+
+    root = tmp_path_factory.mktemp("hp")
+    corpus = tiny_corpus(root / "notes.jsonl")
+    public = load_data(experiment(corpus)).public
+    base = build_base(public, root / "base", "clm", tiny=TinyModelConfig(kind="clm", max_length=64, **TINY),
+                      config=TrainConfig(epochs=[10], batch_size=8, learning_rate=5e-3, max_length=64),
+                      progress=False)
+    return root, corpus, base
+
+
+# the large rate first: the argmax is not the grid's first point
+SEARCH = HpSearchConfig(grid=(("learning_rate", (3e-2, 1e-4)),), validation_share=0.25, epsilon=8.0)
+
+
+def test_sampling_rate_matched_as_dp_sgd_defines_it():
+    # q = 1/ceil(N/B): 100 members at B = 16 -> 7 steps; 70 pseudo-members reach 7 steps at B' = 10
+    assert matched_batch_size(100, 16, 70) == 10 and math.ceil(70 / 10) == math.ceil(100 / 16)
+    # 1,000 members -> 63 steps, more than 70 units allow except at B' = 1 (70 steps): the nearest in ratio
+    assert matched_batch_size(1000, 16, 70) == 1
+    # an exact brute force over every B' agrees: the smallest B' of the nearest step count
+    for n, b, m in ((100, 16, 30), (37, 5, 11), (6, 16, 4)):
+        best = min(abs(math.log(math.ceil(m / x) / math.ceil(n / b))) for x in range(1, m + 1))
+        got = matched_batch_size(n, b, m)
+        assert abs(math.log(math.ceil(m / got) / math.ceil(n / b))) == best
+        assert all(abs(math.log(math.ceil(m / x) / math.ceil(n / b))) > best for x in range(1, got))
+    from toolkit.training import TrainConfig
+
+    target = TrainConfig(epochs=[8], batch_size=16, learning_rate=5e-4)
+    cfg, chosen = candidate_config(target, {"learning_rate": 1e-3, "max_grad_norm": 0.1}, 100, 70)
+    assert (chosen.learning_rate, chosen.batch_size, chosen.dp.max_grad_norm) == (1e-3, 16, 0.1)
+    assert (cfg.learning_rate, cfg.batch_size, cfg.epochs, cfg.dp.epsilon) == (1e-3, 10, [8], target.dp.epsilon)
+
+
+def test_public_split_by_seed_disjoint_and_complete(tiny):
+    from toolkit.pipelines.data import load_data
+
+    _, corpus, _ = tiny
+    public = load_data(experiment(corpus)).public
+    pseudo, val = split_public(public, 0.25, seed=0)
+    assert set(pseudo.person_ids) | set(val.person_ids) == set(public.person_ids)
+    assert not set(pseudo.person_ids) & set(val.person_ids) and len(val.person_ids) == 2
+    people = sorted(public.person_ids)  # the rule, recomputed: the first round(share·n) of the seed's permutation
+    assert set(val.person_ids) == {people[i] for i in np.random.default_rng(0).permutation(8)[:2]}
+    with pytest.raises(ToolkitError, match="too few"):
+        split_public(public, 0.9, seed=0)
+
+
+def run_search(tmp: Path, corpus: Path, base: Path, monkeypatch):
+    """The search with spies on every entry point that reads documents: training, identifiers, scoring."""
+    import toolkit.pipelines.hp_search as hp
+    import toolkit.pipelines.steps as steps
+    import toolkit.training as training
+
+    seen: list[tuple[str, set]] = []
+    real_train, real_ids, real_score = training.train, steps.identifiers, hp.validation_utility
+
+    def spy_train(corpus, *a, public=None, **kw):
+        seen.append(("train", set(corpus.person_ids) | (set(public.person_ids) if public else set())))
+        return real_train(corpus, *a, public=public, **kw)
+
+    def spy_ids(corpus, *a, **kw):
+        seen.append(("identifiers", set(corpus.person_ids)))
+        return real_ids(corpus, *a, **kw)
+
+    def spy_score(checkpoint, validation, *a, **kw):
+        seen.append(("score", set(validation.person_ids)))
+        return real_score(checkpoint, validation, *a, **kw)
+
+    monkeypatch.setattr(training, "train", spy_train)
+    monkeypatch.setattr(steps, "identifiers", spy_ids)
+    monkeypatch.setattr(hp, "validation_utility", spy_score)
+    found = hp.experiment_search(experiment(corpus), SEARCH, ["clm_dp"], base, "tiny-base", tmp)
+    return found["clm_dp"], seen
+
+
+def test_search_never_touches_a_member_and_ignores_their_texts(tiny, tmp_path, monkeypatch):
+    from toolkit.pipelines.data import load_data
+
+    root, corpus, base = tiny
+    data = load_data(experiment(corpus))
+    public, private = set(data.public.person_ids), set(data.members.person_ids) | set(data.nonmembers.person_ids)
+    first, seen = run_search(tmp_path / "a", corpus, base, monkeypatch)
+    assert {what for what, _ in seen} == {"train", "identifiers", "score"}
+    assert all(people and people <= public and not people & private for _, people in seen), seen
+    # the members' notes replaced by other text: the same choice and every grid score to the last digit
+    other = tiny_corpus(tmp_path / "other.jsonl", members_text=lambda d: "Unrelated words " * 40 + d["doc_id"])
+    second, seen2 = run_search(tmp_path / "b", other, base, monkeypatch)
+    assert second.chosen == first.chosen and second.base_utility == first.base_utility
+    assert [s["validation_utility"] for s in second.scores] == [s["validation_utility"] for s in first.scores]
+    assert len({s["validation_utility"] for s in first.scores}) == 2  # the candidates differ: a real comparison
+    assert all(people <= public for _, people in seen2)
+    # the sampling: 6 members at B = 4 -> q = 1/2; 6 pseudo-members at B' = 3 -> q' = 1/2
+    assert (first.target["sample_rate"], first.target["batch_size"], first.target["n_units"]) == (0.5, 4, 6)
+    assert (first.search["sample_rate"], first.search["batch_size"], first.search["n_units"]) == (0.5, 3, 6)
+
+
+def test_choice_is_the_argmax_of_validation_utility_recomputed(tiny, tmp_path, monkeypatch):
+    from toolkit.audit import probe_causal
+    from toolkit.identifiers import load_identifiers
+    from toolkit.metrics.probing import norm_series
+    from toolkit.models import load_model
+    from toolkit.pipelines.data import load_data
+    from toolkit.pipelines.hp_search import experiment_search
+    from toolkit.training import checkpoint_dirs
+
+    _, corpus, base = tiny
+    res = experiment_search(experiment(corpus), SEARCH, ["clm_dp"], base, "tiny-base", tmp_path)["clm_dp"]
+    assert [s["learning_rate"] for s in res.scores] == [3e-2, 1e-4]
+    public = load_data(experiment(corpus)).public
+    people = sorted(public.person_ids)
+    val = {people[i] for i in np.random.default_rng(0).permutation(8)[:2]}
+    positions = load_identifiers(tmp_path / "identifiers_public")["positions"]
+    mine = []
+    for s in res.scores:
+        _, ckpt = checkpoint_dirs(tmp_path / s["folder"].split("/", 1)[1] / "train")[-1]
+        model, tok = load_model(ckpt)
+        rows = probe_causal(model, tok, public.filter(person_ids=sorted(val)), positions=positions, max_length=64,
+                            batch_size=8, progress=False)
+        rows = rows[~rows["protected"].astype(bool)]
+        mine.append(float((norm_series(rows["predicted"]) == norm_series(rows["original"])).mean()))
+    assert [s["validation_utility"] for s in res.scores] == pytest.approx(mine, abs=1e-12)
+    assert mine[0] != mine[1] and res.chosen == {"learning_rate": [3e-2, 1e-4][int(np.argmax(mine))]}
+    # every candidate's training is a cached step: run again, nothing is trained, the same result
+    import toolkit.training as training
+
+    calls = []
+    monkeypatch.setattr(training, "train", lambda *a, **kw: calls.append(a))
+    again = experiment_search(experiment(corpus), SEARCH, ["clm_dp"], base, "tiny-base", tmp_path)["clm_dp"]
+    assert again.to_dict() == res.to_dict() and not calls
+
+
+def frontier_yaml(tmp_path: Path, search) -> Path:
+    raw = yaml.safe_load((ROOT / "configs" / "frontier.yaml").read_text(encoding="utf-8"))
+    raw["hp_search"] = search
+    p = tmp_path / "f.yaml"
+    p.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    return p
+
+
+@pytest.mark.parametrize("block, key", [
+    ({"grid": {"learning_rate": []}}, "hp_search.grid.learning_rate"),
+    ({"grid": {"learning_rate": [1e-4, -1]}}, "hp_search.grid.learning_rate"),
+    ({"grid": {"momentum": [0.9]}}, "hp_search.grid: unknown key 'momentum'"),
+    ({"grid": {"batch_size": [8.5]}}, "hp_search.grid.batch_size"),
+    ({"grid": {"learning_rate": [1e-4]}, "strategies": ["clm"]}, "hp_search.strategies"),
+    ({"grid": {"learning_rate": [1e-4]}, "validation_share": 1.0}, "hp_search.validation_share"),
+    ({"grid": {"learning_rate": [1e-4]}, "epsilon": ".inf"}, "hp_search.epsilon"),
+    ({"grid": {"learning_rate": [1e-4]}, "colour": 1}, "hp_search: unknown key 'colour'"),
+    ([1, 2], "hp_search: must be a mapping"),
+])
+def test_config_errors_are_one_line_naming_file_and_key(tmp_path, block, key):
+    from toolkit.pipelines.frontier import load_frontier
+
+    with pytest.raises(ToolkitError) as err:
+        load_frontier(frontier_yaml(tmp_path, block))
+    msg = str(err.value)
+    assert "\n" not in msg and msg.startswith(f"{tmp_path / 'f.yaml'}: ") and key in msg, msg
+
+
+def test_shipped_config_names_the_search():
+    from toolkit.pipelines.frontier import load_frontier
+
+    cfg = load_frontier(ROOT / "configs" / "frontier.yaml")
+    assert cfg.hp_search is not None and dict(cfg.hp_search.grid)["learning_rate"]
+    from toolkit.strategies import get_strategy
+
+    assert cfg.searched and all(s in cfg.strategies and get_strategy(s).dp for s in cfg.searched)
+
+
+def test_frontier_trains_the_dp_runs_with_the_chosen_values(tmp_path, monkeypatch):
+    """A spy on the runs: the search's choice reaches the searched strategy's TrainConfig, only at finite ε, and is
+    named in frontier.json; a strategy not searched keeps the template's schedule."""
+    import toolkit.pipelines.frontier as frontier
+    import toolkit.pipelines.hp_search as hp
+    import toolkit.pipelines.lm_experiment as lm
+    from toolkit.config.experiment import resolved_settings
+
+    block = {"grid": {"learning_rate": [5e-5, 5e-4], "max_grad_norm": [0.1, 1.0]}, "strategies": ["clm_dp_pdp"]}
+    cfg = frontier.load_frontier(frontier_yaml(tmp_path, block))
+    cfg = frontier.FrontierConfig(**{**cfg.__dict__, "sizes": (100,), "epsilons": (8.0, math.inf),
+                                     "strategies": ("clm", "clm_dp", "clm_dp_pdp")})
+    searched = []
+
+    def fake_search(exp, search, strategies, base, base_key, out_dir, progress=False):
+        searched.append((exp.training.schedule["dp"]["epsilon"], tuple(strategies), str(base)))
+        return {"clm_dp_pdp": SearchResult("clm_dp_pdp", {"learning_rate": 5e-5, "max_grad_norm": 0.1},
+                                           [{"learning_rate": 5e-5, "max_grad_norm": 0.1, "validation_utility": 0.5}],
+                                           0.4)}
+
+    runs = []
+
+    def fake_run(exp, run_dir, **kw):
+        runs.append((exp, resolved_settings(exp)))
+        (Path(run_dir) / "base_clm").mkdir(parents=True, exist_ok=True)
+        (Path(run_dir) / "base_clm" / "step.json").write_text(json.dumps({"status": "done", "key": "k"}))
+        return lm.RunResult(run_dir=Path(run_dir), manifest={"steps": []}, audits={}, checkpoints={})
+
+    monkeypatch.setattr(hp, "experiment_search", fake_search)
+    monkeypatch.setattr(lm, "run_experiment", fake_run)
+    frontier.run_frontier(cfg, tmp_path / "out", corpus_path=NOTES, progress=False, echo=False)
+    assert searched == [(8.0, ("clm_dp_pdp",), str(tmp_path / "out" / "size-100" / "eps-inf" / "base_clm"))]
+    (inf, plain), (eps8, dp) = runs
+    assert not plain["strategy_finetune"] and inf.training.strategies == ["clm"]
+    own = dp["strategy_finetune"]["clm_dp_pdp"]
+    assert (own.learning_rate, own.dp.max_grad_norm, own.dp.epsilon) == (5e-5, 0.1, 8.0)
+    assert "clm_dp" not in dp["strategy_finetune"] and dp["dp_finetune"].learning_rate == 5e-4
+    saved = json.loads((tmp_path / "out" / "frontier.json").read_text())
+    assert saved["hp_search"]["chosen"] == {"100": {"clm_dp_pdp": {"learning_rate": 5e-5, "max_grad_norm": 0.1}}}
+    assert saved["hp_search"]["file"] == "hp_search.json" and saved["hp_search"]["strategies"] == ["clm_dp_pdp"]
+
+
+def test_experiment_config_checks_a_strategy_schedule(tmp_path):
+    corpus = tmp_path / "x.jsonl"
+    corpus.write_text("")
+    with pytest.raises(ToolkitError, match="strategy_schedules.clm_dp"):
+        experiment(corpus, strategy_schedules={"clm_dp": {"momentum": 1}})
+    with pytest.raises(ToolkitError, match="only a DP strategy"):
+        experiment(corpus, strategies=["clm", "clm_dp"], strategy_schedules={"clm": {"learning_rate": 1e-3}})
+    with pytest.raises(ToolkitError, match="strategy_schedules.clm_dp"):
+        experiment(corpus, strategy_schedules={"clm_dp": {"learning_rate": -1.0}})
