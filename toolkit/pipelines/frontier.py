@@ -10,6 +10,12 @@ corpus size and ε, all from the config's ``experiment:`` template with a few ke
   individual unless the template says otherwise). A strategy without DP is the same model at every ε, so it is
   trained once, at ∞.
 
+With an ``hp_search:`` block the DP strategies' hyper-parameters are chosen on the public split, never on the
+members (:mod:`toolkit.pipelines.hp_search`, docs/methods.md §3): each size's search runs after its ε = ∞ run and
+before its DP runs (:func:`search_size`, into ``DIR/hp_search/size-N/``), which then train every searched strategy
+with the chosen values (``training.strategy_schedules``); ``DIR/hp_search.json`` holds every candidate's score and
+``frontier.json`` names the search and its choice.
+
 Run directories: ``DIR/size-N/eps-inf``, ``DIR/size-N/eps-E``. Every run of the frontier pre-trains no base of its
 own once one exists: the first run's tiny base is copied to ``DIR/bases/<step key>`` and the others name that folder
 as ``model.prebuilt`` (:mod:`toolkit.pipelines.prebuilt`), so every size and ε is fine-tuned from the same base when

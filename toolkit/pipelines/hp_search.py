@@ -32,11 +32,11 @@ config names, which fixes the sampling rate; not a function of any member's data
 5. The choice is the grid's argmax of the validation utility (the first in grid order on a tie).
 
 **Ranges** (``configs/frontier.yaml``): Li, Tramèr, Liang & Hashimoto, ICLR 2022 ("Large language models can be
-strong differentially private learners", §3.1 and the authors' ``lxuechen/private-transformers``,
-``examples/table2text/run.sh``) tune DP fine-tuning over the learning rate and the batch size with a small clipping
-norm (C = 0.1, so nearly every per-example gradient is clipped and the update is a noisy mean of directions), a
-constant rate, large batches (1,024) and a learning rate that grows with the batch (E2E: 2·10⁻³ for GPT-2; DART
-5·10⁻⁴, "lower learning rate for stability in large models"); the epochs fixed (10–15). The frontier's grid spans
+strong differentially private learners", and the authors' ``lxuechen/private-transformers``,
+``examples/table2text/run.sh``) tune DP fine-tuning over grids of the learning rate and the batch size, with a small
+clipping norm (C = 0.1, so nearly every per-example gradient is clipped and the update is a noisy mean of
+directions), a constant rate, large batches (1,024: 16 × 64 accumulated) and fixed epochs (10–15); the script's rates
+are 2·10⁻³ on E2E and 5·10⁻⁴ on DART ("lower learning rate for stability in large models"). The frontier's grid spans
 the learning rate over a factor 30 around its shared 5·10⁻⁴ (half-decades); ``max_grad_norm`` and ``batch_size``
 may be grid keys too (the latter sets the target's ``q``, then matched as in 3).
 
