@@ -171,11 +171,12 @@ def validation_utility(checkpoint: str | Path, validation: Corpus, positions, ou
     """The held-out utility (:func:`toolkit.metrics.probing.heldout_utility`) of ``checkpoint`` on the
     ``validation`` individuals' notes, by the experiment's probe; written to ``out_dir/metrics.json``."""
     from toolkit.audit import probe_causal, probe_masked
+    from toolkit.audit.losses import load_audit_model
     from toolkit.io import atomic_write_json, make_private_dir
     from toolkit.metrics.probing import heldout_utility
-    from toolkit.models import load_model, model_kind
+    from toolkit.models import model_kind
 
-    model, tokenizer = load_model(checkpoint)
+    model, tokenizer = load_audit_model(checkpoint)  # as the run's audit step loads a checkpoint
     kw = {"seed": seed} if model_kind(model) == "mlm" else {}
     probe = probe_masked if model_kind(model) == "mlm" else probe_causal
     preds = probe(model, tokenizer, validation, positions=positions, max_length=max_length, batch_size=batch_size,
@@ -268,7 +269,7 @@ def search_strategy(strategy: str, target, n_target: int, public: Corpus, base, 
         epoch, path = checkpoint_dirs(d / "train")[-1]
         scores.append({**candidate, "validation_utility": score(key("train", inputs, f"train/{strategy}"), path,
                                                                 d / "score", epoch),
-                       "folder": str(d.relative_to(out.parent.parent))})
+                       "folder": str(d.relative_to(out.parent))})
     best = max(range(len(scores)), key=lambda i: (scores[i]["validation_utility"], -i))  # first maximum
     chosen_values = {k: scores[best][k] for k, _ in search.grid}
     _, target_chosen = candidate_config(target, chosen_values, n_target, n_search)
