@@ -203,6 +203,7 @@ def frontier_yaml(tmp_path: Path, search) -> Path:
 @pytest.mark.parametrize("block, key", [
     ({"grid": {"learning_rate": []}}, "hp_search.grid.learning_rate"),
     ({"grid": {"learning_rate": [1e-4, -1]}}, "hp_search.grid.learning_rate"),
+    ({"grid": {"learning_rate": ["5e-5"]}}, "write 5.0e-5"),
     ({"grid": {"momentum": [0.9]}}, "hp_search.grid: unknown key 'momentum'"),
     ({"grid": {"batch_size": [8.5]}}, "hp_search.grid.batch_size"),
     ({"grid": {"learning_rate": [1e-4]}, "strategies": ["clm"]}, "hp_search.strategies"),

@@ -110,8 +110,10 @@ def hp_search_config(raw: Any, source: str, dp_strategies: list[str]) -> HpSearc
             isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 and math.isfinite(v)
             and (not integer or float(v).is_integer()) for v in values)
         if not ok or len(set(values)) != len(values):
+            hint = " (YAML reads 5e-5 as text: write 5.0e-5)" if isinstance(values, list) and any(
+                isinstance(v, str) for v in values) else ""
             raise ToolkitError(f"{where}.grid.{key}: must be a non-empty list of distinct "
-                               f"{'integers ≥ 1' if integer else 'numbers > 0'}, got {values!r}")
+                               f"{'integers ≥ 1' if integer else 'numbers > 0'}, got {values!r}{hint}")
         out.append((key, tuple(int(v) if integer else float(v) for v in values)))
     strategies = raw.get("strategies", [])
     if not isinstance(strategies, list) or any(s not in dp_strategies for s in strategies):
