@@ -271,6 +271,9 @@ def test_frontier_trains_the_dp_runs_with_the_chosen_values(tmp_path, monkeypatc
     saved = json.loads((tmp_path / "out" / "frontier.json").read_text())
     assert saved["hp_search"]["chosen"] == {"100": {"clm_dp_pdp": {"learning_rate": 5e-5, "max_grad_norm": 0.1}}}
     assert saved["hp_search"]["file"] == "hp_search.json" and saved["hp_search"]["strategies"] == ["clm_dp_pdp"]
+    assert set(saved["seconds"]) == {"size-100/eps-inf", "size-100/eps-8"}  # runs only; the search's time apart
+    search = json.loads((tmp_path / "out" / "hp_search.json").read_text())
+    assert set(search["seconds"]) == {"100"} and search["sizes"]["100"]["clm_dp_pdp"]["chosen"]["learning_rate"] == 5e-5
 
 
 def test_experiment_config_checks_a_strategy_schedule(tmp_path):

@@ -195,7 +195,8 @@ def search_size(cfg: FrontierConfig, size: int, corpus: str | Path, plain_dir: P
                 progress: bool = False) -> dict[str, Any]:
     """The hyper-parameter search of ``size`` (:func:`toolkit.pipelines.hp_search.experiment_search`, at
     ``hp_search.epsilon``, from the base model of the size's ε = ∞ run in ``plain_dir``) into
-    ``out/hp_search/size-N/``; its result is added to ``out/hp_search.json``. Returns ``{strategy: result}``."""
+    ``out/hp_search/size-N/``; its result and its seconds (this invocation's: cached steps cost nothing) are added
+    to ``out/hp_search.json``. Returns ``{strategy: result}``."""
     from toolkit.config.experiment import resolved_settings
     from toolkit.io import atomic_write_json
     from toolkit.pipelines.cache import read_step
@@ -211,13 +212,15 @@ def search_size(cfg: FrontierConfig, size: int, corpus: str | Path, plain_dir: P
         if not step or step.get("status") != "done":
             raise ToolkitError(f"{cfg.source}: hp_search: the base model of size {size} is not built ({base})")
         base_key = step["key"]
+    t0 = time.perf_counter()
     found = experiment_search(exp, cfg.hp_search, cfg.searched, base, base_key, out / "hp_search" / f"size-{size}",
                               progress=progress)
     path = out / "hp_search.json"
     saved = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
     saved = {"search": {**cfg.hp_search.to_dict(), "strategies": cfg.searched,
                         "data": "the public split only: pseudo-members and validation individuals"},
-             "sizes": {**(saved.get("sizes") or {}), str(size): {n: r.to_dict() for n, r in found.items()}}}
+             "sizes": {**(saved.get("sizes") or {}), str(size): {n: r.to_dict() for n, r in found.items()}},
+             "seconds": {**(saved.get("seconds") or {}), str(size): round(time.perf_counter() - t0, 1)}}
     atomic_write_json(saved, path)
     return found
 
@@ -325,10 +328,8 @@ def run_frontier(cfg: FrontierConfig, out_dir: str | Path, *, corpus_path: str |
         elif size in plain_dirs:
             share_steps(plain_dirs[size], run_dir, everything)
         if not math.isinf(eps) and cfg.searched and size not in schedules:
-            t0 = time.perf_counter()
             found = search_size(cfg, size, corpus, plain_dirs[size], out, progress=progress)
             schedules[size] = {name: r.schedule() for name, r in found.items()}
-            seconds[f"hp_search/size-{size}"] = round(time.perf_counter() - t0, 1)
         t0 = time.perf_counter()
         result = run_experiment(experiment_for(cfg, size, eps, strategies, corpus, prebuilt=bases,
                                                schedules=schedules.get(size)), run_dir, progress=progress, echo=echo)
