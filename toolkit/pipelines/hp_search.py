@@ -29,7 +29,8 @@ config names, which fixes the sampling rate; not a function of any member's data
    positions from the identifier analysis of the public split, as the run's ``identifiers_all`` for the
    non-members), by the experiment's probe (:func:`toolkit.audit.probe_causal` / ``probe_masked``) of the last
    checkpoint. The base model is scored the same way (``base_utility``).
-5. The choice is the grid's argmax of the validation utility (the first in grid order on a tie).
+5. The choice is the grid's argmax of the validation utility (the first in grid order on a tie; a candidate whose
+   validation notes give no scored word, ``nan``, ranks last).
 
 **Ranges** (``configs/frontier.yaml``): Li, Tramèr, Liang & Hashimoto, ICLR 2022 ("Large language models can be
 strong differentially private learners", and the authors' ``lxuechen/private-transformers``,
@@ -261,7 +262,7 @@ def search_strategy(strategy: str, target, n_target: int, public: Corpus, base, 
     base_utility = score(base_key, Path(base), out.parent / "score_base", None)
     scores = []
     for candidate in search.candidates():
-        cfg, chosen = candidate_config(target, candidate, n_target, n_search)
+        cfg, _ = candidate_config(target, candidate, n_target, n_search)
         d = out / _label(candidate)
         inputs = TrainInputs.of(strat, cfg, base_key, fp["pseudo"], id_keys["pseudo_members"], fp["public"])
         kw = dict(corpus=pseudo, base=base, run_dir=d / "train", strategy=strategy, config=cfg,
@@ -272,7 +273,11 @@ def search_strategy(strategy: str, target, n_target: int, public: Corpus, base, 
         scores.append({**candidate, "validation_utility": score(key("train", inputs, f"train/{strategy}"), path,
                                                                 d / "score", epoch),
                        "folder": str(d.relative_to(out.parent))})
-    best = max(range(len(scores)), key=lambda i: (scores[i]["validation_utility"], -i))  # first maximum
+    def rank(i: int) -> tuple[float, int]:  # the first maximum; a candidate without a scored word (nan) last
+        u = scores[i]["validation_utility"]
+        return (-math.inf if math.isnan(u) else u, -i)
+
+    best = max(range(len(scores)), key=rank)
     chosen_values = {k: scores[best][k] for k, _ in search.grid}
     _, target_chosen = candidate_config(target, chosen_values, n_target, n_search)
     return SearchResult(strategy, chosen_values, scores, base_utility,
