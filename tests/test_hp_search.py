@@ -288,7 +288,7 @@ def test_experiment_config_checks_a_strategy_schedule(tmp_path):
 
 
 @pytest.mark.slow  # a tiny frontier end to end: pre-training, the search, a DP run and its attacks (about a minute)
-def test_tiny_frontier_trains_its_dp_run_with_the_searched_rate(tiny, tmp_path):
+def test_tiny_frontier_trains_its_dp_run_with_the_searched_rate(tiny, tmp_path, capsys):
     from toolkit.cli import main
 
     _, corpus, _ = tiny
@@ -315,3 +315,5 @@ def test_tiny_frontier_trains_its_dp_run_with_the_searched_rate(tiny, tmp_path):
     run = json.loads((out / "size-6" / "eps-8" / "runs" / "clm_dp" / "run.json").read_text())
     assert run["config"]["learning_rate"] == search["chosen"]["learning_rate"]
     assert json.loads((out / "frontier.json").read_text())["hp_search"]["chosen"]["6"]["clm_dp"] == search["chosen"]
+    lr = search["chosen"]["learning_rate"]
+    assert f"hp_search at 6 (public split only): clm_dp learning_rate={lr:g}" in capsys.readouterr().out

@@ -104,6 +104,14 @@ def cmd_frontier(args: argparse.Namespace) -> int:
     for size, best in best_recipes(t).items() if len(t) else ():
         found = "green at ≥ 0.9× held-out utility" if best["found"] else "no green model at ≥ 0.9× held-out utility"
         print(f"  best at {size}: {best['strategy']} (ε={best['epsilon']:g}): {found}")
+    searched = out / "hp_search.json"
+    if cfg.hp_search is not None and searched.is_file():  # the DP runs' values, chosen on the public split
+        import json
+
+        for size, found in json.loads(searched.read_text(encoding="utf-8"))["sizes"].items():
+            chosen = ", ".join(f"{n} {' '.join(f'{k}={v:g}' for k, v in r['chosen'].items())}"
+                               for n, r in found.items())
+            print(f"  hp_search at {size} (public split only): {chosen}")
     return 0
 
 
