@@ -20,7 +20,7 @@ from toolkit.corpus import Corpus, CorpusError, make_document
 from toolkit.errors import ToolkitError
 from toolkit.identifiers import IdentifierConfig, make_detector
 from toolkit.identifiers.distributed import (ClusterSpans, Partition, analyze_on_cluster, detect_partition,
-                                             partitions, spans_file)
+                                             environ_kept, partitions, spans_file)
 from toolkit.identifiers.engine import analyze_to_disk
 from toolkit.identifiers.ner_cache import SCHEMA, piece_digest
 from toolkit.identifiers.stream import JsonlBatches
@@ -47,14 +47,11 @@ def cluster():
     """A scheduler and two worker processes (one thread each) talking TCP, shared by the module's tests: they reach it
     by its address, as they would a remote cluster's. The environment its Nanny sets in this process (one thread for
     OpenMP and MKL) is taken back after, as ``connect`` does, so the test process's later tests are not changed."""
-    saved = dict(os.environ)
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, protocol="tcp",
+    with environ_kept(), distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, protocol="tcp",
                                   host="127.0.0.1", dashboard_address=None,
                                   scheduler_kwargs={"dashboard_address": ":0"}, silence_logs=40) as lc, \
             distributed.Client(lc) as client:
         yield lc.scheduler_address, client
-    os.environ.clear()
-    os.environ.update(saved)
 
 
 @pytest.fixture(scope="module")

@@ -237,6 +237,20 @@ class ClusterSpans(Detector):
 
 
 @contextmanager
+def environ_kept() -> Iterator[None]:
+    """This process's environment as it was before the block, whatever the block did to it. A Dask Nanny sets its
+    pre-spawn environment (``OMP_NUM_THREADS``, ``MKL_NUM_THREADS``, ``OPENBLAS_NUM_THREADS`` = 1, ...) in the process
+    that starts it and never takes it back: a notebook kernel or a test process would compute every later step (and
+    spawn every later worker) on one thread. Wrap a ``LocalCluster`` started here in it."""
+    saved = dict(os.environ)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+@contextmanager
 def connect(scheduler: str, workers: int | None = None) -> Iterator[Any]:
     """A :class:`distributed.Client` of the scheduler at ``scheduler`` (``tcp://host:port``), or of a
     :class:`distributed.LocalCluster` of ``workers`` processes (default: one per core) over TCP for ``"local"``."""
@@ -245,20 +259,13 @@ def connect(scheduler: str, workers: int | None = None) -> Iterator[Any]:
     if scheduler == "local":
         n = workers or process_count() or thread_count() or core_count()
         env = {"OMP_NUM_THREADS": "1", "TOOLKIT_THREADS": "1", "TOOLKIT_PROGRESS": "log"}
-        # A Nanny sets its pre-spawn environment (OMP_NUM_THREADS, MKL_NUM_THREADS, OPENBLAS_NUM_THREADS = 1, ...) in
-        # the process that starts it — here, the caller's — and never takes it back: a notebook kernel or a test
-        # process would compute every later step (and spawn every later worker) on one thread. Restored after.
-        saved = dict(os.environ)
-        try:
-            # no dashboard; the scheduler's own HTTP endpoint on a free port (not 8787, which another cluster may hold)
-            with LocalCluster(n_workers=n, threads_per_worker=1, processes=True, protocol="tcp", host="127.0.0.1",
-                              dashboard_address=None, scheduler_kwargs={"dashboard_address": ":0"},
-                              silence_logs=logging.ERROR, env=env) as cluster, \
-                    Client(cluster) as client:
-                yield client
-        finally:
-            os.environ.clear()
-            os.environ.update(saved)
+        # no dashboard; the scheduler's own HTTP endpoint on a free port (not 8787, which another cluster may hold)
+        with environ_kept(), \
+                LocalCluster(n_workers=n, threads_per_worker=1, processes=True, protocol="tcp", host="127.0.0.1",
+                             dashboard_address=None, scheduler_kwargs={"dashboard_address": ":0"},
+                             silence_logs=logging.ERROR, env=env) as cluster, \
+                Client(cluster) as client:
+            yield client
         return
     if workers is not None:
         raise ToolkitError("--workers sets the size of a local cluster (--scheduler local); a running cluster has "
@@ -376,4 +383,4 @@ def analyze_on_cluster(documents: Sequence[Document] | Iterable[Sequence[Documen
 
 
 __all__ = ["PARTITIONS_PER_WORKER", "PARTITION_BYTES", "ClusterSpans", "Partition", "analyze_on_cluster", "connect",
-           "detect_on_cluster", "detect_partition", "partitions", "spans_file"]
+           "detect_on_cluster", "detect_partition", "environ_kept", "partitions", "spans_file"]

@@ -173,7 +173,7 @@ class TrainInputs:
            public: Fingerprint | None = None) -> TrainInputs:
         reads = strategy.protect or strategy.text != "original"  # only these strategies read positions / spans
         return cls(strategy.name, train, base, members, identifiers if reads else ABSENT,
-                   public if getattr(strategy, "subspace", "") and public is not None else ABSENT)
+                   public if strategy.subspace and public is not None else ABSENT)
 
 
 @dataclass(frozen=True, kw_only=True)
