@@ -16,7 +16,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 PIP    := $(PY) -m pip install --progress-bar off -c constraints.txt
 
-.PHONY: install test test-fast demo lab benchmark samples clean fuzz quickstart git-filters screenshots prebuilt measure
+.PHONY: install test test-fast demo demo-full lab benchmark samples clean fuzz quickstart git-filters screenshots prebuilt measure
 
 # Notebooks are committed stripped. With this git filter (set up by `make install`), opening a notebook in Lab —
 # which adds the kernel's language_info, outputs and execution counts — does not make it show as modified.
@@ -59,7 +59,12 @@ test: $(STAMP)
 test-fast: $(STAMP)
 	$(PY) -m pytest $(XDIST) -m "not slow" $(PYTEST_ARGS)
 
+# every notebook headless: at the demo's sizes (notebooks/demo.yaml says what shrinks, within 30 min on a 2-core
+# laptop), or at the notebooks' own defaults (demo-full: about an hour there)
 demo: $(STAMP)
+	$(PY) -m toolkit demo --notebooks notebooks --out outputs --profile cpu --parameters notebooks/demo.yaml
+
+demo-full: $(STAMP)
 	$(PY) -m toolkit demo --notebooks notebooks --out outputs --profile cpu
 
 # what a newcomer waits for: a fresh clone of HEAD with empty caches — install, the quick start, make test,
@@ -81,10 +86,14 @@ benchmark: $(STAMP)
 fuzz: $(STAMP)
 	$(PY) benchmarks/fuzz_loaders.py
 
-# the tiny bases of the quick start (notebook 00) and of the masked- and causal-LM experiments (notebooks 02, 03), built
-# ahead so that a workshop's first run copies them (prebuilt/<key>; about 8 min of CPU, nothing to do for a base there)
+# the tiny bases and RMIA's reference models of the quick start (notebook 00) and of the masked- and causal-LM
+# experiments (notebooks 02, 03), and notebook 04's e-mail base, built ahead so that a workshop's first run copies them
+# (prebuilt/<key>; about 15 min of CPU, nothing to do for a folder there); notebook 05's model is shipped after the
+# notebook ran: python -m toolkit.pipelines.prebuilt --ship outputs/work/05_vocabulary_scrubbing/model
 prebuilt: $(STAMP)
-	$(PY) -m toolkit.pipelines.prebuilt configs/quickstart.yaml configs/cpu_masked.yaml configs/cpu_causal.yaml
+	$(PY) -m toolkit.pipelines.prebuilt configs/quickstart.yaml configs/cpu_masked.yaml configs/cpu_causal.yaml --email cpu
+	$(PY) -m toolkit.pipelines.prebuilt configs/cpu_masked.yaml --set corpus.n_individuals=12  # make demo's 02
+	$(PY) -m toolkit.pipelines.prebuilt configs/cpu_causal.yaml --set corpus.n_individuals=24  # make demo's 03
 
 samples: $(STAMP)
 	$(PY) -m toolkit.samples --out data_samples

@@ -69,6 +69,7 @@ DURATION_ROW = re.compile(r"^([\d.]+)s (call|setup|teardown)\s+(\S+)\s*$", re.M)
 
 
 DEMO_ROW = re.compile(r"^(\S+)\s+(ok|FAILED)\s+([\d.]+)\s+[\d:]+\s*$", re.M)
+DEMO_START = re.compile(r"^\[\d+/\d+\] (\S+) \.\.\. \((.+)\)\s*$", re.M)
 DEMO_TOTAL = re.compile(r"^total\s+(\d+)/(\d+)\s+([\d.]+)\s+[\d:]+\s*$", re.M)
 
 
@@ -78,6 +79,9 @@ def parse_demo(text: str) -> dict:
     if not total:
         raise ValueError("no timing table in the demo's output")
     rows = {name: {"ok": status == "ok", "seconds": float(s)} for name, status, s in DEMO_ROW.findall(text)}
+    for name, params in DEMO_START.findall(text):  # a notebook run with its own demo parameters (notebooks/demo.yaml)
+        if name in rows:
+            rows[name]["parameters"] = params
     return {"notebooks": rows, "notebook_seconds": float(total.group(3)),
             "ok": int(total.group(1)), "of": int(total.group(2))}
 
@@ -129,8 +133,10 @@ def readme_lines(r: dict) -> dict[str, str]:
     if "demo" in s:
         d = s["demo"]
         per = ", ".join(f"{name[:2]} {v['seconds']:.1f}" for name, v in sorted(d["notebooks"].items()))
-        out["make demo"] = (f"`make demo` — {duration(d['seconds'])} ({d['ok']}/{d['of']} notebooks ok; seconds "
-                            f"per notebook: {per}); {_where(r)}.")
+        sizes = (" at the demo's sizes (notebooks/demo.yaml)"
+                 if any(v.get("parameters") for v in d["notebooks"].values()) else "")
+        out["make demo"] = (f"`make demo` — {duration(d['seconds'])}{sizes} ({d['ok']}/{d['of']} notebooks ok; "
+                            f"seconds per notebook: {per}); {_where(r)}.")
     return out
 
 

@@ -5,7 +5,10 @@ strategies and no audit: first one after the other on every core (``TOOLKIT_PROC
 change), then — from a copy of that run's base model and identifiers, so only training differs — side by side (one
 process per strategy, the cores shared out). Prints both wall times of the training steps and the ratio.
 
-    python benchmarks/parallel_steps.py --out /tmp/parallel_steps [--strategies mlm,mlm_pseudo]
+    python benchmarks/parallel_steps.py --out /tmp/parallel_steps [--strategies mlm,mlm_pseudo] [--processes 2,3]
+
+``--processes 2,3`` with three strategies measures what a third worker process costs on two cores (the toolkit's
+rule, :func:`toolkit.pipelines.parallel.step_processes`, takes three processes for three steps on two cores).
 """
 
 from __future__ import annotations
@@ -45,23 +48,31 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--strategies", default="mlm,mlm_pseudo")
+    ap.add_argument("--processes", default="auto",
+                    help="side-by-side process counts to compare, e.g. 2,3 (auto: the toolkit's own choice)")
     a = ap.parse_args()
     if a.out.exists():
         shutil.rmtree(a.out)
     a.out.mkdir(parents=True)
-    serial, side = a.out / "one_after_the_other", a.out / "side_by_side"
+    serial = a.out / "one_after_the_other"
     wall_serial = run(serial, a.strategies, "1")
-    shutil.copytree(serial, side, ignore=shutil.ignore_patterns("runs", "audit", ".lock"))
-    wall_side = run(side, a.strategies, None)
-    s, p = training_seconds(serial), training_seconds(side)
-    print(f"one after the other: training steps {sum(s.values()):.1f} s ({', '.join(f'{k} {v:.1f} s' for k, v in s.items())}); "
-          f"whole run {wall_serial:.1f} s")
-    print(f"side by side: training steps {max(p.values()):.1f} s of wall time ({', '.join(f'{k} {v:.1f} s' for k, v in p.items())}); "
-          f"whole run {wall_side:.1f} s (base model and identifiers cached)")
-    print(f"ratio (training): {sum(s.values()) / max(p.values()):.2f}x; cores: {os.cpu_count()}")
-    (a.out / "result.json").write_text(json.dumps({"one_after_the_other": s, "side_by_side": p,
-                                                    "wall": {"one_after_the_other": wall_serial,
-                                                             "side_by_side": wall_side}}, indent=1))
+    s = training_seconds(serial)
+    steps = ", ".join(f"{k} {v:.1f} s" for k, v in s.items())
+    print(f"one after the other: training steps {sum(s.values()):.1f} s ({steps}); whole run {wall_serial:.1f} s",
+          flush=True)
+    result = {"one_after_the_other": s, "wall": {"one_after_the_other": wall_serial}, "side_by_side": {}}
+    for n in a.processes.split(","):
+        side = a.out / f"side_by_side_{n}"
+        shutil.copytree(serial, side, ignore=shutil.ignore_patterns("runs", "audit", ".lock"))
+        wall_side = run(side, a.strategies, None if n == "auto" else n)
+        p = training_seconds(side)
+        # the run's wall time, its base model and identifiers cached: the training steps' wall time and a few seconds
+        print(f"side by side ({n} processes): whole run {wall_side:.1f} s, each step "
+              f"({', '.join(f'{k} {v:.1f} s' for k, v in p.items())}); one after the other's training steps / this "
+              f"whole run: {sum(s.values()) / wall_side:.2f}x; cores: {os.cpu_count()}", flush=True)
+        result["side_by_side"][n] = p
+        result["wall"][f"side_by_side_{n}"] = wall_side
+    (a.out / "result.json").write_text(json.dumps(result, indent=1))
 
 
 if __name__ == "__main__":

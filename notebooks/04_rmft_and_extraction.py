@@ -151,7 +151,7 @@ if show_examples:
 
 # %%
 public = public_email_corpus(email.public_documents)  # synthetic messages among other people (generator seed 1)
-base = ensure_email_base(work / "base_clm", public, email, prof)
+base = ensure_email_base(work / "base_clm", public, email, prof, prebuilt="../prebuilt")  # built ahead (make prebuilt)
 runs = train_techniques(train, base, work / "runs", techniques, cfg, seed=email.rmft_seed)
 runs_summary(work / "runs", techniques)
 

@@ -113,7 +113,7 @@ gold_left
 # %%
 seen_anon = anon.corpus.filter(split=seen_split)
 with timer("2. tokenizer + masked LM from scratch"):
-    model_dir = ensure_model(seen_anon, work / "model", tiny=tiny, config=pretrain)
+    model_dir = ensure_model(seen_anon, work / "model", tiny=tiny, config=pretrain, prebuilt="../prebuilt")
 model, tokenizer = load_model(model_dir)
 names = ev.gold_name_words(original)  # the sample's ground truth: every word of a gold PATIENT/DOCTOR span
 missed = ev.missed_names(seen_anon, tokenizer, min_count=5)

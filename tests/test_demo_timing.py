@@ -3,9 +3,13 @@ package goes through ``toolkit.progress.progress_bar`` (labelled, with an ETA; o
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
+import pytest
+
+from toolkit.errors import ToolkitError
 from toolkit.pipelines import notebooks
 from toolkit.pipelines.notebooks import NotebookRun, timing_table
 
@@ -51,3 +55,42 @@ def test_no_bar_bypasses_progress_bar():
     offenders = [str(p.relative_to(PKG)) for p in PKG.rglob("*.py") if p.name != "progress.py"
                  and re.search(r"^\s*(from tqdm\b|import tqdm\b)", p.read_text(encoding="utf-8"), re.M)]
     assert not offenders, offenders
+
+
+def test_a_notebook_s_own_demo_parameters_go_to_it_alone(tmp_path, monkeypatch):
+    nb_dir = tmp_path / "nb"
+    nb_dir.mkdir()
+    for name in ("01_a.ipynb", "02_b.ipynb"):
+        (nb_dir / name).write_text("{}", encoding="utf-8")
+    ran = {}
+    monkeypatch.setattr(notebooks, "run_notebook",
+                        lambda path, out_dir, parameters=None, **kw: ran.setdefault(path.stem, parameters))
+    notebooks.run_notebooks(nb_dir, tmp_path / "out", profile="cpu", parameters={"seed": 1},
+                            per_notebook={"02_b": {"seed": 2, "n_individuals": 12}})
+    assert ran == {"01_a": {"profile": "cpu", "seed": 1}, "02_b": {"profile": "cpu", "seed": 2, "n_individuals": 12}}
+    assert "n_individuals=12" in (tmp_path / "out" / "index.html").read_text(encoding="utf-8")
+    with pytest.raises(ToolkitError, match="'03_c', which is no notebook"):
+        notebooks.run_notebooks(nb_dir, tmp_path / "out", per_notebook={"03_c": {"seed": 2}})
+
+
+def test_demo_parameters_file_errors_name_the_file_and_entry(tmp_path):
+    bad = tmp_path / "demo.yaml"
+    bad.write_text("02_b: 12\n", encoding="utf-8")
+    with pytest.raises(ToolkitError, match=r"demo\.yaml: '02_b': expected a mapping"):
+        notebooks.read_demo_parameters(bad)
+    bad.write_text("- 1\n", encoding="utf-8")
+    with pytest.raises(ToolkitError, match="expected a mapping of notebook names"):
+        notebooks.read_demo_parameters(bad)
+
+
+def test_make_demo_s_parameters_are_parameters_of_their_notebooks():
+    """Every entry of notebooks/demo.yaml names a notebook and parameters its parameters cell defines (papermill
+    would only warn of an unknown one, and the notebook would run its default)."""
+    root = PKG.parent
+    for name, params in notebooks.read_demo_parameters(root / "notebooks" / "demo.yaml").items():
+        script = (root / "notebooks" / f"{name}.py").read_text(encoding="utf-8")
+        cell = script.split('# %% tags=["parameters"]', 1)[1].split("\n# %%", 1)[0]
+        defined = {t.id for node in ast.parse(cell).body if isinstance(node, ast.Assign) for t in node.targets
+                   if isinstance(t, ast.Name)}
+        assert set(params) <= defined, (name, set(params) - defined)
+    assert "--parameters notebooks/demo.yaml" in (root / "Makefile").read_text(encoding="utf-8")

@@ -43,6 +43,20 @@ def test_parse_demo_reads_the_demo_table():
     assert (got["ok"], got["of"], got["notebook_seconds"]) == (1, 2, pytest.approx(475.5))
 
 
+def test_parse_demo_reads_the_demo_s_own_sizes_and_the_readme_says_them():
+    runs = [NotebookRun("00_quickstart", True, 95.3), NotebookRun("02_masked_lm_strategies", True, 380.2)]
+    text = ("[1/2] 00_quickstart ...\n[2/2] 02_masked_lm_strategies ... (n_individuals=12, strategies=['mlm'])\n"
+            + timing_table(runs) + "\n2/2 notebooks ran\n")
+    got = measure.parse_demo(text)
+    assert got["notebooks"]["02_masked_lm_strategies"]["parameters"] == "n_individuals=12, strategies=['mlm']"
+    assert "parameters" not in got["notebooks"]["00_quickstart"]
+    record = {"commit": "abcdef0123456789", "date": "2026-11-28", "machine": {"cores": 2, "memory_gib": 24},
+              "steps": {"install": {"seconds": 60.0}, "demo": {"seconds": 1700.2, **got}}}
+    assert "at the demo's sizes (notebooks/demo.yaml)" in measure.readme_lines(record)["make demo"]
+    del got["notebooks"]["02_masked_lm_strategies"]["parameters"]
+    assert "demo's sizes" not in measure.readme_lines(record)["make demo"]
+
+
 def test_written_documents_state_the_record(tmp_path):
     import test_docs
 

@@ -67,7 +67,11 @@ def test_step_processes_follows_the_threads_and_caps():
     assert step_processes(7, {"TOOLKIT_THREADS": "1"}) == 1      # the test suite's workers: one after the other
     assert step_processes(1, {"TOOLKIT_THREADS": "8"}) == 1      # nothing to put side by side
     assert step_processes(7, {"OMP_NUM_THREADS": "2"}) == 1      # an outside thread setting is kept as it is
-    assert step_processes(3, {"TOOLKIT_THREADS": "2"}) == 2
+    assert step_processes(3, {"TOOLKIT_THREADS": "2"}) == 3      # not the third step alone on one core of two
+    assert step_processes(2, {"TOOLKIT_THREADS": "2"}) == 2
+    assert step_processes(7, {"TOOLKIT_THREADS": "2"}) == 2      # 4 rounds; 4 processes: 2 rounds of twice the time
+    assert step_processes(21, {"TOOLKIT_THREADS": "2"}) == 2     # 11 rounds; 3 processes: 7 x 1.5 x the cost
+    assert step_processes(5, {"TOOLKIT_THREADS": "4"}) == 4
     assert step_processes(3, {"TOOLKIT_THREADS": "16"}) == 3
     assert step_processes(9, {"TOOLKIT_THREADS": "16"}) == MAX_PROCESSES
     assert step_processes(9, {"TOOLKIT_THREADS": "16", "TOOLKIT_PROCESSES": "1"}) == 1  # told: one after the other

@@ -1,6 +1,6 @@
-"""Pre-built tiny bases (``model.prebuilt``, ``make prebuilt``): a run copies a base built ahead only when its own
-``base`` step has the same key, and the copies shipped in ``prebuilt/`` match the configs of notebooks 00, 02 and 03
-(quick start, masked-LM and causal-LM experiments)."""
+"""Pre-built steps (``model.prebuilt``, ``make prebuilt``): a run copies a base or RMIA's reference models built ahead
+only when its own step has the same key, and the copies shipped in ``prebuilt/`` match the configs of notebooks 00, 02
+and 03 (quick start, masked-LM and causal-LM experiments) and notebook 04's e-mail base."""
 
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ from _experiment_fixtures import TINY, write_config
 
 from toolkit.config.experiment import load_experiment, resolved_settings
 from toolkit.errors import ToolkitError
-from toolkit.pipelines.cache import StepCache, is_current
+from toolkit.pipelines.cache import StepCache, cached_step, is_current
 from toolkit.pipelines.lm_experiment import base_step, load_data, tiny_base_inputs
 from toolkit.pipelines.manifest import Manifest
-from toolkit.pipelines.prebuilt import build_prebuilt
+from toolkit.pipelines.prebuilt import build_prebuilt, email_base_key, references_plan
 from toolkit.pipelines.registry import key as step_key
 from toolkit.training import corpus_fingerprint
 
@@ -40,14 +40,143 @@ def test_shipped_base_matches_its_config(config, kind):
     assert sum(f.stat().st_size for f in shipped.rglob("*") if f.is_file()) <= 10_000_000
 
 
-def test_every_shipped_folder_is_a_base_of_a_config():
-    """No stale folder left behind: each sub-folder of prebuilt/ is the current base of one shipped config."""
-    keys = set()
+#: the notebooks of the shipped experiment configs (their ``config`` parameter)
+NOTEBOOK_OF = {"cpu_masked": "02_masked_lm_strategies", "cpu_causal": "03_causal_lm_strategies"}
+
+
+def demo_overrides() -> list[tuple[str, dict]]:
+    """``(config, overrides)`` of the reference models ``make demo`` trains (notebooks/demo.yaml): the reference
+    models train on as many public individuals as the notebook has members, so a notebook run at the demo's
+    ``n_individuals`` needs its own."""
+    from toolkit.pipelines.notebooks import read_demo_parameters
+
+    demo = read_demo_parameters(ROOT / "notebooks" / "demo.yaml")
+    return [(config, {"corpus.n_individuals": demo[nb]["n_individuals"]})
+            for config, nb in NOTEBOOK_OF.items() if "n_individuals" in demo.get(nb, {})]
+
+
+REFERENCES = [(config, None) for config in SHIPPED] + demo_overrides()
+
+
+@pytest.mark.parametrize("config, overrides", REFERENCES)
+def test_shipped_reference_models_match_their_config(config, overrides):
+    """RMIA's reference models of notebooks 00, 02 and 03 (at their defaults and at make demo's sizes) are shipped
+    for the config's current key, without the trainer's resume state or this machine's paths and times, and name the
+    shipped base they were fine-tuned from."""
+    cfg, plan = references_plan(config, Path("base"), overrides)
+    key = step_key("rmia_references", plan[1])
+    shipped = ROOT / "prebuilt" / key
+    assert is_current(shipped, key, "references.json"), f"stale prebuilt/ reference models of {config}: make prebuilt"
+    refs = json.loads((shipped / "references.json").read_text())["checkpoints"]
+    assert refs and all((shipped / r / "model.safetensors").is_file() for r in refs)
+    assert not list(shipped.rglob("trainer")) and not list(shipped.rglob("optimizer.pt"))
+    base = step_key("base", tiny_base_inputs(resolved_settings(cfg), corpus_fingerprint(load_data(cfg).public)))
+    for run in shipped.glob("ref-*/run.json"):
+        info = json.loads(run.read_text())
+        assert info["base"] == f"../{base}" and info["status"] == "done" and "started" not in info
+    assert "seconds" not in json.loads((shipped / "step.json").read_text())
+    assert sum(f.stat().st_size for f in shipped.rglob("*") if f.is_file()) <= 10_000_000
+
+
+def test_shipped_email_base_is_notebook_04_s():
+    key = email_base_key("cpu")
+    shipped = ROOT / "prebuilt" / key
+    assert is_current(shipped, key, "config.json"), "stale prebuilt/ e-mail base: make prebuilt"
+    assert json.loads((shipped / "config.json").read_text())["model_type"] == "gpt2"
+
+
+def notebook_defaults(name: str) -> dict:
+    """The parameters cell of ``notebooks/<name>.py`` (its jupytext script), evaluated: the notebook's defaults."""
+    text = (ROOT / "notebooks" / f"{name}.py").read_text(encoding="utf-8")
+    cell = text.split('# %% tags=["parameters"]', 1)[1].split("\n# %%", 1)[0]
+    found: dict = {}
+    exec(compile(cell, name, "exec"), {}, found)  # our own notebook's assignments of literals
+    return found
+
+
+def test_the_notebooks_run_the_configs_named_here():
+    assert {notebook_defaults(nb)["config"]: nb for nb in NOTEBOOK_OF.values()} == NOTEBOOK_OF
+
+
+def _scrubbing_model_folders() -> list[Path]:
+    """Shipped folders of a masked LM trained from scratch on a corpus (notebook 05's ``ensure_model`` step)."""
+    out = []
+    for p in (ROOT / "prebuilt").iterdir():
+        inputs = (json.loads((p / "step.json").read_text()) if (p / "step.json").is_file() else {}).get("inputs", {})
+        if {"corpus", "tiny", "config"} <= set(inputs):
+            out.append(p)
+    return out
+
+
+def test_every_shipped_folder_is_a_step_of_a_config():
+    """No stale folder left behind: each sub-folder of prebuilt/ is the current base or reference models of one
+    shipped config, notebook 04's e-mail base, or notebook 05's model at the notebook's own schedule (its corpus
+    fingerprint, which takes spaCy's NER of the sample, is checked by the slow test below)."""
+    keys = {email_base_key("cpu")}
     for config in SHIPPED:
         cfg = load_experiment(config)
         public = corpus_fingerprint(load_data(cfg).public)
         keys.add(step_key("base", tiny_base_inputs(resolved_settings(cfg), public)))
-    assert {p.name for p in (ROOT / "prebuilt").iterdir() if p.is_dir()} == keys
+    for config, overrides in REFERENCES:
+        keys.add(step_key("rmia_references", references_plan(config, Path("base"), overrides)[1][1]))
+    scrubbing = _scrubbing_model_folders()
+    assert len(scrubbing) == 1, "prebuilt/ should hold notebook 05's model once"
+    defaults = notebook_defaults("05_vocabulary_scrubbing")
+    config = json.loads((scrubbing[0] / "step.json").read_text())["inputs"]["config"]
+    assert config["epochs"] == [defaults["pretrain_epochs"]] and config["seed"] == defaults["seed"]
+    assert {p.name for p in (ROOT / "prebuilt").iterdir() if p.is_dir()} == keys | {scrubbing[0].name}
+
+
+@pytest.mark.slow  # spaCy's NER of the sample's train and heldout notes (about 20 s)
+def test_shipped_scrubbing_model_is_notebook_05_s():
+    """The key of notebook 05's model at the notebook's defaults, recomputed as the notebook computes it (the NER
+    anonymisation, the seen split, the profile's tiny masked LM at the notebook's epochs and seed), is shipped."""
+    from toolkit.config import load_profile
+    from toolkit.corpus import Corpus, load_corpus
+    from toolkit.pipelines.registry import BaseInputs
+    from toolkit.scrub.anonymize import AnonymizeConfig, anonymize_corpus
+
+    d = notebook_defaults("05_vocabulary_scrubbing")
+    assert d["profile"] == "cpu" and d["n_documents"] is None
+    corpus = load_corpus(ROOT / "notebooks" / d["corpus_path"])
+    original = Corpus([doc for s in (d["seen_split"], d["unseen_split"]) for doc in corpus.filter(split=s)])
+    anon = anonymize_corpus(original, AnonymizeConfig(labels=d["labels"], spacy_model=d["spacy_model"]),
+                            progress=False)
+    prof = load_profile("cpu")
+    tiny, pretrain = prof.base["mlm"], prof.pretrain["mlm"]
+    pretrain.epochs, pretrain.seed = [int(d["pretrain_epochs"])], d["seed"]
+    key = step_key("base", BaseInputs.from_scratch(corpus_fingerprint(anon.corpus.filter(split=d["seen_split"])),
+                                                   tiny, pretrain))
+    assert is_current(ROOT / "prebuilt" / key, key, "config.json"), \
+        "stale prebuilt/ model of notebook 05: run the notebook, then python -m toolkit.pipelines.prebuilt --ship " \
+        "outputs/work/05_vocabulary_scrubbing/model"
+
+
+def test_a_single_step_copies_a_prebuilt_output_of_its_key_only(tmp_path):
+    """cached_step's ``prebuilt`` (notebook 04's e-mail base, the scrubbing model): the output of the step's key is
+    copied (owner-only) instead of computed; another key computes."""
+    from toolkit.pipelines.cache import step_key as raw_key  # the cache rule itself, below the registry
+
+    inputs = {"x": 1}
+    key = raw_key("base", inputs)
+    made = tmp_path / "pre" / key
+    made.mkdir(parents=True)
+    (made / "config.json").write_text("{}")
+    (made / "step.json").write_text(json.dumps({"step": "base", "key": key, "status": "done"}))
+    calls = []
+
+    def compute(out):
+        calls.append(out)
+        (out / "config.json").write_text("{}")
+        return "computed"
+
+    got = cached_step("base", tmp_path / "a", inputs, lambda: compute(tmp_path / "a"), lambda: "loaded",
+                      check="config.json", prebuilt=tmp_path / "pre")
+    assert got == "loaded" and not calls and (tmp_path / "a" / "config.json").is_file()
+    assert (tmp_path / "a" / "config.json").stat().st_mode & 0o077 == 0
+    got = cached_step("base", tmp_path / "b", {"x": 2}, lambda: compute(tmp_path / "b"), lambda: "loaded",
+                      check="config.json", prebuilt=tmp_path / "pre")
+    assert got == "computed" and calls == [tmp_path / "b"]
 
 
 def _base(cfg, run_dir: Path):
@@ -72,6 +201,23 @@ def test_a_run_copies_a_base_of_its_own_key_and_builds_any_other(tmp_path):
     path, status = _base(cfg, tmp_path / "run")
     assert status == "prebuilt"
     assert not filecmp.dircmp(built, path).diff_files and (path / "model.safetensors").stat().st_mode & 0o077 == 0
+
+    # RMIA's reference models were built beside the base, and a run copies them instead of training them
+    from toolkit.pipelines.reference_models import run_reference_models
+    from toolkit.pipelines.registry import prebuilt_ready
+
+    _, plan = references_plan(cfg.source, path)
+    assert prebuilt_ready("rmia_references", plan[1], cfg.model.prebuilt)
+    exp = load_data(cfg)
+    manifest = Manifest(tmp_path / "run", cfg, resolved_settings(cfg))
+    refs = run_reference_models(cfg, StepCache(manifest, echo=False), tmp_path / "run", public=exp.public,
+                                base=path, base_key=step_key("base", tiny_base_inputs(resolved_settings(cfg),
+                                                                                     corpus_fingerprint(exp.public))),
+                                public_fingerprint=corpus_fingerprint(exp.public), progress=False,
+                                n_train=len(set(exp.members.person_ids)))
+    assert {s["name"]: s["status"] for s in manifest.data["steps"]}["rmia_references"] == "prebuilt"
+    assert all(p.is_file() for r in refs.paths for p in [r / "model.safetensors"])
+    assert not (tmp_path / "run" / "rmia_references" / "ref-0" / "trainer").exists()
     path, status = _base(cfg, tmp_path / "run")  # now in the run: cached as any step
     assert status == "cached"
 
@@ -85,7 +231,9 @@ def test_a_run_copies_a_base_of_its_own_key_and_builds_any_other(tmp_path):
     with pytest.raises(ToolkitError, match="no finished base of this config's key"):
         build_prebuilt(cfg.source, from_run=tmp_path / "run2")
     assert not built.exists()
-    shipped = build_prebuilt(other.source, from_run=tmp_path / "run2")
+    with pytest.raises(ToolkitError, match="no finished reference models of this config's key"):
+        build_prebuilt(other.source, from_run=tmp_path / "run2")  # run2 ran its base step alone
+    shipped = build_prebuilt(other.source, from_run=tmp_path / "run2", references=False)
     assert shipped.parent == tmp_path / "pre" and shipped != built
     same, differ, missing = filecmp.cmpfiles(tmp_path / "run2" / "base_clm", shipped,
                                              ["model.safetensors", "config.json", "tokenizer.json"], shallow=False)

@@ -39,9 +39,11 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from toolkit.pipelines.notebooks import run_notebooks
+    from toolkit.pipelines.notebooks import read_demo_parameters, run_notebooks
 
-    results = run_notebooks(Path(args.notebooks), Path(args.out), only=args.only, profile=args.profile)
+    own = read_demo_parameters(args.parameters) if args.parameters else None
+    results = run_notebooks(Path(args.notebooks), Path(args.out), only=args.only, profile=args.profile,
+                            per_notebook=own)
     return 0 if all(r.ok for r in results) else 1
 
 
@@ -78,4 +80,6 @@ def register(sub) -> None:
                                                      "(default outputs)")
     s.add_argument("--only", nargs="*", help="notebook name prefixes to run (default: all)")
     s.add_argument("--profile", default="cpu", help="profile parameter passed to every notebook")
+    s.add_argument("--parameters", metavar="YAML",
+                   help="parameters per notebook over its defaults (make demo: notebooks/demo.yaml)")
     s.set_defaults(func=cmd_demo)

@@ -70,12 +70,34 @@ def finish_step(name: str, out_dir: str | Path, key: str, inputs: dict[str, Any]
                       Path(out_dir) / "step.json")
 
 
+def prebuilt_copy(prebuilt: str | Path | None, key: str, check: str | None = None) -> Path | None:
+    """The finished output of the step ``key`` made before under ``prebuilt`` (its sub-folder named by the key), or
+    None (no folder given, or none of this key: the step is computed)."""
+    ready = Path(prebuilt) / key if prebuilt is not None else None
+    return ready if ready is not None and is_current(ready, key, check) else None
+
+
+def copy_prebuilt(ready: Path, out_dir: str | Path) -> None:
+    """``ready`` (:func:`prebuilt_copy`) copied into ``out_dir``, owner-only as if computed there."""
+    out = Path(out_dir)
+    if out.exists():
+        shutil.rmtree(out)
+    shutil.copytree(ready, out)
+    restrict_tree(out)
+
+
 def cached_step(name: str, out_dir: str | Path, inputs: dict[str, Any], compute: Callable[[], Any],
-                load: Callable[[], Any] | None = None, *, check: str | None = None, resumable: bool = False) -> Any:
+                load: Callable[[], Any] | None = None, *, check: str | None = None, resumable: bool = False,
+                prebuilt: str | Path | None = None) -> Any:
     """Run one step under the cache rule and return its result: ``load()`` when current, else ``compute()`` (which
-    writes into ``out_dir``)."""
+    writes into ``out_dir``). ``prebuilt``: as :meth:`StepCache.run`'s (the output of this key made before, copied
+    instead of computed)."""
     key = step_key(name, inputs)
     if is_current(out_dir, key, check):
+        return load() if load is not None else None
+    ready = prebuilt_copy(prebuilt, key, check)
+    if ready is not None:
+        copy_prebuilt(ready, out_dir)
         return load() if load is not None else None
     begin_step(name, out_dir, key, inputs, resumable=resumable)
     t0 = time.perf_counter()
@@ -124,13 +146,10 @@ class StepCache:
             self.manifest.record(name, "cached", 0.0, key=key, output=rel, original_seconds=info.get("seconds"))
             self._say(f"[run] {name}: up to date (cached)")
             return load() if load is not None else None
-        ready = Path(prebuilt) / key if prebuilt is not None else None
-        if main and ready is not None and is_current(ready, key, check):
+        ready = prebuilt_copy(prebuilt, key, check)
+        if main and ready is not None:
             t0 = time.perf_counter()
-            if out.exists():
-                shutil.rmtree(out)
-            shutil.copytree(ready, out)
-            restrict_tree(out)  # owner-only, as if computed here
+            copy_prebuilt(ready, out)
             self.manifest.record(name, "prebuilt", time.perf_counter() - t0, key=key, output=rel)
             self._say(f"[run] {name}: copied the pre-built output ({ready})")
             return load() if load is not None else None
@@ -162,5 +181,5 @@ class StepCache:
         self._say(f"[run] {name}: done in {seconds:.1f} s{where}")
 
 
-__all__ = ["STEP_VERSION", "StepCache", "begin_step", "cached_step", "finish_step", "is_current", "read_step",
-           "step_key"]
+__all__ = ["STEP_VERSION", "StepCache", "begin_step", "cached_step", "copy_prebuilt", "finish_step", "is_current",
+           "prebuilt_copy", "read_step", "step_key"]

@@ -121,7 +121,7 @@ def train_technique(corpus: Corpus, technique: str, base, run_dir: str | Path, c
 
 
 def ensure_email_base(out_dir: str | Path, public_corpus: Corpus | None, email, profile, *,
-                      progress: bool = True):
+                      progress: bool = True, prebuilt: str | Path | None = None):
     """The base model of the e-mail experiment: ``email.base`` (an HF id or path) if set, else the profile's
     ``base.clm`` when it names one, else a tiny GPT-2 pre-trained once on ``public_corpus`` (``email.pretrain``
     schedule) and cached in ``out_dir``.
@@ -130,7 +130,9 @@ def ensure_email_base(out_dir: str | Path, public_corpus: Corpus | None, email, 
     e-mail language without any training address (checkpoint 0 of the extraction then measures the base alone);
     callers (notebook 04) build it with ``toolkit.samples.email.public_email_corpus(email.public_documents)``
     (``None`` is accepted when the profile names a model). The tiny base is a cached step
-    (:mod:`toolkit.pipelines.cache`) keyed by its architecture, schedule and the public corpus' fingerprint."""
+    (:mod:`toolkit.pipelines.cache`) keyed by its architecture, schedule and the public corpus' fingerprint; a base of
+    this key built before under ``prebuilt`` (``make prebuilt``: :func:`email_base_inputs`,
+    :mod:`toolkit.pipelines.prebuilt`) is copied instead of pre-trained."""
     from toolkit.pipelines.registry import BaseInputs, run_step
     from toolkit.training import build_base, corpus_fingerprint
 
@@ -146,8 +148,18 @@ def ensure_email_base(out_dir: str | Path, public_corpus: Corpus | None, email, 
     inputs = BaseInputs.pretrained(spec, email.pretrain, corpus_fingerprint(public_corpus))
     with private_umask():  # the Trainer's own files owner-only too
         run_step(None, "base", inputs, lambda: build_base(public_corpus, out, "clm", tiny=spec, config=email.pretrain,
-                                                          progress=progress), out_dir=out)
+                                                          progress=progress), out_dir=out, prebuilt=prebuilt)
     return out
+
+
+def email_base_inputs(profile):
+    """``(email profile, public corpus)`` of notebook 04 at its default parameters: the profile's e-mail section and
+    the synthetic public messages it pre-trains the tiny base on (what :mod:`toolkit.pipelines.prebuilt` builds)."""
+    from toolkit.config.email import EmailProfile
+    from toolkit.samples.email import public_email_corpus
+
+    email = profile.email or EmailProfile()
+    return email, public_email_corpus(email.public_documents)
 
 
 def _finished(run: Path) -> bool:
@@ -257,5 +269,5 @@ def write_maxter(comparison: pd.DataFrame, out_dir: str | Path, tau_max: float |
     return report
 
 
-__all__ = ["TECHNIQUES", "ensure_email_base", "extract_techniques", "findings", "runs_summary", "technique_corpus",
-           "train_technique", "train_techniques", "write_maxter", "write_seen_addresses"]
+__all__ = ["TECHNIQUES", "email_base_inputs", "ensure_email_base", "extract_techniques", "findings", "runs_summary",
+           "technique_corpus", "train_technique", "train_techniques", "write_maxter", "write_seen_addresses"]

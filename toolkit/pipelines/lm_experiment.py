@@ -234,7 +234,7 @@ def run_experiment(cfg: ExperimentConfig, out_dir: str | Path, *, progress: bool
                     plans.append((name, strat, tcfg, inputs, d, kw))
             # on a machine without a GPU the strategies not yet trained train side by side, one process each
             # (toolkit.pipelines.parallel: a tiny model's step does not keep two cores busy)
-            from toolkit.pipelines.registry import steps_side_by_side
+            from toolkit.pipelines.registry import prebuilt_ready, steps_side_by_side
 
             side = [("train", f"train/{name}", d, inputs, train, lambda kw=kw: kw)
                     for name, _, _, inputs, d, kw in plans]
@@ -244,8 +244,8 @@ def run_experiment(cfg: ExperimentConfig, out_dir: str | Path, *, progress: bool
                 refs = reference_models_plan(cfg, run_dir, public=data.public, base=base, base_key=base_key,
                                              public_fingerprint=fp.get("public"),
                                              n_train=len(set(data.members.person_ids)), progress=False)
-                if refs is not None:
-                    refs_dir, refs_inputs, _, refs_kw = refs
+                if refs is not None and not prebuilt_ready("rmia_references", refs[1], cfg.model.prebuilt):
+                    refs_dir, refs_inputs, _, refs_kw = refs  # (built before: run_attacks copies them)
                     side.append(("rmia_references", "rmia_references", refs_dir, refs_inputs, train_references,
                                  lambda: refs_kw))
             side_by_side = steps_side_by_side(cache, side, enabled=state is None)

@@ -56,34 +56,71 @@ def run_notebook(path: Path, out_dir: Path, parameters: dict[str, Any] | None = 
     return executed
 
 
+def read_demo_parameters(path: str | Path) -> dict[str, dict[str, Any]]:
+    """A demo's parameters per notebook (``make demo``'s ``notebooks/demo.yaml``): a YAML mapping of notebook names
+    (without ``.ipynb``) to mappings of papermill parameters. A :class:`ToolkitError` names the file and the entry
+    that is not so."""
+    import yaml
+
+    from toolkit.errors import ToolkitError
+
+    p = Path(path)
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise ToolkitError(f"{p}: cannot read the demo's parameters ({type(exc).__name__})") from None
+    if not isinstance(data, dict):
+        raise ToolkitError(f"{p}: expected a mapping of notebook names to parameters")
+    for name, params in data.items():
+        if not isinstance(params, dict) or not all(isinstance(k, str) for k in params):
+            raise ToolkitError(f"{p}: {name!r}: expected a mapping of parameter names to values")
+    return {str(k): dict(v) for k, v in data.items()}
+
+
 def run_notebooks(notebook_dir: Path, out_dir: Path, *, only: list[str] | None = None, profile: str = "cpu",
-                  parameters: dict[str, Any] | None = None) -> list[NotebookRun]:
-    """Run every ``*.ipynb`` in ``notebook_dir`` (sorted; filtered by name prefixes ``only``), owner-only."""
+                  parameters: dict[str, Any] | None = None,
+                  per_notebook: dict[str, dict[str, Any]] | None = None) -> list[NotebookRun]:
+    """Run every ``*.ipynb`` in ``notebook_dir`` (sorted; filtered by name prefixes ``only``), owner-only.
+    ``parameters`` go to every notebook, ``per_notebook[name]`` to that one (over them); a name of ``per_notebook``
+    that is no notebook of the folder is a :class:`ToolkitError` (a typo would silently run the defaults)."""
+    from toolkit.errors import ToolkitError
+
+    names = {p.stem for p in notebook_dir.glob("*.ipynb")}
+    unknown = sorted(set(per_notebook or {}) - names)
+    if unknown:
+        raise ToolkitError(f"demo parameters for {unknown[0]!r}, which is no notebook of {notebook_dir}")
     with private_umask():  # the executed copies and everything the kernels write hold corpus text
-        return _run_notebooks(notebook_dir, out_dir, only=only, profile=profile, parameters=parameters)
+        return _run_notebooks(notebook_dir, out_dir, only=only, profile=profile, parameters=parameters,
+                              per_notebook=per_notebook or {})
 
 
 def _run_notebooks(notebook_dir: Path, out_dir: Path, *, only: list[str] | None, profile: str,
-                   parameters: dict[str, Any] | None) -> list[NotebookRun]:
+                   parameters: dict[str, Any] | None, per_notebook: dict[str, dict[str, Any]]) -> list[NotebookRun]:
     paths = sorted(p for p in notebook_dir.glob("*.ipynb") if not only or any(p.name.startswith(o) for o in only))
     results: list[NotebookRun] = []
     for i, path in enumerate(paths, 1):
-        print(f"[{i}/{len(paths)}] {path.stem} ...", flush=True)
+        own = per_notebook.get(path.stem, {})
+        print(f"[{i}/{len(paths)}] {path.stem} ..." + (f" ({_settings(own)})" if own else ""), flush=True)
         t0 = time.perf_counter()
         try:
-            run_notebook(path, out_dir, {"profile": profile, **(parameters or {})})
+            run_notebook(path, out_dir, {"profile": profile, **(parameters or {}), **own})
             results.append(NotebookRun(path.stem, True, time.perf_counter() - t0))
         except Exception as exc:  # noqa: BLE001 — report and go on with the other notebooks
             results.append(NotebookRun(path.stem, False, time.perf_counter() - t0, f"{type(exc).__name__}: {exc}"))
         r = results[-1]
         print(f"[{i}/{len(paths)}] {path.stem}: {'done' if r.ok else 'FAILED'} in {r.seconds:.1f} s"
               + (f" — {r.error.splitlines()[0][:200]}" if r.error else ""), flush=True)
-    write_summary(results, out_dir / "index.html", profile=profile)
+    write_summary(results, out_dir / "index.html", profile=profile, per_notebook=per_notebook)
     total = sum(r.seconds for r in results)
     print(timing_table(results), flush=True)
     print(f"{sum(r.ok for r in results)}/{len(results)} notebooks ran in {total:.1f} s; summary: "
           f"{out_dir / 'index.html'}", flush=True)
     return results
+
+
+def _settings(params: dict[str, Any]) -> str:
+    """``n_individuals=12, epochs=[8, 16]``: a notebook's own demo parameters, as one line."""
+    return ", ".join(f"{k}={v!r}" for k, v in params.items())
 
 
 def _clock(seconds: float) -> str:
@@ -103,11 +140,15 @@ def timing_table(results: list[NotebookRun]) -> str:
     return "\n".join(rows)
 
 
-def write_summary(results: list[NotebookRun], path: Path, *, profile: str) -> None:
-    """``index.html``: one row per notebook (status, seconds, error) under :data:`EXECUTED_COPIES_WARNING`."""
+def write_summary(results: list[NotebookRun], path: Path, *, profile: str,
+                  per_notebook: dict[str, dict[str, Any]] | None = None) -> None:
+    """``index.html``: one row per notebook (status, seconds, the parameters it ran with other than its defaults,
+    error) under :data:`EXECUTED_COPIES_WARNING`."""
+    own = per_notebook or {}
     rows = "".join(
         f"<tr><td><a href='{html.escape(r.name)}.html'>{html.escape(r.name)}</a></td>"
-        f"<td>{'ok' if r.ok else 'failed'}</td><td>{r.seconds:.1f}</td><td>{html.escape(r.error[:500])}</td></tr>"
+        f"<td>{'ok' if r.ok else 'failed'}</td><td>{r.seconds:.1f}</td>"
+        f"<td>{html.escape(_settings(own.get(r.name, {})))}</td><td>{html.escape(r.error[:500])}</td></tr>"
         for r in results)
     atomic_write_text(
         "<!doctype html><meta charset='utf-8'><title>LM anonymity audit — demo run</title>"
@@ -116,4 +157,5 @@ def write_summary(results: list[NotebookRun], path: Path, *, profile: str) -> No
         f"<h1>Demo run (profile: {html.escape(profile)})</h1><p>{time.strftime('%Y-%m-%d %H:%M:%S')}</p>"
         f"<p class='warning' style='background:#fff3cd;border-left:4px solid #c0392b;padding:.6em 1em'>"
         f"<strong>{html.escape(EXECUTED_COPIES_WARNING)}</strong></p>"
-        f"<table><tr><th>notebook</th><th>status</th><th>seconds</th><th>error</th></tr>{rows}</table>", path)
+        f"<table><tr><th>notebook</th><th>status</th><th>seconds</th><th>parameters (other than the notebook's)</th>"
+        f"<th>error</th></tr>{rows}</table>", path)

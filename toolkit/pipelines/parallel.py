@@ -11,13 +11,15 @@ processes; notebook 04's three
 fine-tunings and their extractions likewise (:func:`map_in_processes`, outside a run's cache):
 
 - how many: :func:`step_processes` — ``TOOLKIT_PROCESSES`` when set (1: one after the other, as before); else one
-  per pending step, at most one per thread the run may use
-  (:func:`toolkit.threads.thread_count`, so ``TOOLKIT_THREADS=1`` keeps today's one-after-the-other order) and at most
-  :data:`MAX_PROCESSES`; one (no pool) where CUDA is available (the steps would share one GPU), under
+  per pending step up to one per thread the run may use
+  (:func:`toolkit.threads.thread_count`, so ``TOOLKIT_THREADS=1`` keeps today's one-after-the-other order), and more
+  (at most :data:`MAX_PROCESSES`) where that finishes steps of about equal length sooner (:func:`_fewest_rounds`:
+  three steps on two cores take three processes, not a third step alone on one core while the other idles); one
+  (no pool) where CUDA is available (the steps would share one GPU), under
   ``accelerate launch`` (the caller does not ask) or where ``OMP_NUM_THREADS`` was set by the user (kept as it is);
-- each worker computes with ``threads // processes`` threads (``TOOLKIT_THREADS`` and ``OMP_NUM_THREADS`` in its
-  environment, set before torch is imported there: processes are *spawned*, never forked from a process whose OpenMP
-  runtime has started);
+- each worker computes with ``threads // processes`` threads, at least one (``TOOLKIT_THREADS`` and
+  ``OMP_NUM_THREADS`` in its environment, set before torch is imported there: processes are *spawned*, never forked
+  from a process whose OpenMP runtime has started);
 - the cache rule is the same: the main process marks each step running (``step.json``), the worker computes into the
   step's folder, the main process writes ``step.json`` done and records the step in the manifest with the worker's
   own seconds; a step that fails stops the steps not yet started, lets the running ones finish (their work is kept,
@@ -77,7 +79,28 @@ def step_processes(n_pending: int, environ=None) -> int:
             return 1
     except ImportError:  # pragma: no cover - torch is a dependency
         pass
-    return max(1, min(n_pending, threads, MAX_PROCESSES))
+    return _fewest_rounds(n_pending, threads)
+
+
+#: how much slower the work of a run's steps is taken to get when there are more worker processes than threads (each
+#: one a thread, the cores time-shared by the operating system: caches refilled, memory bandwidth shared). An assumed
+#: margin, not a measured figure: it only decides ties such as 9 steps on 2 cores; ``benchmarks/parallel_steps.py
+#: --processes 2,3`` measures the real cost on a machine
+OVERSUBSCRIPTION_COST = 1.1
+
+
+def _fewest_rounds(n: int, threads: int) -> int:
+    """The process count, at least ``min(n, threads)`` and at most :data:`MAX_PROCESSES`, that finishes ``n`` steps of
+    about equal length soonest: ``ceil(n / p)`` rounds, each ``p / threads`` times as long (× the oversubscription
+    cost) when ``p`` processes share ``threads`` threads; the fewest processes on a tie. Three steps on two cores: three
+    processes (1.65 rounds' time) rather than two (two rounds, the third step alone on one core with the other
+    idle)."""
+    low, high = min(n, threads, MAX_PROCESSES), min(n, MAX_PROCESSES)
+
+    def cost(p: int) -> float:
+        return -(-n // p) * (p / threads * OVERSUBSCRIPTION_COST if p > threads else 1.0)
+
+    return min(range(low, high + 1), key=lambda p: (cost(p), p))
 
 
 def _start_worker(threads: int) -> None:

@@ -134,7 +134,9 @@ def run_reference_models(cfg, cache, run_dir: Path, *, public: Corpus | None, ba
                          n_train: int | None = None) -> ReferenceModels | None:
     """Train (or load) ``audit.attacks.rmia_references`` reference models as the cached step ``rmia_references``
     (:func:`reference_models_plan`, :func:`train_references`); None when that is 0 or the run has no public split
-    (then no ``rmia`` attack). ``n_train``: :func:`reference_split`'s cap (the run passes its member count)."""
+    (then no ``rmia`` attack). ``n_train``: :func:`reference_split`'s cap (the run passes its member count). Reference
+    models of this key built before under ``model.prebuilt`` (:mod:`toolkit.pipelines.prebuilt`: they depend on the
+    base and the public split only, never on a member) are copied instead of trained."""
     from toolkit.pipelines.registry import key, run_step
 
     plan = reference_models_plan(cfg, run_dir, public=public, base=base, base_key=base_key,
@@ -149,7 +151,8 @@ def run_reference_models(cfg, cache, run_dir: Path, *, public: Corpus | None, ba
         rel = json.loads((d / "references.json").read_text(encoding="utf-8"))["checkpoints"]
         return [d / r for r in rel]
 
-    paths = run_step(cache, "rmia_references", inputs, lambda: train_references(**kwargs), load, out_dir=d)
+    paths = run_step(cache, "rmia_references", inputs, lambda: train_references(**kwargs), load, out_dir=d,
+                     prebuilt=cfg.model.prebuilt)
     return ReferenceModels(paths=list(paths), split=split, key=key("rmia_references", inputs))
 
 

@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from toolkit.pipelines.cache import StepCache, cached_step, is_current, step_key
+from toolkit.pipelines.cache import StepCache, cached_step, is_current, prebuilt_copy, step_key
 from toolkit.results.layout import RunLayout
 
 Fingerprint = dict[str, Any]  # corpus_fingerprint: counts and a SHA-256 of doc ids and texts
@@ -422,23 +422,31 @@ def current(step: Step | str, out_dir: str | Path, inputs: Any, name: str | None
     return is_current(out_dir, step_key(name, d), s.check)
 
 
+def prebuilt_ready(step: Step | str, inputs: Any, prebuilt: str | Path | None, name: str | None = None) -> bool:
+    """True when ``prebuilt`` holds a finished output of this step and key (:func:`run_step` then copies it)."""
+    s, name, d = _resolve(step, inputs, name)
+    return prebuilt_copy(prebuilt, step_key(name, d), s.check) is not None
+
+
 def run_step(cache: StepCache | None, step: Step | str, inputs: Any, compute: Callable[[], Any],
              load: Callable[[], Any] | None = None, *, out_dir: str | Path, name: str | None = None,
              **options) -> Any:
     """Run ``step`` under the cache rule and return its result (``compute()``'s, or ``load()``'s when current).
 
     ``cache``: a run's :class:`~toolkit.pipelines.cache.StepCache` (the step recorded in its manifest; ``options``:
-    ``prebuilt``, ``all_processes``), or None: :func:`~toolkit.pipelines.cache.cached_step` in ``out_dir`` alone.
+    ``prebuilt``, ``all_processes``), or None: :func:`~toolkit.pipelines.cache.cached_step` in ``out_dir`` alone
+    (``options``: ``prebuilt``).
     ``name``: the step's name in the run (``train/clm``, ``audit/base``; default its kind)."""
     s, name, d = _resolve(step, inputs, name)
     if cache is None:
-        if options:
-            raise TypeError(f"{sorted(options)}: options of a run's StepCache, not of a single step")
-        return cached_step(name, out_dir, d, compute, load, check=s.check, resumable=s.resumable)
+        if set(options) - {"prebuilt"}:
+            raise TypeError(f"{sorted(set(options) - {'prebuilt'})}: options of a run's StepCache, not of a single "
+                            "step")
+        return cached_step(name, out_dir, d, compute, load, check=s.check, resumable=s.resumable, **options)
     return cache.run(name, out_dir, d, compute, load, check=s.check, resumable=s.resumable, **options)
 
 
 __all__ = ["ABSENT", "AnonymizeInputs", "AttacksInputs", "AuditInputs", "BaseInputs", "CanariesInputs",
            "ExternalBase", "IdentifiersInputs", "MiaInputs", "ProbeInputs", "ProbeSettings", "RegurgitationInputs",
            "RmiaReferencesInputs", "STEPS", "Step", "TrainInputs", "current", "identifier_settings", "key",
-           "key_inputs", "run_step", "step_job", "steps_side_by_side"]
+           "key_inputs", "prebuilt_ready", "run_step", "step_job", "steps_side_by_side"]

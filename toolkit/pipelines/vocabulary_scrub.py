@@ -37,10 +37,13 @@ def ensure_anonymized(corpus: Corpus, out_dir: str | Path, config: AnonymizeConf
     return run_step(None, "anonymize", inputs, compute, lambda: load_anonymized(path), out_dir=out_dir)
 
 
-def ensure_model(corpus: Corpus, out_dir: str | Path, *, tiny, config, progress: bool = True) -> Path | str:
+def ensure_model(corpus: Corpus, out_dir: str | Path, *, tiny, config, progress: bool = True,
+                 prebuilt: str | Path | None = None) -> Path | str:
     """A tokenizer and a masked LM trained from scratch on ``corpus`` (``toolkit.training.build_base``: the way
-    MedRoBERTa.nl was built, methods.md §7.2), a cached step in ``out_dir``. When ``tiny`` is a model id or path
-    (a profile with a pre-trained base, e.g. ``paper``), that model is used as it is: any masked LM can be scrubbed."""
+    MedRoBERTa.nl was built, methods.md §7.2), a cached step in ``out_dir``; one of this key built before under
+    ``prebuilt`` (notebook 05's, shipped in ``prebuilt/``: :mod:`toolkit.pipelines.prebuilt`) is copied instead of
+    trained. When ``tiny`` is a model id or path (a profile with a pre-trained base, e.g. ``paper``), that model is
+    used as it is: any masked LM can be scrubbed."""
     from toolkit.training import build_base, corpus_fingerprint
 
     if isinstance(tiny, str):
@@ -48,7 +51,7 @@ def ensure_model(corpus: Corpus, out_dir: str | Path, *, tiny, config, progress:
     out = Path(out_dir)
     inputs = BaseInputs.from_scratch(corpus_fingerprint(corpus), tiny, config)
     run_step(None, "base", inputs, lambda: build_base(corpus, out, "mlm", tiny=tiny, config=config,
-                                                      progress=progress), out_dir=out)
+                                                      progress=progress), out_dir=out, prebuilt=prebuilt)
     return out
 
 
