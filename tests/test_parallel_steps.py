@@ -72,6 +72,7 @@ def test_step_processes_follows_the_threads_and_caps():
     assert step_processes(7, {"TOOLKIT_THREADS": "2"}) == 2      # 4 rounds; 4 processes: 2 rounds of twice the time
     assert step_processes(21, {"TOOLKIT_THREADS": "2"}) == 2     # 11 rounds; 3 processes: 7 x 1.5 x the cost
     assert step_processes(5, {"TOOLKIT_THREADS": "4"}) == 4
+    assert step_processes(3, {"TOOLKIT_THREADS": "2"}, beyond_threads=False) == 2  # steps that share a worker's work
     assert step_processes(3, {"TOOLKIT_THREADS": "16"}) == 3
     assert step_processes(9, {"TOOLKIT_THREADS": "16"}) == MAX_PROCESSES
     assert step_processes(9, {"TOOLKIT_THREADS": "16", "TOOLKIT_PROCESSES": "1"}) == 1  # told: one after the other

@@ -199,7 +199,8 @@ def run_attacks(cfg, cache, run_dir: Path, *, data: ExperimentData, tables: dict
     in_workers = steps_side_by_side(
         cache, [("attacks", step, d, inputs, attack_in_worker,
                  lambda a=arguments: {**a(), "progress": False, "rmia_spec": spec})
-                for _, _, d, inputs, step, arguments in plans], enabled=side_by_side)
+                for _, _, d, inputs, step, arguments in plans], enabled=side_by_side,
+        beyond_threads=False)  # a worker scores the reference model once for all its steps: no third process for it
     out = {}
     for name, epoch, d, inputs, step, arguments in plans:
         if step in in_workers:

@@ -284,7 +284,8 @@ def run_experiment(cfg: ExperimentConfig, out_dir: str | Path, *, progress: bool
                 # side by side on a machine without a GPU, as the training steps
                 in_workers = steps_side_by_side(
                     cache, [("audit", step, d, inputs, steps.audit_checkpoint, lambda kw=kw: {**kw, "progress": False})
-                            for _, _, d, inputs, step, kw in audit_plans], enabled=state is None)
+                            for _, _, d, inputs, step, kw in audit_plans], enabled=state is None,
+                    beyond_threads=False)  # short steps: a worker's imports and reused scores serve several
                 for name, epoch, d, inputs, step, kw in audit_plans:
                     audits[(name, epoch)] = steps.load_audit(d) if step in in_workers else run_step(
                         cache, "audit", inputs, lambda kw=kw: steps.audit_checkpoint(**kw, progress=progress),

@@ -13,8 +13,9 @@ fine-tunings and their extractions likewise (:func:`map_in_processes`, outside a
 - how many: :func:`step_processes` — ``TOOLKIT_PROCESSES`` when set (1: one after the other, as before); else one
   per pending step up to one per thread the run may use
   (:func:`toolkit.threads.thread_count`, so ``TOOLKIT_THREADS=1`` keeps today's one-after-the-other order), and more
-  (at most :data:`MAX_PROCESSES`) where that finishes steps of about equal length sooner (:func:`_fewest_rounds`:
-  three steps on two cores take three processes, not a third step alone on one core while the other idles); one
+  (at most :data:`MAX_PROCESSES`) where that finishes long independent steps of about equal length sooner
+  (:func:`_fewest_rounds`: three fine-tunings on two cores take three processes, not a third alone on one core while
+  the other idles — not for the audits and attack steps, which share work within a worker); one
   (no pool) where CUDA is available (the steps would share one GPU), under
   ``accelerate launch`` (the caller does not ask) or where ``OMP_NUM_THREADS`` was set by the user (kept as it is);
 - each worker computes with ``threads // processes`` threads, at least one (``TOOLKIT_THREADS`` and
@@ -62,9 +63,13 @@ class Job:
     resumable: bool = False
 
 
-def step_processes(n_pending: int, environ=None) -> int:
+def step_processes(n_pending: int, environ=None, *, beyond_threads: bool = True) -> int:
     """How many worker processes :func:`run_in_processes` starts for ``n_pending`` independent steps (module
-    docstring); 1 means none (the caller computes them itself)."""
+    docstring); 1 means none (the caller computes them itself). ``beyond_threads=False``: at most one per thread —
+    for steps that share work within a worker process (the attack steps: a worker scores the reference model once
+    for every step it computes, so a third process on two cores scores it a third time; the quick start's three
+    attack steps took 63 s of wall on three processes against about 57 s on two, measured 2026-11-28; also the §4
+    audits, short steps whose worker's imports serve several)."""
     env = os.environ if environ is None else environ
     told = process_count(env)
     if told is not None:
@@ -79,7 +84,7 @@ def step_processes(n_pending: int, environ=None) -> int:
             return 1
     except ImportError:  # pragma: no cover - torch is a dependency
         pass
-    return _fewest_rounds(n_pending, threads)
+    return _fewest_rounds(n_pending, threads) if beyond_threads else max(1, min(n_pending, threads, MAX_PROCESSES))
 
 
 #: how much slower the work of a run's steps is taken to get when there are more worker processes than threads (each

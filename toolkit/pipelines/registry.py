@@ -398,18 +398,20 @@ def step_job(step: Step | str, inputs: Any, name: str, out_dir: str | Path, fn: 
 
 
 def steps_side_by_side(cache, plans: list[tuple[str, str, Path, Any, Callable[..., Any], Callable[[], dict]]], *,
-                       enabled: bool = True) -> set[str]:
+                       enabled: bool = True, beyond_threads: bool = True) -> set[str]:
     """The runs among ``plans`` — ``(registered step, name in the run, out_dir, inputs, fn, arguments)``, with
     ``arguments()`` building ``fn``'s keyword arguments (called only for a run not current yet) — computed side by
     side in worker processes by ``fn(**arguments())`` when ``enabled`` and
     :func:`~toolkit.pipelines.parallel.step_processes` gives more than one process for those pending. Returns the
-    names computed there; the caller runs (or loads) the others itself with :func:`run_step`, as before."""
+    names computed there; the caller runs (or loads) the others itself with :func:`run_step`, as before.
+    ``beyond_threads``: :func:`~toolkit.pipelines.parallel.step_processes`'s (False for steps that share work
+    within a worker)."""
     if not enabled:
         return set()
     from toolkit.pipelines.parallel import run_in_processes, step_processes
 
     pending = [plan for plan in plans if not current(plan[0], plan[2], plan[3], plan[1])]
-    processes = step_processes(len(pending))
+    processes = step_processes(len(pending), beyond_threads=beyond_threads)
     if processes < 2:
         return set()
     jobs = [step_job(step, inputs, name, d, fn, **arguments()) for step, name, d, inputs, fn, arguments in pending]
