@@ -133,7 +133,7 @@ def readme_lines(r: dict) -> dict[str, str]:
     if "demo" in s:
         d = s["demo"]
         per = ", ".join(f"{name[:2]} {v['seconds']:.1f}" for name, v in sorted(d["notebooks"].items()))
-        sizes = (" at the demo's sizes (notebooks/demo.yaml)"
+        sizes = (" at the demo's sizes of notebooks/demo.yaml"
                  if any(v.get("parameters") for v in d["notebooks"].values()) else "")
         out["make demo"] = (f"`make demo` — {duration(d['seconds'])}{sizes} ({d['ok']}/{d['of']} notebooks ok; "
                             f"seconds per notebook: {per}); {_where(r)}.")

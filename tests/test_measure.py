@@ -52,7 +52,7 @@ def test_parse_demo_reads_the_demo_s_own_sizes_and_the_readme_says_them():
     assert "parameters" not in got["notebooks"]["00_quickstart"]
     record = {"commit": "abcdef0123456789", "date": "2026-11-28", "machine": {"cores": 2, "memory_gib": 24},
               "steps": {"install": {"seconds": 60.0}, "demo": {"seconds": 1700.2, **got}}}
-    assert "at the demo's sizes (notebooks/demo.yaml)" in measure.readme_lines(record)["make demo"]
+    assert "at the demo's sizes of notebooks/demo.yaml" in measure.readme_lines(record)["make demo"]
     del got["notebooks"]["02_masked_lm_strategies"]["parameters"]
     assert "demo's sizes" not in measure.readme_lines(record)["make demo"]
 
