@@ -91,7 +91,8 @@ fuzz: $(STAMP)
 # (prebuilt/<key>; about 15 min of CPU, nothing to do for a folder there); notebook 05's model is shipped after the
 # notebook ran: python -m toolkit.pipelines.prebuilt --ship outputs/work/05_vocabulary_scrubbing/model
 prebuilt: $(STAMP)
-	$(PY) -m toolkit.pipelines.prebuilt configs/quickstart.yaml configs/cpu_masked.yaml configs/cpu_causal.yaml --email cpu
+	$(PY) -m toolkit.pipelines.prebuilt configs/quickstart.yaml configs/cpu_masked.yaml configs/cpu_causal.yaml
+	$(PY) -m toolkit email-base --profile cpu --into prebuilt
 	$(PY) -m toolkit.pipelines.prebuilt configs/cpu_masked.yaml --set corpus.n_individuals=12  # make demo's 02
 	$(PY) -m toolkit.pipelines.prebuilt configs/cpu_causal.yaml --set corpus.n_individuals=24  # make demo's 03
 

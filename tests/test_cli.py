@@ -104,12 +104,12 @@ def test_every_option_has_help_and_commands_are_grouped_by_task():
     assert not missing
     assert list(sub.choices) == ["run", "report", "demo", "frontier", "probe", "mia", "audit", "identifiers", "samples", "base",
                                  "train",
-                                 "rmft", "dedup", "email-train", "extract", "maxter", "anonymize", "sentences",
+                                 "rmft", "dedup", "email-train", "email-base", "extract", "maxter", "anonymize", "sentences",
                                  "candidates", "review-compare", "scrub", "anonymity-test", "review", "purge"]
     epilog = parser.format_help().split("commands by task:", 1)[1]
     assert " ".join(epilog.split()) == (
         "run & report run, report, demo privacy-utility frontier audit probe, mia model audit audit data & identifiers identifiers, samples training base, train "
-        "e-mail rmft, dedup, email-train, extract, maxter scrubbing anonymize, sentences, candidates, review-compare, "
+        "e-mail rmft, dedup, email-train, email-base, extract, maxter scrubbing anonymize, sentences, candidates, review-compare, "
         "scrub, anonymity-test review review privacy purge")
 
 

@@ -30,7 +30,9 @@ TEXT = "Patient Alma Qorvath (alma.qorvath@example.org, +41 79 555 01 23) saw Dr
 
 #: Commands that read no data file, so no bad input can be given to them.
 NO_DATA_INPUT = {"samples": "writes the synthetic sample data from a seed",
-                 "demo": "runs the repository's notebooks (their data are the synthetic samples)"}
+                 "demo": "runs the repository's notebooks (their data are the synthetic samples)",
+                 "email-base": "pre-trains on the synthetic samples' public messages (--copy-from: a base folder, "
+                               "refused unless its step record says finished with this key)"}
 
 #: Byte mutations tried on each format's small valid file (hostile.sample_bytes); those the reader rejects are kept.
 MUTATIONS = [[("insert", 5, b"\xff")], [("truncate", 40, b"")], [("insert", 1, b"{")], [("insert", 0, b"<")],

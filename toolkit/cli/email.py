@@ -1,5 +1,6 @@
 """E-mail address memorisation (methods.md §6, paper 002): the data techniques ``rmft`` and ``dedup``, ``email-train``,
-the extraction attack ``extract`` and the technique comparison ``maxter``.
+notebook 04's tiny base built ahead (``email-base``), the extraction attack ``extract`` and the technique comparison
+``maxter``.
 
 Addresses never go to the terminal: commands print counts and rates; the addresses stay in the files they write.
 """
@@ -113,6 +114,18 @@ def cmd_email_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_email_base(args: argparse.Namespace) -> int:
+    from toolkit.pipelines.prebuilt import build_prebuilt_email
+    from toolkit.samples.email import public_email_corpus
+
+    prof, email = email_profile(args.profile)
+    p = build_prebuilt_email(prof, args.into, public_email_corpus(email.public_documents), from_dir=args.copy_from,
+                             progress=not args.quiet)
+    size = sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
+    print(f"e-mail base ({args.profile}): {p} ({size / 1e6:.1f} MB)")
+    return 0
+
+
 def cmd_extract(args: argparse.Namespace) -> int:
     from toolkit.audit.extraction import extract_run, read_prompts
     from toolkit.identifiers.addresses import occurrence_table
@@ -208,6 +221,17 @@ def _register_email_train(sub) -> None:
     s.set_defaults(func=cmd_email_train)
 
 
+def _register_email_base(sub) -> None:
+    s = sub.add_parser("email-base", help="notebook 04's tiny e-mail base, pre-trained on the sample generator's "
+                                          "public messages, built ahead into prebuilt/ (make prebuilt)")
+    s.add_argument("--profile", default="cpu", help=PROFILE_HELP + "its `email` section sets the schedule")
+    s.add_argument("--into", default="prebuilt", help="folder of pre-built steps (default: prebuilt)")
+    s.add_argument("--copy-from", metavar="DIR",
+                   help="a finished base_clm folder of notebook 04 to copy when its key is the profile's")
+    add_quiet(s)
+    s.set_defaults(func=cmd_email_base)
+
+
 def _register_extract(sub) -> None:
     s = sub.add_parser("extract", help="e-mail extraction attack on every checkpoint of a run: TER, SER, perplexity",
                        description="Prompt every checkpoint of RUN_DIR (greedy, batched, KV cache), extract "
@@ -236,6 +260,7 @@ def _register_extract(sub) -> None:
 def register(sub) -> None:
     _register_transforms(sub)
     _register_email_train(sub)
+    _register_email_base(sub)
     _register_extract(sub)
     s = sub.add_parser("maxter", help="MaxTER curves and AURC of techniques against the baseline (methods.md §6)",
                        description="Compare `extract` outputs: writes OUT/maxter.parquet (technique, tau, maxter, "

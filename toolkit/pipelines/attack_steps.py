@@ -193,7 +193,7 @@ def run_attacks(cfg, cache, run_dir: Path, *, data: ExperimentData, tables: dict
                         progress=progress)
 
         plans.append((name, epoch, d, inputs, layout.step("attacks", name, epoch), arguments))
-    from toolkit.pipelines.registry import steps_side_by_side
+    from toolkit.pipelines.parallel import steps_side_by_side
 
     spec = (refs, data.public, opts.rmia_offline_a) if refs is not None else None
     in_workers = steps_side_by_side(

@@ -131,8 +131,8 @@ def ensure_email_base(out_dir: str | Path, public_corpus: Corpus | None, email, 
     callers (notebook 04) build it with ``toolkit.samples.email.public_email_corpus(email.public_documents)``
     (``None`` is accepted when the profile names a model). The tiny base is a cached step
     (:mod:`toolkit.pipelines.cache`) keyed by its architecture, schedule and the public corpus' fingerprint; a base of
-    this key built before under ``prebuilt`` (``make prebuilt``: :func:`email_base_inputs`,
-    :mod:`toolkit.pipelines.prebuilt`) is copied instead of pre-trained."""
+    this key built before under ``prebuilt`` (``make prebuilt``: :mod:`toolkit.pipelines.prebuilt`) is copied instead
+    of pre-trained."""
     from toolkit.pipelines.registry import BaseInputs, run_step
     from toolkit.training import build_base, corpus_fingerprint
 
@@ -151,15 +151,6 @@ def ensure_email_base(out_dir: str | Path, public_corpus: Corpus | None, email, 
                                                           progress=progress), out_dir=out, prebuilt=prebuilt)
     return out
 
-
-def email_base_inputs(profile):
-    """``(email profile, public corpus)`` of notebook 04 at its default parameters: the profile's e-mail section and
-    the synthetic public messages it pre-trains the tiny base on (what :mod:`toolkit.pipelines.prebuilt` builds)."""
-    from toolkit.config.email import EmailProfile
-    from toolkit.samples.email import public_email_corpus
-
-    email = profile.email or EmailProfile()
-    return email, public_email_corpus(email.public_documents)
 
 
 def _finished(run: Path) -> bool:
@@ -269,5 +260,5 @@ def write_maxter(comparison: pd.DataFrame, out_dir: str | Path, tau_max: float |
     return report
 
 
-__all__ = ["TECHNIQUES", "email_base_inputs", "ensure_email_base", "extract_techniques", "findings", "runs_summary",
+__all__ = ["TECHNIQUES", "ensure_email_base", "extract_techniques", "findings", "runs_summary",
            "technique_corpus", "train_technique", "train_techniques", "write_maxter", "write_seen_addresses"]

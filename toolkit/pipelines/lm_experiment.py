@@ -234,7 +234,8 @@ def run_experiment(cfg: ExperimentConfig, out_dir: str | Path, *, progress: bool
                     plans.append((name, strat, tcfg, inputs, d, kw))
             # on a machine without a GPU the strategies not yet trained train side by side, one process each
             # (toolkit.pipelines.parallel: a tiny model's step does not keep two cores busy)
-            from toolkit.pipelines.registry import prebuilt_ready, steps_side_by_side
+            from toolkit.pipelines.parallel import steps_side_by_side
+            from toolkit.pipelines.registry import prebuilt_ready
 
             side = [("train", f"train/{name}", d, inputs, train, lambda kw=kw: kw)
                     for name, _, _, inputs, d, kw in plans]

@@ -6,7 +6,7 @@ keep two cores busy with two threads. Measured on the 2-core reference machine (
 the other on two threads took 171.6 s (94.6 + 77.0 s), side by side on one thread each 115.4 s of wall time (1.49×).
 Notebooks 02 and 03 train seven strategies each, so the run's training steps — independent of
 each other given the base model and the identifiers — with RMIA's reference models, then its §4 audits and its
-attack steps (one per audited model; :func:`toolkit.pipelines.registry.steps_side_by_side`) go to a pool of worker
+attack steps (one per audited model; :func:`steps_side_by_side`) go to a pool of worker
 processes; notebook 04's three
 fine-tunings and their extractions likewise (:func:`map_in_processes`, outside a run's cache):
 
@@ -50,7 +50,7 @@ MAX_PROCESSES = 4
 
 @dataclass
 class Job:
-    """One step to compute in a worker (:func:`toolkit.pipelines.registry.step_job` makes it for a registered step):
+    """One step to compute in a worker (:func:`step_job` makes it for a registered step):
     its ``name`` in the run (``train/clm``), its folder, its key and the inputs ``step.json`` records, and
     ``fn(**kwargs)`` — a module-level function (it is pickled by reference) that writes into ``out_dir``."""
 
@@ -192,4 +192,35 @@ def run_in_processes(cache, jobs: list[Job], processes: int) -> set[str]:
     return done
 
 
-__all__ = ["Job", "MAX_PROCESSES", "PROCESSES_VAR", "map_in_processes", "run_in_processes", "step_processes"]
+def step_job(step, inputs: Any, name: str, out_dir: str | Path, fn: Callable[..., Any], /, **kwargs) -> Job:
+    """The :class:`Job` that computes the registered ``step`` (a :class:`~toolkit.pipelines.registry.Step` or its
+    kind) run as ``name`` on ``inputs`` in a worker process, ``fn(**kwargs)`` writing into ``out_dir``: its key,
+    recorded inputs and ``resumable`` as :func:`~toolkit.pipelines.registry.run_step` derives them."""
+    from toolkit.pipelines.registry import STEPS, key, key_inputs
+
+    s = STEPS[step] if isinstance(step, str) else step
+    return Job(name, Path(out_dir), key(s, inputs, name), key_inputs(inputs), fn, kwargs, resumable=s.resumable)
+
+
+def steps_side_by_side(cache, plans: list[tuple[str, str, Path, Any, Callable[..., Any], Callable[[], dict]]], *,
+                       enabled: bool = True, beyond_threads: bool = True) -> set[str]:
+    """The runs among ``plans`` — ``(registered step, name in the run, out_dir, inputs, fn, arguments)``, with
+    ``arguments()`` building ``fn``'s keyword arguments (called only for a run not current yet) — computed side by
+    side in worker processes by ``fn(**arguments())`` when ``enabled`` and :func:`step_processes` (with
+    ``beyond_threads``: False for steps that share work within a worker) gives more than one process for those
+    pending. Returns the names computed there; the caller runs (or loads) the others itself with
+    :func:`~toolkit.pipelines.registry.run_step`, as before."""
+    if not enabled:
+        return set()
+    from toolkit.pipelines.registry import current
+
+    pending = [plan for plan in plans if not current(plan[0], plan[2], plan[3], plan[1])]
+    processes = step_processes(len(pending), beyond_threads=beyond_threads)
+    if processes < 2:
+        return set()
+    jobs = [step_job(step, inputs, name, d, fn, **arguments()) for step, name, d, inputs, fn, arguments in pending]
+    return run_in_processes(cache, jobs, processes)
+
+
+__all__ = ["Job", "MAX_PROCESSES", "PROCESSES_VAR", "map_in_processes", "run_in_processes", "step_job",
+           "step_processes", "steps_side_by_side"]

@@ -11,12 +11,13 @@ fingerprint), so a copy is used only by a run that would have built exactly it; 
 own. Neither depends on a member: RMIA's reference models are trained on halves of the public split
 (:mod:`toolkit.pipelines.reference_models`). Regenerate after changing a config's model or the sample data:
 
-    python -m toolkit.pipelines.prebuilt configs/quickstart.yaml configs/cpu_masked.yaml configs/cpu_causal.yaml \
-        --email cpu
+    python -m toolkit.pipelines.prebuilt configs/quickstart.yaml configs/cpu_masked.yaml configs/cpu_causal.yaml
+    python -m toolkit email-base --profile cpu --into prebuilt
 
 ``--from-run RUN_DIR`` copies the steps of a finished run of the same config instead of building them; each is taken
 only when its step key is this config's. Two models outside an experiment config are shipped the same way: notebook
-04's tiny e-mail base (``--email PROFILE``: pre-trained on the synthetic public messages, about 2 min of CPU) and
+04's tiny e-mail base (``python -m toolkit email-base``: pre-trained on the sample generator's public messages,
+about 2 min of CPU; :func:`build_prebuilt_email`) and
 notebook 05's masked LM trained from scratch on the NER-anonymised sample (``--ship
 outputs/work/05_vocabulary_scrubbing/model`` after the notebook ran: about 3.5 min of CPU). ``tests/test_prebuilt.py``
 fails when a shipped folder is no longer the current key of its config or notebook.
@@ -103,16 +104,18 @@ def build_prebuilt_references(config, base: Path, *, progress: bool = True, from
     return target
 
 
-def email_base_key(profile) -> str:
-    """The step key of notebook 04's tiny e-mail base at its default parameters under ``profile`` (a name or a
-    :class:`~toolkit.config.Profile`); a :class:`ToolkitError` when the profile names a pre-trained base instead."""
+def email_base_key(profile, public) -> str:
+    """The step key of notebook 04's tiny e-mail base under ``profile`` (a name or a
+    :class:`~toolkit.config.Profile`), pre-trained on ``public`` (notebook 04's synthetic public messages:
+    ``toolkit.samples.email.public_email_corpus(email.public_documents)``); a :class:`ToolkitError` when the profile
+    names a pre-trained base instead."""
     from toolkit.config import load_profile
+    from toolkit.config.email import EmailProfile
     from toolkit.pipelines import registry
-    from toolkit.pipelines.email_extraction import email_base_inputs
     from toolkit.training import corpus_fingerprint
 
     prof = load_profile(profile) if isinstance(profile, str) else profile
-    email, public = email_base_inputs(prof)
+    email = prof.email or EmailProfile()
     spec = email.base or prof.base.get("clm")
     if spec is None or isinstance(spec, str):
         raise ToolkitError(f"profile {getattr(prof, 'name', profile)!r}: the e-mail base is a pre-trained model "
@@ -120,28 +123,29 @@ def email_base_key(profile) -> str:
     return registry.key("base", registry.BaseInputs.pretrained(spec, email.pretrain, corpus_fingerprint(public)))
 
 
-def build_prebuilt_email(profile, folder: str | Path, *, progress: bool = True,
+def build_prebuilt_email(profile, folder: str | Path, public, *, progress: bool = True,
                          from_dir: str | Path | None = None) -> Path:
-    """Notebook 04's tiny e-mail base at its default parameters (:func:`email_base_key`) into ``folder/<key>``: built,
-    or copied from ``from_dir`` (a finished ``base_clm`` of notebook 04's work folder) when its key is this one."""
+    """Notebook 04's tiny e-mail base (:func:`email_base_key`) into ``folder/<key>``: built, or copied from
+    ``from_dir`` (a finished ``base_clm`` of notebook 04's work folder) when its key is this one. The command line:
+    ``python -m toolkit email-base`` (the public messages are the sample generator's)."""
     from toolkit.config import load_profile
+    from toolkit.config.email import EmailProfile
     from toolkit.pipelines.cache import is_current
-    from toolkit.pipelines.email_extraction import email_base_inputs, ensure_email_base
+    from toolkit.pipelines.email_extraction import ensure_email_base
 
     prof = load_profile(profile) if isinstance(profile, str) else profile
-    key = email_base_key(prof)
+    key = email_base_key(prof, public)
     target = Path(folder) / key
     if is_current(target, key, "config.json"):
         return target
     if from_dir is not None:
         if not is_current(from_dir, key, "config.json"):
             raise ToolkitError(f"{from_dir}: no finished e-mail base of key {key[:12]}… (other parameters or code, or "
-                               "still running): build it without --email-from")
+                               "still running): build it without --copy-from")
         _ship(Path(from_dir), target)
         return target
-    email, public = email_base_inputs(prof)
     with tempfile.TemporaryDirectory() as tmp:
-        out = ensure_email_base(Path(tmp) / "base_clm", public, email, prof, progress=progress)
+        out = ensure_email_base(Path(tmp) / "base_clm", public, prof.email or EmailProfile(), prof, progress=progress)
         _ship(Path(out), target)
     return target
 
@@ -238,17 +242,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--from-run", metavar="RUN_DIR",
                     help="copy the base and RMIA's reference models of this finished run (`toolkit run CONFIG --out "
                          "RUN_DIR`) when their keys are the config's, instead of building them")
-    ap.add_argument("--email", metavar="PROFILE",
-                    help="also notebook 04's tiny e-mail base under this profile (cpu), into --into")
-    ap.add_argument("--email-from", metavar="DIR",
-                    help="copy it from this finished base_clm folder of notebook 04 when its key is the profile's")
     ap.add_argument("--ship", metavar="STEP_DIR", action="append", default=[],
                     help="copy this finished step's folder into --into under its key (notebook 05's model: "
                          "outputs/work/05_vocabulary_scrubbing/model after the notebook ran)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="a config value as a notebook sets it, for the reference models (make demo's "
                          "corpus.n_individuals: notebooks/demo.yaml)")
-    ap.add_argument("--into", default="prebuilt", help="the folder of --email and --ship (default: prebuilt)")
+    ap.add_argument("--into", default="prebuilt", help="the folder of --ship (default: prebuilt)")
     args = ap.parse_args(argv)
     from toolkit.config.experiment import parse_overrides
     from toolkit.threads import use_cores
@@ -258,10 +258,6 @@ def main(argv: list[str] | None = None) -> int:
         overrides = parse_overrides(args.set) if args.set else None
         for step_dir in args.ship:
             print(f"{step_dir}: {ship_step(step_dir, args.into)}")
-        if args.email:
-            p = build_prebuilt_email(args.email, args.into, from_dir=args.email_from)
-            size = sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
-            print(f"e-mail base ({args.email}): {p} ({size / 1e6:.1f} MB)")
         for c in args.configs:
             path = _build_base(c, from_run=args.from_run)
             refs = build_prebuilt_references(c, path, from_run=args.from_run, overrides=overrides)

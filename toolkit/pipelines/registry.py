@@ -387,37 +387,6 @@ def key(step: Step | str, inputs: Any, name: str | None = None) -> str:
     return step_key(name, d)
 
 
-def step_job(step: Step | str, inputs: Any, name: str, out_dir: str | Path, fn: Callable[..., Any], /, **kwargs):
-    """The :class:`~toolkit.pipelines.parallel.Job` that computes ``step`` run as ``name`` on ``inputs`` in a worker
-    process, ``fn(**kwargs)`` writing into ``out_dir``: its key, recorded inputs and ``resumable`` as :func:`run_step`
-    derives them."""
-    from toolkit.pipelines.parallel import Job
-
-    s, name, d = _resolve(step, inputs, name)
-    return Job(name, Path(out_dir), step_key(name, d), d, fn, kwargs, resumable=s.resumable)
-
-
-def steps_side_by_side(cache, plans: list[tuple[str, str, Path, Any, Callable[..., Any], Callable[[], dict]]], *,
-                       enabled: bool = True, beyond_threads: bool = True) -> set[str]:
-    """The runs among ``plans`` — ``(registered step, name in the run, out_dir, inputs, fn, arguments)``, with
-    ``arguments()`` building ``fn``'s keyword arguments (called only for a run not current yet) — computed side by
-    side in worker processes by ``fn(**arguments())`` when ``enabled`` and
-    :func:`~toolkit.pipelines.parallel.step_processes` gives more than one process for those pending. Returns the
-    names computed there; the caller runs (or loads) the others itself with :func:`run_step`, as before.
-    ``beyond_threads``: :func:`~toolkit.pipelines.parallel.step_processes`'s (False for steps that share work
-    within a worker)."""
-    if not enabled:
-        return set()
-    from toolkit.pipelines.parallel import run_in_processes, step_processes
-
-    pending = [plan for plan in plans if not current(plan[0], plan[2], plan[3], plan[1])]
-    processes = step_processes(len(pending), beyond_threads=beyond_threads)
-    if processes < 2:
-        return set()
-    jobs = [step_job(step, inputs, name, d, fn, **arguments()) for step, name, d, inputs, fn, arguments in pending]
-    return run_in_processes(cache, jobs, processes)
-
-
 def current(step: Step | str, out_dir: str | Path, inputs: Any, name: str | None = None) -> bool:
     """True when ``out_dir`` holds the finished step of this key (and its check file)."""
     s, name, d = _resolve(step, inputs, name)
@@ -451,4 +420,4 @@ def run_step(cache: StepCache | None, step: Step | str, inputs: Any, compute: Ca
 __all__ = ["ABSENT", "AnonymizeInputs", "AttacksInputs", "AuditInputs", "BaseInputs", "CanariesInputs",
            "ExternalBase", "IdentifiersInputs", "MiaInputs", "ProbeInputs", "ProbeSettings", "RegurgitationInputs",
            "RmiaReferencesInputs", "STEPS", "Step", "TrainInputs", "current", "identifier_settings", "key",
-           "key_inputs", "prebuilt_ready", "run_step", "step_job", "steps_side_by_side"]
+           "key_inputs", "prebuilt_ready", "run_step"]
