@@ -120,6 +120,24 @@ def train_technique(corpus: Corpus, technique: str, base, run_dir: str | Path, c
 # notebook steps (cached on disk, as toolkit.pipelines.steps)
 
 
+def email_base_spec(email, profile):
+    """The e-mail experiment's base: ``email.base`` if set, else the profile's ``base.clm`` — a model id or path
+    (``str``) or a tiny architecture; a :class:`ToolkitError` when neither names one."""
+    spec = email.base or profile.base.get("clm")
+    if spec is None:
+        raise ToolkitError("the profile names no causal base model (email.base or base.clm)")
+    return spec
+
+
+def tiny_email_base_inputs(spec, email, public_corpus: Corpus):
+    """The ``base`` step's inputs of the tiny e-mail base ``spec`` pre-trained on ``public_corpus`` (its key is what
+    :func:`ensure_email_base` caches under and :mod:`toolkit.pipelines.prebuilt` ships)."""
+    from toolkit.pipelines.registry import BaseInputs
+    from toolkit.training import corpus_fingerprint
+
+    return BaseInputs.pretrained(spec, email.pretrain, corpus_fingerprint(public_corpus))
+
+
 def ensure_email_base(out_dir: str | Path, public_corpus: Corpus | None, email, profile, *,
                       progress: bool = True, prebuilt: str | Path | None = None):
     """The base model of the e-mail experiment: ``email.base`` (an HF id or path) if set, else the profile's
@@ -133,19 +151,17 @@ def ensure_email_base(out_dir: str | Path, public_corpus: Corpus | None, email, 
     (:mod:`toolkit.pipelines.cache`) keyed by its architecture, schedule and the public corpus' fingerprint; a base of
     this key built before under ``prebuilt`` (``make prebuilt``: :mod:`toolkit.pipelines.prebuilt`) is copied instead
     of pre-trained."""
-    from toolkit.pipelines.registry import BaseInputs, run_step
-    from toolkit.training import build_base, corpus_fingerprint
+    from toolkit.pipelines.registry import run_step
+    from toolkit.training import build_base
 
-    spec = email.base or profile.base.get("clm")
+    spec = email_base_spec(email, profile)
     if isinstance(spec, str):
         return Path(spec) if Path(spec).exists() else spec
-    if spec is None:
-        raise ToolkitError("the profile names no causal base model (email.base or base.clm)")
     out = Path(out_dir).resolve()  # absolute: runs record it in run.json, and `extract --with-base` reloads it
     if public_corpus is None or len(public_corpus) == 0:
         raise ToolkitError(f"{out}: the tiny e-mail base is pre-trained on a public corpus, but none (or an empty "
                            "one) was given")
-    inputs = BaseInputs.pretrained(spec, email.pretrain, corpus_fingerprint(public_corpus))
+    inputs = tiny_email_base_inputs(spec, email, public_corpus)
     with private_umask():  # the Trainer's own files owner-only too
         run_step(None, "base", inputs, lambda: build_base(public_corpus, out, "clm", tiny=spec, config=email.pretrain,
                                                           progress=progress), out_dir=out, prebuilt=prebuilt)
@@ -260,5 +276,6 @@ def write_maxter(comparison: pd.DataFrame, out_dir: str | Path, tau_max: float |
     return report
 
 
-__all__ = ["TECHNIQUES", "ensure_email_base", "extract_techniques", "findings", "runs_summary",
-           "technique_corpus", "train_technique", "train_techniques", "write_maxter", "write_seen_addresses"]
+__all__ = ["TECHNIQUES", "email_base_spec", "ensure_email_base", "extract_techniques", "findings", "runs_summary",
+           "technique_corpus", "tiny_email_base_inputs", "train_technique", "train_techniques", "write_maxter",
+           "write_seen_addresses"]

@@ -54,9 +54,8 @@ def references_plan(config, base: Path, overrides: dict | None = None):
     members) and its ``rmia_references`` step
     (:func:`~toolkit.pipelines.reference_models.reference_models_plan`: folder, inputs, split, training arguments)
     with ``base`` as the base model, or ``(cfg, None)`` when the config trains no reference model."""
-    from toolkit.config.experiment import load_experiment, resolved_settings
-    from toolkit.pipelines import registry
-    from toolkit.pipelines.lm_experiment import load_data, tiny_base_inputs
+    from toolkit.config.experiment import load_experiment
+    from toolkit.pipelines.lm_experiment import load_data
     from toolkit.pipelines.reference_models import reference_models_plan
     from toolkit.training import corpus_fingerprint
 
@@ -65,9 +64,8 @@ def references_plan(config, base: Path, overrides: dict | None = None):
     if cfg.training is None or not cfg.audit.attacks.enabled:
         return cfg, None
     public = corpus_fingerprint(data.public) if data.public is not None else None
-    base_key = registry.key("base", tiny_base_inputs(resolved_settings(cfg), public))
     return cfg, reference_models_plan(cfg, Path(tempfile.gettempdir()), public=data.public, base=base,
-                                      base_key=base_key, public_fingerprint=public,
+                                      base_key=_base_key(cfg, data), public_fingerprint=public,
                                       n_train=len(set(data.members.person_ids)), progress=False)
 
 
@@ -107,20 +105,21 @@ def build_prebuilt_references(config, base: Path, *, progress: bool = True, from
 def email_base_key(profile, public) -> str:
     """The step key of notebook 04's tiny e-mail base under ``profile`` (a name or a
     :class:`~toolkit.config.Profile`), pre-trained on ``public`` (notebook 04's synthetic public messages:
-    ``toolkit.samples.email.public_email_corpus(email.public_documents)``); a :class:`ToolkitError` when the profile
-    names a pre-trained base instead."""
+    ``toolkit.samples.email.public_email_corpus(email.public_documents)``) — the key
+    :func:`~toolkit.pipelines.email_extraction.ensure_email_base` caches under; a :class:`ToolkitError` when the
+    profile names a pre-trained base instead."""
     from toolkit.config import load_profile
     from toolkit.config.email import EmailProfile
     from toolkit.pipelines import registry
-    from toolkit.training import corpus_fingerprint
+    from toolkit.pipelines.email_extraction import email_base_spec, tiny_email_base_inputs
 
     prof = load_profile(profile) if isinstance(profile, str) else profile
     email = prof.email or EmailProfile()
-    spec = email.base or prof.base.get("clm")
-    if spec is None or isinstance(spec, str):
+    spec = email_base_spec(email, prof)
+    if isinstance(spec, str):
         raise ToolkitError(f"profile {getattr(prof, 'name', profile)!r}: the e-mail base is a pre-trained model "
                            f"({spec}), not a tiny base")
-    return registry.key("base", registry.BaseInputs.pretrained(spec, email.pretrain, corpus_fingerprint(public)))
+    return registry.key("base", tiny_email_base_inputs(spec, email, public))
 
 
 def build_prebuilt_email(profile, folder: str | Path, public, *, progress: bool = True,
@@ -164,11 +163,20 @@ def ship_step(step_dir: str | Path, folder: str | Path) -> Path:
     return target
 
 
+def _base_key(cfg, data) -> str:
+    """The ``base`` step's key of the experiment ``cfg``'s tiny base (its settings and ``data``'s public split)."""
+    from toolkit.config.experiment import resolved_settings
+    from toolkit.pipelines import registry
+    from toolkit.pipelines.lm_experiment import tiny_base_inputs
+    from toolkit.training import corpus_fingerprint
+
+    return registry.key("base", tiny_base_inputs(resolved_settings(cfg), corpus_fingerprint(data.public)))
+
+
 def _build_base(config, *, progress: bool = True, from_run: str | Path | None = None) -> Path:
     from toolkit.config.experiment import load_experiment, resolved_settings
-    from toolkit.pipelines import registry
     from toolkit.pipelines.cache import StepCache, is_current
-    from toolkit.pipelines.lm_experiment import base_step, load_data, tiny_base_inputs
+    from toolkit.pipelines.lm_experiment import base_step, load_data
     from toolkit.pipelines.manifest import Manifest
     from toolkit.training import corpus_fingerprint
 
@@ -179,7 +187,7 @@ def _build_base(config, *, progress: bool = True, from_run: str | Path | None = 
     if isinstance(settings["base"], str):
         raise ToolkitError(f"{cfg.source}: the base is a pre-trained model ({settings['base']}), not a tiny base")
     data = load_data(cfg)
-    key = registry.key("base", tiny_base_inputs(settings, corpus_fingerprint(data.public)))
+    key = _base_key(cfg, data)
     target = Path(cfg.model.prebuilt) / key
     if is_current(target, key, "config.json"):
         return target
