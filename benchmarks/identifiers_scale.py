@@ -52,12 +52,14 @@ def block(data: Path, index: int) -> Path:
     return path
 
 
-def generate(data: Path, size: int) -> Path:
+def generate(data: Path, size: int, jobs: int = 1) -> Path:
     """The corpus of ``size`` million words: ``size / 27`` blocks (rounded up), concatenated. Blocks already written
-    (by a smaller size) are copied; the others are generated straight into the corpus, one block in memory at a
-    time (a 1,100M-word corpus never holds more than one block of ~27M words)."""
+    (by a smaller size) are copied; the others are generated straight into the corpus by ``jobs`` processes, in
+    order, a block of ~27M words at a time per process (a 1,100M-word corpus never holds more than ``jobs + 2``
+    blocks in memory)."""
     import math
     import shutil
+    from concurrent.futures import ProcessPoolExecutor
 
     path = data / f"notes-{size}M.jsonl"
     if not path.is_file():
@@ -65,18 +67,28 @@ def generate(data: Path, size: int) -> Path:
         tmp = path.with_suffix(".tmp")
         t0 = time.perf_counter()
         n_blocks = max(1, math.ceil(size / BLOCK_WORDS_M - 0.01))
-        with open(tmp, "wb") as out:
+        if n_blocks <= 10:
+            for i in range(n_blocks):
+                block(data, i)
+        todo = [i for i in range(n_blocks) if not (data / f"block-{i:03d}.jsonl").is_file()]
+        with open(tmp, "wb") as out, ProcessPoolExecutor(max(1, jobs)) as pool:
+            made = iter(pool.map(block_bytes, todo)) if todo else iter(())
             for i in range(n_blocks):
                 cached = data / f"block-{i:03d}.jsonl"
-                if cached.is_file() or n_blocks <= 10:
-                    with open(block(data, i), "rb") as fh:
+                if cached.is_file():
+                    with open(cached, "rb") as fh:
                         shutil.copyfileobj(fh, out, 1 << 24)
                 else:
-                    out.write(b"".join(line.encode("utf-8") for line in block_lines(i)))
+                    out.write(next(made))
                 print(f"  corpus {size}M: block {i + 1}/{n_blocks} written ({time.perf_counter() - t0:.0f} s)",
                       flush=True)
         tmp.rename(path)
     return path
+
+
+def block_bytes(index: int) -> bytes:
+    """Block ``index`` as UTF-8 JSON Lines (generated in a worker process of :func:`generate`)."""
+    return b"".join(line.encode("utf-8") for line in block_lines(index))
 
 
 def block_lines(index: int):
@@ -147,7 +159,30 @@ def cli_run(corpus: Path, out: Path, detector: str, extra: list[str]) -> dict:
     summary = json.loads((out / "summary.json").read_text())
     return {"seconds": seconds, "peak_tree_rss_gb": peak["rss"] / 2**30, "max_process_rss_gb": maxrss / 2**30,
             "peak_disk_gb": peak["disk"] / 2**30, "output_gb": out_bytes / 2**30, "n_words": summary.get("n_words"),
-            "n_individuals": summary.get("n_individuals"), "load": load, "load_after": os.getloadavg()[0]}
+            "n_individuals": summary.get("n_individuals"), "timings_s": summary.get("timings_s"), "load": load,
+            "load_after": os.getloadavg()[0]}
+
+
+def grown(data: Path, corpus: Path, share: float) -> Path:
+    """``corpus`` followed by new patients' notes (block 900's first notes, seed 901, ids ``b900-``) making about
+    ``share`` of its words more: what a hospital's next run sees after a month of new notes."""
+    path = corpus.with_name(f"{corpus.stem}-grow{share:g}.jsonl")
+    if not path.is_file():
+        target = share * sum(len(json.loads(line)["text"].split()) for line in open(corpus, encoding="utf-8"))
+        tmp = path.with_suffix(".tmp")
+        added = 0
+        with open(tmp, "w", encoding="utf-8") as out:
+            with open(corpus, encoding="utf-8") as fh:
+                for line in fh:
+                    out.write(line)
+            for line in block_lines(900):
+                if added >= target:
+                    break
+                out.write(line)
+                added += len(json.loads(line)["text"].split())
+        tmp.rename(path)
+        print(f"  {path.name}: {added:,} new words ({added / target * share:.1%} more)", flush=True)
+    return path
 
 
 def child(engine: str, corpus: str, out: str, memory_limit: str, threads: str) -> None:
@@ -260,9 +295,15 @@ def main() -> None:
                     "million words (it needs ~140 bytes per word)")
     ap.add_argument("--engines", action="store_true", help="also compare DuckDB and Polars on the graph step")
     ap.add_argument("--keep", action="store_true", help="keep the outputs")
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                    help="processes generating a corpus's blocks (default: the CPUs)")
     ap.add_argument("--cli", metavar="DETECTORS", help="instead: run `python -m toolkit identifiers` itself with each "
                     "of these detectors (comma-separated, e.g. oracle,patterns) at its default memory limit on each "
-                    "size, and report wall time, peak memory of the process tree, peak disk used")
+                    "size, and report wall time, peak memory of the process tree, peak disk used; spaCy detectors "
+                    "start from an empty NER cache of their own (--cache-dir in --data)")
+    ap.add_argument("--grow", type=float, default=0.0, metavar="SHARE",
+                    help="with --cli: run each detector again on the corpus plus SHARE more words of new patients' "
+                         "notes, with the NER cache the first run filled (its saving at that size)")
     args = ap.parse_args()
     data = Path(args.data)
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -270,19 +311,30 @@ def main() -> None:
           f"GiB; load average {os.getloadavg()}")
     if args.cli:
         for size in sizes:
-            corpus = generate(data, size)
+            corpus = generate(data, size, args.jobs)
             print(f"{size}M: corpus {corpus.stat().st_size / 2**30:.2f} GB on disk", flush=True)
             for detector in args.cli.split(","):
-                res = cli_run(corpus, data / f"out-{size}M-cli-{detector}", detector, [])
+                import shutil
+
+                cache = data / f"ner-cache-{size}M-{detector}"
+                shutil.rmtree(cache, ignore_errors=True)
+                extra = ["--cache-dir", str(cache)] if "spacy" in detector else []
+                res = cli_run(corpus, data / f"out-{size}M-cli-{detector}", detector, extra)
                 print(f"RESULT {size}M {detector} " + json.dumps(res), flush=True)
+                if args.grow:
+                    more = grown(data, corpus, args.grow)
+                    res = cli_run(more, data / f"out-{size}M-cli-{detector}-grow", detector, extra)
+                    print(f"RESULT {size}M+{args.grow:g} {detector} (cache of the first run) " + json.dumps(res),
+                          flush=True)
                 if not args.keep:
                     import shutil
 
                     shutil.rmtree(data / f"out-{size}M-cli-{detector}", ignore_errors=True)
+                    shutil.rmtree(data / f"out-{size}M-cli-{detector}-grow", ignore_errors=True)
         return
     rows = []
     for size in sizes:
-        corpus = generate(data, size)
+        corpus = generate(data, size, args.jobs)
         for engine in ("duckdb", "memory"):
             if engine == "memory" and size > args.memory_skip_above:
                 rows.append((size, engine, None))

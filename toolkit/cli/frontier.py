@@ -15,9 +15,10 @@ TITLE = "privacy-utility"
 def generated_corpus(out_dir: Path, n_members: int, n_public: int, seed: int) -> Path:
     """``OUT/corpus/notes.jsonl``: the sample generator's clinical notes of ``n_public`` public patients (the base
     model's pre-training data) and ``n_members`` patients in each of ``train`` (members) and ``heldout``
-    (non-members), written once per (sizes, seed) and reused. Generated for exactly these splits: the generator's
-    rare-term pools run out at a few thousand patients (made-up and reused terms, fewer unique ones), so no patient
-    more than needed is drawn."""
+    (non-members), written once per (sizes, seed, generator pools) and reused. Generated for exactly these splits:
+    past a few thousand patients the generator's rare terms are made-up drug names (its deep reserve), so no
+    patient more than needed is drawn. A corpus written before the deep reserve (``generated.json`` without
+    ``"pools"``) is generated again: its members' terms were reused ones past ~1,800 patients."""
     from toolkit.io import atomic_write_json
     from toolkit.samples import generate_clinical
     from toolkit.samples.text import write_records
@@ -26,7 +27,8 @@ def generated_corpus(out_dir: Path, n_members: int, n_public: int, seed: int) ->
     path, spec_path = folder / "notes.jsonl", folder / "generated.json"
     n = n_public + 2 * n_members
     splits = (("public", n_public / n), ("train", n_members / n), ("heldout", n_members / n))
-    spec = {"generator": "toolkit.samples.generate_clinical", "n_individuals": n, "seed": seed,
+    spec = {"generator": "toolkit.samples.generate_clinical", "pools": "deep-reserve", "n_individuals": n,
+            "seed": seed,
             "splits": [[name, round(share * n)] for name, share in splits]}
     if path.is_file() and spec_path.is_file() and json.loads(spec_path.read_text(encoding="utf-8")) == spec:
         return path

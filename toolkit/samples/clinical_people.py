@@ -83,6 +83,16 @@ def rare_term_pools() -> tuple[dict[str, list[str]], list[str]]:
     return pools, reserve
 
 
+@lru_cache(maxsize=None)
+def deep_reserve() -> tuple[str, ...]:
+    """The made-up drug names drawn once the curated pools and the reserve are used up
+    (:func:`~toolkit.samples.wordlists.synthetic_drug_names_deep` minus common words, names and curated terms)."""
+    pools, reserve = rare_term_pools()
+    banned = set(common_vocabulary()) | set(_faker_name_words()) | set(W.STAFF_SURNAMES)
+    banned |= {t for p in pools.values() for t in p} | set(reserve)
+    return tuple(t for t in W.synthetic_drug_names_deep() if t not in banned)
+
+
 # =================================================================================================================
 # People, pools and rare-term allocation
 # =================================================================================================================
@@ -135,8 +145,12 @@ class TermAllocator:
     """Hands out rare terms: unique ones from per-category queues, shared ones to 2–3 patients of one group.
 
     Categories are drawn with weights proportional to their curated pool size (drugs also count part of the made-up
-    reserve). A category whose queue is empty is skipped while others still have terms; only when everything is used
-    up (benchmark scale) are terms reused at random, so terms stop being unique rather than the generator failing.
+    reserve). A category whose queue is empty is skipped while others still have terms. When
+    everything is used up (a few thousand patients) drugs come from :func:`deep_reserve` (~100,000 more made-up
+    names, shuffled at first use), so patients keep terms of their own at 10,000 patients and beyond
+    (tests/test_samples.py); only a patient who already holds two drugs when nothing else is left gets a term reused
+    at random. Nothing draws from the deep reserve before the pools run out: smaller corpora (the sample data) are
+    the same as without it.
     """
 
     def __init__(self, rng: random.Random, pools: dict[str, list[str]], reserve: list[str]):
@@ -148,9 +162,13 @@ class TermAllocator:
         self.weights = {c: float(len(p)) for c, p in pools.items()}
         self.weights["drug"] += RESERVE_WEIGHT * len(self.reserve)
         self.open_shared: dict[str, list[list[Any]]] = {}
+        self.deep: list[str] | None = None  # deep_reserve(), shuffled when the reserve is first used up
 
     def _left(self, category: str) -> int:
-        return len(self.queues[category]) + (len(self.reserve) if category == "drug" else 0)
+        if category != "drug":
+            return len(self.queues[category])
+        deep = len(deep_reserve()) if self.deep is None else len(self.deep)
+        return len(self.queues[category]) + len(self.reserve) + deep
 
     def _allowed(self, category: str, held: list[tuple[str, str]]) -> bool:
         return sum(c == category for c, _ in held) < MAX_PER_CATEGORY.get(category, 1)
@@ -167,6 +185,11 @@ class TermAllocator:
             return queue.pop()
         if category == "drug" and self.reserve:
             return self.reserve.pop()
+        if category == "drug":
+            if self.deep is None:
+                self.deep = self.rng.sample(deep_reserve(), len(deep_reserve()))
+            if self.deep:
+                return self.deep.pop()
         taken = {t for _, t in held}
         return self.rng.choice([t for t in self.pools[category] if t not in taken])
 

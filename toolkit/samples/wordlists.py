@@ -279,6 +279,24 @@ def synthetic_drug_names() -> tuple[str, ...]:
     return tuple(out)
 
 
+def synthetic_drug_names_deep() -> tuple[str, ...]:
+    """More made-up drug names, for corpora past the curated lists and :func:`synthetic_drug_names` (a few thousand
+    patients): two prefixes joined to an INN stem (``bela`` + ``miro`` + ``statin`` -> ``belamirostatin``), the
+    vowel clash at each join resolved as there, in a fixed order; about 100,000 names, none of the shorter list."""
+    short = set(synthetic_drug_names())
+    out: dict[str, None] = {}
+    for stem in _DRUG_STEMS:
+        for first in _DRUG_PREFIXES:
+            for second in _DRUG_PREFIXES:
+                if first == second:
+                    continue
+                head = first[:-1] + second if first[-1] in "aeiou" and second[0] in "aeiou" else first + second
+                joined = head[:-1] + stem if head[-1] in "aeiou" and stem[0] in "aeiou" else head + stem
+                if joined not in short:
+                    out[joined] = None
+    return tuple(out)
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Staff names written in lower case ("seen by nurse okafor"): clearly names, not English words
 # ---------------------------------------------------------------------------------------------------------------
