@@ -384,3 +384,89 @@ def test_shipped_frontier_gain_retained_from_the_recorded_base():
     plain = t[(t["size"] == 1000) & (t["strategy"] == "clm")]["heldout_utility"].iloc[0]
     assert row["heldout_gain_retained"] == pytest.approx(gain_retained(row["heldout_utility"], 0.651, plain))
     assert row["heldout_gain_retained"] == pytest.approx(0.098, abs=0.001)  # against 0.84× plain
+
+
+def test_bases_config_runs_one_whole_frontier_per_base(tmp_path):
+    """configs/frontier_bases.yaml (issue 35 item 4): one frontier per public-split size of the base, each the
+    template with corpus.n_public set; a config with bases is never run as one frontier; --bases restricts."""
+    from toolkit.cli.frontier import with_bases
+    from toolkit.pipelines.frontier import base_dir_name, collect_frontier, run_frontier, with_base
+
+    cfg = load_frontier(ROOT / "configs" / "frontier_bases.yaml")
+    assert cfg.bases == (100, 1000, 5000) and cfg.sizes == (1000,)
+    one = with_base(cfg, 1000)
+    assert one.bases == () and one.experiment["corpus"]["n_public"] == 1000 and "n_public" not in cfg.experiment[
+        "corpus"]  # the config itself untouched
+    exp = experiment_for(one, 1000, 8.0, ["clm_dp"], NOTES)
+    assert exp.corpus.n_public == 1000 and exp.corpus.n_individuals == 1000
+    assert base_dir_name(5000) == "base-5000"
+    for call in (lambda: run_frontier(cfg, tmp_path, corpus_path=NOTES), lambda: collect_frontier(cfg, tmp_path)):
+        with pytest.raises(ToolkitError, match="one base at a time"):
+            call()
+    assert with_bases(cfg, "1000,100").bases == (100, 1000)
+    with pytest.raises(ToolkitError, match="--bases '7'"):
+        with_bases(cfg, "7")
+    with pytest.raises(ToolkitError, match="has no bases"):
+        with_bases(load_frontier(ROOT / "configs" / "frontier.yaml"), "100")
+    raw = yaml.safe_load((ROOT / "configs" / "frontier_bases.yaml").read_text())
+    raw["experiment"]["corpus"]["n_public"] = 100
+    (tmp_path / "both.yaml").write_text(yaml.safe_dump(raw))
+    with pytest.raises(ToolkitError, match="bases and experiment.corpus.n_public"):
+        load_frontier(tmp_path / "both.yaml")
+
+
+def test_bases_table_sets_the_best_private_recipe_of_each_base_side_by_side():
+    """bases_table by hand: per (base, size) the base's and plain's held-out utility, plain's gain, and the green DP
+    row that kept the most of it; without a green DP row the DP row that kept the most, flagged."""
+    from toolkit.results.frontier import BASES_COLUMNS, bases_table
+
+    inf = math.inf
+    weak = with_base([point(1000, inf, "clm", 0.80), point(1000, 8.0, "clm_dp", 0.67, verdict="green", spent=7.9),
+                      point(1000, 8.0, "ppclm_surrogate_dp", 0.70, verdict="green", spent=7.9),
+                      point(1000, 8.0, "clm_dp_pdp", 0.75, verdict="red", spent=7.9)], {1000: 0.65})
+    strong = with_base([point(1000, inf, "clm", 0.82), point(1000, 8.0, "clm_dp", 0.78, verdict="amber", spent=7.9),
+                        point(1000, 8.0, "clm_dp_pdp", 0.74, verdict="red", spent=7.9)], {1000: 0.72})
+    t = bases_table({5000: frontier_table(strong), 100: frontier_table(weak)})
+    assert list(t.columns) == list(BASES_COLUMNS) and list(t["n_public"]) == [100, 5000]
+    a, b = t.iloc[0], t.iloc[1]
+    # base 100: the red pdp row kept more (0.10/0.15) but is not green; the best green is ppclm_surrogate_dp
+    assert a["best_private"] == "ppclm_surrogate_dp" and bool(a["best_green"])
+    assert a["best_gain_retained"] == pytest.approx((0.70 - 0.65) / (0.80 - 0.65))
+    assert a["plain_gain"] == pytest.approx(0.15) and a["base_heldout_utility"] == 0.65
+    assert a["best_vs_plain"] == pytest.approx(0.70 / 0.80)
+    # base 5000: no green DP row: the one that kept the most, flagged
+    assert b["best_private"] == "clm_dp" and not bool(b["best_green"]) and b["best_verdict"] == "amber"
+    assert b["best_gain_retained"] == pytest.approx((0.78 - 0.72) / (0.82 - 0.72))
+    assert b["plain_heldout_utility"] == 0.82 and b["best_epsilon"] == 8.0
+
+
+def test_frontier_command_runs_each_base_into_its_folder_from_one_corpus(tmp_path, monkeypatch):
+    """`toolkit frontier configs/frontier_bases.yaml --bases 100,1000`: the corpus generated once with the largest
+    base's public patients (5,000: the same members for every base), each base's frontier into OUT/base-N with its
+    n_public, bases.csv written (the runs themselves faked: each returns the table its base would)."""
+    import toolkit.cli.frontier as cli
+    import toolkit.pipelines.frontier as pf
+    from toolkit.cli import main
+
+    made, ran = [], []
+    monkeypatch.setattr(cli, "generated_corpus",
+                        lambda out, n_members, n_public, seed: made.append((n_members, n_public, seed)) or NOTES)
+
+    def fake_run(cfg, out, *, corpus_path=None, progress=True, echo=True):
+        n_public = cfg.experiment["corpus"]["n_public"]
+        ran.append((n_public, Path(out).name, corpus_path))
+        pts = with_base([point(1000, math.inf, "clm", 0.80),
+                         point(1000, 8.0, "clm_dp", 0.66 + n_public / 1e5, verdict="green", spent=7.9)],
+                        {1000: 0.65})
+        Path(out).mkdir(parents=True, exist_ok=True)
+        return FrontierResult(frontier_table(pts), [], {}, "clm")
+
+    monkeypatch.setattr(pf, "run_frontier", fake_run)
+    assert main(["frontier", str(ROOT / "configs" / "frontier_bases.yaml"), "--out", str(tmp_path), "--bases",
+                 "100,1000", "--quiet"]) == 0
+    assert made == [(1000, 5000, 27)]
+    assert ran == [(100, "base-100", NOTES), (1000, "base-1000", NOTES)]
+    t = pd.read_csv(tmp_path / "bases.csv")
+    assert list(t["n_public"]) == [100, 1000]
+    assert t["best_gain_retained"].tolist() == pytest.approx([(0.661 - 0.65) / 0.15, (0.67 - 0.65) / 0.15])
+    assert (tmp_path / "base-100" / "frontier.html").is_file()

@@ -75,21 +75,58 @@ def _cell(value, spec: str, unit: str = "") -> str:
     return "-" if value is None or value != value else f"{value:{spec}}{unit}"
 
 
+def with_bases(cfg, bases: str):
+    """``cfg`` restricted to the comma-separated ``--bases`` (each one of the config's ``bases``)."""
+    from toolkit.errors import ToolkitError
+
+    if not cfg.bases:
+        raise ToolkitError(f"--bases {bases!r}: {cfg.source} has no bases (the public split's sizes of the base)")
+    return _restricted(cfg, "bases", bases, int,
+                       lambda text: f"--bases {text!r}: give bases of {cfg.source} separated by commas "
+                                    f"({', '.join(map(str, cfg.bases))})")
+
+
 def cmd_frontier(args: argparse.Namespace) -> int:
-    from toolkit.pipelines.frontier import best_recipes, collect_frontier, load_frontier, run_frontier
-    from toolkit.plots.frontier import frontier_figure
-    from toolkit.results.frontier import epsilon_text
+    from toolkit.pipelines.frontier import base_dir_name, load_frontier, with_base
+    from toolkit.results.frontier import bases_table, save_bases_table
     from toolkit.threads import use_cores
 
     use_cores()
     full = load_frontier(args.config)
     cfg = with_sizes(full, args.sizes) if args.sizes else full
     cfg = with_epsilons(cfg, args.epsilons) if args.epsilons else cfg
+    cfg = with_bases(cfg, args.bases) if args.bases else cfg
     out = Path(args.out) if args.out else Path("runs") / cfg.name
     corpus = cfg.corpus_path
     if corpus is None and not args.table_only:  # members and non-members of the largest size, and the public split
-        n_public = int((cfg.experiment.get("corpus") or {}).get("n_public") or max(full.sizes))
+        n_public = max(full.bases) if full.bases else \
+            int((cfg.experiment.get("corpus") or {}).get("n_public") or max(full.sizes))
         corpus = generated_corpus(out, max(full.sizes), n_public, int(cfg.generate_seed or 0))
+    if not cfg.bases:
+        _one_frontier(cfg, out, corpus, args)
+        return 0
+    tables = {}
+    for n_public in cfg.bases:  # one whole frontier per base strength, from the same corpus
+        print(f"base pre-trained on {n_public} public patients: {out / base_dir_name(n_public)}")
+        tables[n_public] = _one_frontier(with_base(cfg, n_public), out / base_dir_name(n_public), corpus, args).table
+    table = bases_table(tables, cfg.plain)
+    save_bases_table(table, out)
+    print(f"bases side by side: {out / 'bases.csv'}, bases.json")
+    for r in table.itertuples(index=False):
+        best = "-" if r.best_private is None else \
+            f"{r.best_private} (ε={_cell(r.best_epsilon, 'g')}, {'green' if r.best_green else 'no green'})"
+        print(f"  base {r.n_public:>5}  size {r.size:>5}  base {_cell(r.base_heldout_utility, '.3f')}  plain "
+              f"{_cell(r.plain_heldout_utility, '.3f')}  best private {best}: gain retained "
+              f"{_cell(r.best_gain_retained, '.0%')}, {_cell(r.best_vs_plain, '.2f', '×')} plain")
+    return 0
+
+
+def _one_frontier(cfg, out: Path, corpus, args):
+    """Run (or, with ``--table-only``, collect) one frontier into ``out``, write its figure, print its lines."""
+    from toolkit.pipelines.frontier import best_recipes, collect_frontier, run_frontier
+    from toolkit.plots.frontier import frontier_figure
+    from toolkit.results.frontier import epsilon_text
+
     result = collect_frontier(cfg, out) if args.table_only else \
         run_frontier(cfg, out, corpus_path=corpus, progress=not args.quiet, echo=not args.quiet)
     fig = frontier_figure(result.table)
@@ -108,13 +145,11 @@ def cmd_frontier(args: argparse.Namespace) -> int:
         print(f"  best at {size}: {best['strategy']} (ε={best['epsilon']:g}): {found}")
     searched = out / "hp_search.json"
     if cfg.hp_search is not None and searched.is_file():  # the DP runs' values, chosen on the public split
-        import json
-
         for size, found in json.loads(searched.read_text(encoding="utf-8"))["sizes"].items():
             chosen = ", ".join(f"{n} {' '.join(f'{k}={v:g}' for k, v in r['chosen'].items())}"
                                for n, r in found.items())
             print(f"  hp_search at {size} (public split only): {chosen}")
-    return 0
+    return result
 
 
 def register(sub) -> None:
@@ -129,6 +164,8 @@ def register(sub) -> None:
                                    "frontier's")
     s.add_argument("--epsilons", help="run only these of the config's ε (comma-separated, inf among them, e.g. "
                                       "8,inf): a slice of the frontier, when the whole does not fit the time")
+    s.add_argument("--bases", help="with a config's bases: run only these base strengths (public patients the base "
+                                   "is pre-trained on, comma-separated, e.g. 100,1000); each into OUT/base-N")
     s.add_argument("--table-only", action="store_true",
                    help="train nothing: write the table and figure of the models the runs in DIR have finished so "
                         "far (an interrupted or partial frontier)")

@@ -16,6 +16,14 @@ before its DP runs (:func:`search_size`, into ``DIR/hp_search/size-N/``), which 
 with the chosen values (``training.strategy_schedules``); ``DIR/hp_search.json`` holds every candidate's score and
 ``frontier.json`` names the search and its choice.
 
+**Base strength** (issue 35 item 4): with ``bases: [100, 1000, 5000]`` the frontier is run once per size of the
+public split the base model is pre-trained on (``corpus.n_public``, :func:`with_base`), each into ``DIR/base-N/``
+(a whole frontier of its own: table, figure, search), from one corpus holding the largest public split, so the
+members, the non-members and the smaller public splits (the first ``N`` public patients) are the same in every one;
+``DIR/bases.csv`` / ``bases.json`` set them side by side (:func:`toolkit.results.frontier.bases_table`): per base and
+size, the base's and plain fine-tuning's held-out utility and the best private recipe's gain retained — whether a
+stronger base makes DP fine-tuning keep more of what fine-tuning learns.
+
 Run directories: ``DIR/size-N/eps-inf``, ``DIR/size-N/eps-E``. Every run of the frontier pre-trains no base of its
 own once one exists: the first run's tiny base is copied to ``DIR/bases/<step key>`` and the others name that folder
 as ``model.prebuilt`` (:mod:`toolkit.pipelines.prebuilt`), so every size and ε is fine-tuned from the same base when
@@ -50,7 +58,7 @@ from toolkit.errors import ToolkitError
 from toolkit.results.frontier import (COLUMNS, FrontierPoint, FrontierResult, best_recipes, frontier_row,
                                       frontier_table, points_from_dir)
 
-_KEYS = {"name", "description", "sizes", "epsilons", "strategies", "corpus", "experiment", "hp_search"}
+_KEYS = {"name", "description", "sizes", "epsilons", "strategies", "corpus", "experiment", "hp_search", "bases"}
 
 
 @dataclass(frozen=True)
@@ -58,7 +66,9 @@ class FrontierConfig:
     """``configs/frontier.yaml``: the sizes (individuals among the members, as many non-members), the target ε's
     (``inf``: no DP), the strategies, the corpus (``path`` of an existing one, or ``generate_seed`` for the sample
     generator, used by the CLI) and the experiment template (an experiment config's keys); ``hp_search``: the DP
-    hyper-parameters' search on the public split (:mod:`toolkit.pipelines.hp_search`), None: the template's."""
+    hyper-parameters' search on the public split (:mod:`toolkit.pipelines.hp_search`), None: the template's;
+    ``bases``: the public split's sizes the base is pre-trained on, one frontier each (:func:`with_base`; empty: the
+    template's ``corpus.n_public``, one frontier in ``DIR``)."""
 
     name: str
     sizes: tuple[int, ...]
@@ -70,6 +80,7 @@ class FrontierConfig:
     description: str = ""
     source: str = "<config>"
     hp_search: Any = None  # HpSearchConfig | None
+    bases: tuple[int, ...] = ()
 
     @property
     def searched(self) -> list[str]:
@@ -154,10 +165,13 @@ def load_frontier(path: str | Path) -> FrontierConfig:
         from toolkit.pipelines.hp_search import hp_search_config
 
         search = hp_search_config(raw["hp_search"], str(p), [s for s in strategies if STRATEGIES[s].dp])
+    bases = ints("bases") if "bases" in raw else ()
+    if bases and (experiment.get("corpus") or {}).get("n_public") is not None:
+        raise ToolkitError(f"{p}: bases and experiment.corpus.n_public both set the public split's size: give one")
     cfg = FrontierConfig(name=str(raw.get("name") or p.stem), sizes=ints("sizes"), epsilons=epsilons,
                          strategies=tuple(strategies), experiment=experiment, corpus_path=path_value,
                          generate_seed=corpus.get("generate_seed"), description=str(raw.get("description") or ""),
-                         source=str(p), hp_search=search)
+                         source=str(p), hp_search=search, bases=bases)
     wrong = [s for s in strategies if STRATEGIES[s].kind != cfg.kind]
     if wrong:
         raise ToolkitError(f"{p}: strategies: {wrong[0]} trains a {STRATEGIES[wrong[0]].kind} model, "
@@ -166,6 +180,22 @@ def load_frontier(path: str | Path) -> FrontierConfig:
         raise ToolkitError(f"{p}: the frontier needs {cfg.plain} (the utility reference) and .inf among the "
                            f"epsilons")
     return cfg
+
+
+def with_base(cfg: FrontierConfig, n_public: int) -> FrontierConfig:
+    """The frontier of one base strength: ``cfg`` with ``corpus.n_public = n_public`` in its template (the base is
+    pre-trained on the first ``n_public`` public patients) and no ``bases`` axis; run it into ``DIR/base-N``
+    (:func:`base_dir_name`)."""
+    import copy
+    import dataclasses
+
+    experiment = copy.deepcopy(cfg.experiment)
+    experiment.setdefault("corpus", {})["n_public"] = int(n_public)
+    return dataclasses.replace(cfg, experiment=experiment, bases=())
+
+
+def base_dir_name(n_public: int) -> str:
+    return f"base-{int(n_public)}"
 
 
 def experiment_for(cfg: FrontierConfig, size: int, epsilon: float, strategies: list[str], corpus_path: str | Path,
@@ -284,6 +314,9 @@ def collect_frontier(cfg: FrontierConfig, out_dir: str | Path) -> FrontierResult
     are compute seconds from the runs' manifests: each step's own time, a step the last invocation found cached by the
     time it took when it ran (``original_seconds``), and a step shared between runs (the same key) once — so a
     frontier run in slices, resumed or re-tabled is timed as one run would be."""
+    if cfg.bases:
+        raise ToolkitError(f"{cfg.source}: a frontier with bases is run one base at a time, each into its own folder "
+                           f"(with_base(cfg, n) into DIR/base-N; `python -m toolkit frontier` does this)")
     out = Path(out_dir)
     points, runs, seconds, counted = [], [], {}, set()
     for size, eps, _ in cfg.runs():
@@ -310,6 +343,9 @@ def run_frontier(cfg: FrontierConfig, out_dir: str | Path, *, corpus_path: str |
     from toolkit.pipelines.cache import read_step
     from toolkit.pipelines.lm_experiment import run_experiment
 
+    if cfg.bases:
+        raise ToolkitError(f"{cfg.source}: a frontier with bases is run one base at a time, each into its own folder "
+                           f"(with_base(cfg, n) into DIR/base-N; `python -m toolkit frontier` does this)")
     corpus = corpus_path or cfg.corpus_path
     if corpus is None:
         raise ToolkitError(f"{cfg.source}: no corpus: set corpus.path, or run `python -m toolkit frontier`, which "
@@ -346,6 +382,6 @@ def run_frontier(cfg: FrontierConfig, out_dir: str | Path, *, corpus_path: str |
     return res
 
 
-__all__ = ["COLUMNS", "FrontierConfig", "FrontierPoint", "FrontierResult", "best_recipes", "experiment_for",
-           "collect_frontier", "frontier_row", "frontier_table", "load_frontier", "points_from_dir", "run_dir_name",
-           "run_frontier", "search_size", "share_steps"]
+__all__ = ["COLUMNS", "FrontierConfig", "FrontierPoint", "FrontierResult", "base_dir_name", "best_recipes",
+           "collect_frontier", "experiment_for", "frontier_row", "frontier_table", "load_frontier", "points_from_dir",
+           "run_dir_name", "run_frontier", "search_size", "share_steps", "with_base"]

@@ -215,6 +215,53 @@ def best_recipes(table: pd.DataFrame, *, min_utility: float = 0.9) -> dict[int, 
     return out
 
 
+#: the columns of the base-strength table (:func:`bases_table`), in order
+BASES_COLUMNS = ("n_public", "size", "base_heldout_utility", "plain_heldout_utility", "plain_gain", "best_private",
+                 "best_epsilon", "best_green", "best_gain_retained", "best_vs_plain", "best_attack_auc",
+                 "best_verdict")
+
+
+def bases_table(results: dict[int, pd.DataFrame], plain: str = "clm") -> pd.DataFrame:
+    """The frontiers of several base strengths side by side (issue 35 item 4): ``results`` maps the public split's
+    size a base was pre-trained on (``n_public``) to that frontier's table (:func:`frontier_table`). One row per
+    ``(n_public, size)``: the base's held-out utility, plain fine-tuning's (``plain``) and its gain over the base
+    (``plain_gain`` = U_plain − U_base), and the best private recipe — of the DP rows, the green one that kept the
+    most of that gain (:func:`gain_retained`), else, without a green DP row, the DP row that kept the most
+    (``best_green`` False) — with its ε, gain retained, ratio to plain, strongest attack AUC and verdict."""
+    rows = []
+    for n_public, table in sorted(results.items()):
+        for size, g in table.groupby("size"):
+            private = g[g["dp"].astype(bool)]
+            green = private[private["verdict"] == "green"]
+            pool = green if len(green) else private
+            ranked = pool.assign(_g=pool["heldout_gain_retained"].astype(float).fillna(-math.inf))
+            best = ranked.sort_values("_g", ascending=False, kind="stable").iloc[0] if len(ranked) else None
+            known = g["base_heldout_utility"].dropna()
+            u_base = _num(known.iloc[0]) if len(known) else None
+            plain_rows = g[g["strategy"] == plain]["heldout_utility"].dropna()
+            u_plain = _num(plain_rows.iloc[0]) if len(plain_rows) else None
+            rows.append({"n_public": int(n_public), "size": int(size), "base_heldout_utility": u_base,
+                         "plain_heldout_utility": _num(u_plain),
+                         "plain_gain": None if u_base is None or u_plain is None else u_plain - u_base,
+                         "best_private": None if best is None else best["strategy"],
+                         "best_epsilon": None if best is None else float(best["epsilon"]),
+                         "best_green": bool(len(green)),
+                         "best_gain_retained": None if best is None else _num(best["heldout_gain_retained"]),
+                         "best_vs_plain": None if best is None else _num(best["heldout_utility_vs_plain"]),
+                         "best_attack_auc": None if best is None else _num(best["attack_auc"]),
+                         "best_verdict": None if best is None else best["verdict"]})
+    return pd.DataFrame(rows, columns=list(BASES_COLUMNS))
+
+
+def save_bases_table(table: pd.DataFrame, out_dir: str | Path) -> dict[str, Path]:
+    """``bases.csv`` and ``bases.json`` (records) of :func:`bases_table` into ``out_dir``."""
+    from toolkit.io import atomic_write_json, atomic_write_text
+
+    out = Path(out_dir)
+    return {"csv": atomic_write_text(table.to_csv(index=False), out / "bases.csv"),
+            "json": atomic_write_json({"rows": json.loads(table.to_json(orient="records"))}, out / "bases.json")}
+
+
 @dataclass
 class FrontierResult:
     """What :func:`run_frontier` returns: the table, the run directory of every (size, ε), the seconds each took."""
@@ -268,5 +315,6 @@ def load_frontier_result(directory: str | Path) -> FrontierResult:
                           best={int(k): v for k, v in (raw.get("best") or {}).items()})
 
 
-__all__ = ["COLUMNS", "GAIN_UNDEFINED", "FrontierPoint", "FrontierResult", "best_recipes", "frontier_row",
-           "frontier_table", "epsilon_text", "gain_retained", "load_frontier_result", "points_from_dir"]
+__all__ = ["BASES_COLUMNS", "COLUMNS", "GAIN_UNDEFINED", "FrontierPoint", "FrontierResult", "bases_table",
+           "best_recipes", "epsilon_text", "frontier_row", "frontier_table", "gain_retained", "load_frontier_result",
+           "points_from_dir", "save_bases_table"]
