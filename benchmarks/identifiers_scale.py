@@ -310,12 +310,12 @@ def main() -> None:
     print(f"machine: {os.cpu_count()} CPUs, {os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.0f} "
           f"GiB; load average {os.getloadavg()}")
     if args.cli:
+        import shutil
+
         for size in sizes:
             corpus = generate(data, size, args.jobs)
             print(f"{size}M: corpus {corpus.stat().st_size / 2**30:.2f} GB on disk", flush=True)
             for detector in args.cli.split(","):
-                import shutil
-
                 cache = data / f"ner-cache-{size}M-{detector}"
                 shutil.rmtree(cache, ignore_errors=True)
                 extra = ["--cache-dir", str(cache)] if "spacy" in detector else []
@@ -327,8 +327,6 @@ def main() -> None:
                     print(f"RESULT {size}M+{args.grow:g} {detector} (cache of the first run) " + json.dumps(res),
                           flush=True)
                 if not args.keep:
-                    import shutil
-
                     shutil.rmtree(data / f"out-{size}M-cli-{detector}", ignore_errors=True)
                     shutil.rmtree(data / f"out-{size}M-cli-{detector}-grow", ignore_errors=True)
         return

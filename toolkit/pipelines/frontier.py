@@ -198,6 +198,13 @@ def base_dir_name(n_public: int) -> str:
     return f"base-{int(n_public)}"
 
 
+def _one_base(cfg: FrontierConfig) -> None:
+    """A :class:`ToolkitError` for a config with ``bases``: its frontiers run one base at a time (:func:`with_base`)."""
+    if cfg.bases:
+        raise ToolkitError(f"{cfg.source}: a frontier with bases is run one base at a time, each into its own folder "
+                           f"(with_base(cfg, n) into DIR/base-N; `python -m toolkit frontier` does this)")
+
+
 def experiment_for(cfg: FrontierConfig, size: int, epsilon: float, strategies: list[str], corpus_path: str | Path,
                    prebuilt: str | Path | None = None, schedules: dict[str, dict[str, Any]] | None = None):
     """The :class:`~toolkit.config.experiment.ExperimentConfig` of one run of the frontier (module docstring);
@@ -314,9 +321,7 @@ def collect_frontier(cfg: FrontierConfig, out_dir: str | Path) -> FrontierResult
     are compute seconds from the runs' manifests: each step's own time, a step the last invocation found cached by the
     time it took when it ran (``original_seconds``), and a step shared between runs (the same key) once — so a
     frontier run in slices, resumed or re-tabled is timed as one run would be."""
-    if cfg.bases:
-        raise ToolkitError(f"{cfg.source}: a frontier with bases is run one base at a time, each into its own folder "
-                           f"(with_base(cfg, n) into DIR/base-N; `python -m toolkit frontier` does this)")
+    _one_base(cfg)
     out = Path(out_dir)
     points, runs, seconds, counted = [], [], {}, set()
     for size, eps, _ in cfg.runs():
@@ -343,9 +348,7 @@ def run_frontier(cfg: FrontierConfig, out_dir: str | Path, *, corpus_path: str |
     from toolkit.pipelines.cache import read_step
     from toolkit.pipelines.lm_experiment import run_experiment
 
-    if cfg.bases:
-        raise ToolkitError(f"{cfg.source}: a frontier with bases is run one base at a time, each into its own folder "
-                           f"(with_base(cfg, n) into DIR/base-N; `python -m toolkit frontier` does this)")
+    _one_base(cfg)
     corpus = corpus_path or cfg.corpus_path
     if corpus is None:
         raise ToolkitError(f"{cfg.source}: no corpus: set corpus.path, or run `python -m toolkit frontier`, which "

@@ -241,7 +241,7 @@ def bases_table(results: dict[int, pd.DataFrame], plain: str = "clm") -> pd.Data
             plain_rows = g[g["strategy"] == plain]["heldout_utility"].dropna()
             u_plain = _num(plain_rows.iloc[0]) if len(plain_rows) else None
             rows.append({"n_public": int(n_public), "size": int(size), "base_heldout_utility": u_base,
-                         "plain_heldout_utility": _num(u_plain),
+                         "plain_heldout_utility": u_plain,
                          "plain_gain": None if u_base is None or u_plain is None else u_plain - u_base,
                          "best_private": None if best is None else best["strategy"],
                          "best_epsilon": None if best is None else float(best["epsilon"]),

@@ -62,13 +62,18 @@ def _faker_name_words() -> frozenset[str]:
     return frozenset(w for n in names for w in words_of(n))
 
 
+def _banned_words() -> set[str]:
+    """Words no rare term may be: template words, Faker's names and the staff surnames."""
+    return set(common_vocabulary()) | set(_faker_name_words()) | set(W.STAFF_SURNAMES)
+
+
 def rare_term_pools() -> tuple[dict[str, list[str]], list[str]]:
     """Curated rare terms per category and the made-up drug reserve, minus common words, names and staff names.
 
     Each word keeps the first category (in :data:`wordlists.RARE_TERMS` order) that lists it. Returned lists are in
     the word lists' order (the caller shuffles them with its seeded generator).
     """
-    banned = set(common_vocabulary()) | set(_faker_name_words()) | set(W.STAFF_SURNAMES)
+    banned = _banned_words()
     seen: set[str] = set()
     pools: dict[str, list[str]] = {}
     for category, terms in W.RARE_TERMS.items():
@@ -88,8 +93,7 @@ def deep_reserve() -> tuple[str, ...]:
     """The made-up drug names drawn once the curated pools and the reserve are used up
     (:func:`~toolkit.samples.wordlists.synthetic_drug_names_deep` minus common words, names and curated terms)."""
     pools, reserve = rare_term_pools()
-    banned = set(common_vocabulary()) | set(_faker_name_words()) | set(W.STAFF_SURNAMES)
-    banned |= {t for p in pools.values() for t in p} | set(reserve)
+    banned = _banned_words() | {t for p in pools.values() for t in p} | set(reserve)
     return tuple(t for t in W.synthetic_drug_names_deep() if t not in banned)
 
 
@@ -164,18 +168,18 @@ class TermAllocator:
         self.open_shared: dict[str, list[list[Any]]] = {}
         self.deep: list[str] | None = None  # deep_reserve(), shuffled when the reserve is first used up
 
-    def _left(self, category: str) -> int:
-        if category != "drug":
-            return len(self.queues[category])
-        deep = len(deep_reserve()) if self.deep is None else len(self.deep)
-        return len(self.queues[category]) + len(self.reserve) + deep
+    def _has_left(self, category: str) -> bool:
+        """Whether ``category`` still has an unused term (drugs: the deep reserve counts, not built until needed)."""
+        if self.queues[category]:
+            return True
+        return category == "drug" and (bool(self.reserve) or self.deep is None or bool(self.deep))
 
     def _allowed(self, category: str, held: list[tuple[str, str]]) -> bool:
         return sum(c == category for c, _ in held) < MAX_PER_CATEGORY.get(category, 1)
 
     def _pick_category(self, held: list[tuple[str, str]]) -> str:
         cats = [c for c in self.categories if self._allowed(c, held)]
-        fresh = [c for c in cats if self._left(c)]
+        fresh = [c for c in cats if self._has_left(c)]
         cats = fresh or cats
         return weighted_choice(self.rng, cats, [self.weights[c] for c in cats])
 

@@ -265,6 +265,11 @@ dipine oxetine triptan platin rubicin mustine
 """)
 
 
+def _join(head: str, tail: str) -> str:
+    """``head + tail``, a vowel clash at the join resolved by dropping ``head``'s last vowel (``rivo`` + ``olol``)."""
+    return head[:-1] + tail if head[-1] in "aeiou" and tail[0] in "aeiou" else head + tail
+
+
 def synthetic_drug_names() -> tuple[str, ...]:
     """Made-up drug names: a two-syllable prefix joined to a real INN stem, in a fixed order.
 
@@ -274,8 +279,7 @@ def synthetic_drug_names() -> tuple[str, ...]:
     out: dict[str, None] = {}
     for stem in _DRUG_STEMS:
         for prefix in _DRUG_PREFIXES:
-            joined = prefix[:-1] + stem if prefix[-1] in "aeiou" and stem[0] in "aeiou" else prefix + stem
-            out[joined] = None
+            out[_join(prefix, stem)] = None
     return tuple(out)
 
 
@@ -290,8 +294,7 @@ def synthetic_drug_names_deep() -> tuple[str, ...]:
             for second in _DRUG_PREFIXES:
                 if first == second:
                     continue
-                head = first[:-1] + second if first[-1] in "aeiou" and second[0] in "aeiou" else first + second
-                joined = head[:-1] + stem if head[-1] in "aeiou" and stem[0] in "aeiou" else head + stem
+                joined = _join(_join(first, second), stem)
                 if joined not in short:
                     out[joined] = None
     return tuple(out)
