@@ -190,7 +190,12 @@ def test_tiny_frontier_end_to_end(tmp_path):
     assert list(zip(t["strategy"], t["epsilon"])) == [("clm", math.inf), ("ppclm_surrogate_dp", 8.0)]
     dp = t.set_index("strategy").loc["ppclm_surrogate_dp"]
     assert 0 < dp["accountant_epsilon"] <= 8.0 + 1e-6 and 0 <= dp["attack_auc"] <= 1
+    (run_json,) = (tmp_path / "out").glob("size-6/eps-8/**/ppclm_surrogate_dp/run.json")
+    block = json.loads(run_json.read_text())["dp"]  # the training's own record, read independently
+    assert dp["noise_to_signal"] == pytest.approx(block["noise_multiplier"] * math.sqrt(block["noised_parameters"])
+                                                  / block["expected_batch_size"])
     plain = t.set_index("strategy").loc["clm"]
+    assert math.isnan(plain["noise_to_signal"])
     assert plain["heldout_utility_vs_plain"] == pytest.approx(1.0) if plain["heldout_utility"] > 0 else \
         math.isnan(dp["heldout_utility_vs_plain"])  # a tiny 1-epoch model may guess no held-out word at all
     if plain["heldout_utility"] > 0:
@@ -470,3 +475,46 @@ def test_frontier_command_runs_each_base_into_its_folder_from_one_corpus(tmp_pat
     assert list(t["n_public"]) == [100, 1000]
     assert t["best_gain_retained"].tolist() == pytest.approx([(0.661 - 0.65) / 0.15, (0.67 - 0.65) / 0.15])
     assert (tmp_path / "base-100" / "frontier.html").is_file()
+
+
+def test_noise_to_signal_by_hand_and_by_sampling_the_noise():
+    import numpy as np
+
+    from toolkit.results.frontier import noise_to_signal
+    # DP-SGD at 1,000 individuals, ε = 8 (docs/results.md, 2026-11-27): 0.644 · √941,568 / 15.9 = 0.644 · 970.34 / 15.9
+    dpsgd = {"noise_multiplier": 0.644, "max_grad_norm": 1.0, "expected_batch_size": 15.9, "noised_parameters": 941_568}
+    assert noise_to_signal(dpsgd) == pytest.approx(0.644 * 970.3443 / 15.9, rel=1e-6)
+    assert noise_to_signal({**dpsgd, "max_grad_norm": 10.0}) == pytest.approx(noise_to_signal(dpsgd))  # C cancels
+    # PDP-SGD, k = 64: 1.0 · 8 / 1.6 = 5
+    pdp = {"noise_multiplier": 1.0, "release_noise_multiplier": 1.0, "max_grad_norm": 1.0, "expected_batch_size": 1.6,
+           "noised_parameters": 64, "subspace": "pdp", "subspace_rank": 64}
+    assert noise_to_signal(pdp) == pytest.approx(5.0)
+    # GEP, k = 64, P = 1,000, C0 = 1, C1 = 0.4, σ_r = √2: √2 · √(64 + 160) / (2 · √1.16)
+    gep = {"noise_multiplier": 1.0, "release_noise_multiplier": math.sqrt(2), "max_grad_norm": 1.0,
+           "expected_batch_size": 2.0, "noised_parameters": 1064, "subspace": "gep", "subspace_rank": 64,
+           "residual_clip": 0.4}
+    assert noise_to_signal(gep) == pytest.approx(math.sqrt(2) * math.sqrt(224) / (2 * math.sqrt(1.16)))
+    # the same ratio measured: the norm of GEP's released noise, drawn, over E[B] times the signal's largest norm
+    rng = np.random.default_rng(0)
+    noise = np.concatenate([rng.normal(0, math.sqrt(2) * 1.0, (400, 64)),
+                            rng.normal(0, math.sqrt(2) * 0.4, (400, 1000))], axis=1)
+    measured = np.linalg.norm(noise, axis=1).mean() / (2.0 * math.sqrt(1.0 + 0.4 ** 2))
+    assert noise_to_signal(gep) == pytest.approx(measured, rel=0.01)
+    assert math.isnan(noise_to_signal(None)) and math.isnan(noise_to_signal({"spent_epsilon": 8.0}))
+    assert math.isnan(noise_to_signal({**dpsgd, "expected_batch_size": 0}))
+
+
+def test_levers_config_is_the_full_frontier_with_fewer_strategies():
+    """configs/frontier_levers.yaml (issue 35): the same sizes, ε's, corpus, search and experiment as frontier.yaml,
+    one strategy per lever — so each of its runs is the full frontier's run of those strategies (same step inputs)."""
+    full = load_frontier(ROOT / "configs" / "frontier.yaml")
+    levers = load_frontier(ROOT / "configs" / "frontier_levers.yaml")
+    assert list(levers.strategies) == ["clm", "clm_dp", "ppclm_surrogate_dp", "clm_dp_lora", "clm_dp_pdp",
+                                       "clm_dp_gep"]
+    assert set(levers.strategies) < set(full.strategies)
+    same = ("sizes", "epsilons", "corpus_path", "generate_seed", "hp_search", "bases", "experiment")
+    assert [getattr(levers, k) for k in same] == [getattr(full, k) for k in same]
+    for (size, eps, names), (_, _, all_names) in zip(levers.runs(), full.runs()):
+        mine, theirs = (experiment_for(c, size, eps, names, NOTES).to_dict() for c in (levers, full))
+        mine.pop("name"), theirs.pop("name")
+        assert mine == theirs and set(names) <= set(all_names)

@@ -9,8 +9,9 @@ Columns (:data:`COLUMNS`): held-out utility relative to ``clm`` (``mlm`` for mas
 model kept (:func:`gain_retained`, with the base's held-out utility and strongest attack AUC at that size beside
 it), utility on the training notes beside them, the strongest membership attack (its AUC, and the largest TPR at 1%
 FPR over the battery's attacks), PII inference top-1 and its chance level, the largest canary exposure (bits), the
-one-run audit's empirical ε lower bound beside the accountant's ε, and the verdict with its deciding rule
-(methods.md §4, §10–11).
+one-run audit's empirical ε lower bound beside the accountant's ε, a DP row's per-step noise-to-signal ratio
+(:func:`noise_to_signal`: how much of the ambient dimension its noise pays for), and the verdict with its deciding
+rule (methods.md §4, §10–11).
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ from toolkit.errors import ToolkitError
 COLUMNS = ("size", "strategy", "epsilon", "dp", "epoch", "heldout_utility", "heldout_utility_vs_plain",
            "heldout_gain_retained", "base_heldout_utility", "base_attack_auc", "utility", "utility_vs_plain",
            "strongest_attack", "attack_auc", "attack_tpr_at_1pct_fpr", "pii_top1", "pii_chance",
-           "canary_max_exposure", "empirical_epsilon", "accountant_epsilon", "verdict", "verdict_rule", "run_dir")
+           "canary_max_exposure", "empirical_epsilon", "accountant_epsilon", "noise_to_signal", "verdict",
+           "verdict_rule", "run_dir")
 
 
 @dataclass
@@ -135,6 +137,37 @@ def gain_retained(u: float | None, u_base: float | None, u_plain: float | None) 
     return (u - u_base) / (u_plain - u_base)
 
 
+def noise_to_signal(dp: dict[str, Any] | None) -> float:
+    """A DP training's per-step noise norm over the largest norm its signal can have, from the run's ``"dp"`` block
+    (``training_log.json`` / ``run.json``; :mod:`toolkit.training.dp`, :mod:`toolkit.training.subspace`):
+
+    .. math:: \\rho = \\frac{\\sigma_r \\sqrt{k\\,C_0^2 + (D - k)\\,C_1^2}}{\\mathbb{E}[B]\\,\\sqrt{C_0^2 + C_1^2}}
+
+    The released sum of a step is Σ_{i∈B} clip(g_i) + z: the signal's norm is at most E[B]·C (E[B] =
+    ``expected_batch_size``, the expected number of individuals drawn), the noise z has D = ``noised_parameters``
+    Gaussian coordinates and norm ≈ σ_r·C·√D (σ_r = ``release_noise_multiplier`` where recorded, else σ =
+    ``noise_multiplier``). DP-SGD and DP-LoRA: C_1 = 0 and k = D, so ρ = σ·√D / E[B] — the ambient dimension's price
+    (docs/results.md, 2026-11-27: σ = 0.644, D = 941,568, E[B] = 15.9 give ρ ≈ 39). PDP-SGD: D = k (the subspace's
+    rank), ρ = σ·√k / E[B]. GEP: the embedding's k coordinates clipped to C_0 = C, the residual's D − k = P to C_1 =
+    ``residual_clip``, both released with σ_r = √2·σ, the signal bounded by E[B]·√(C_0² + C_1²) (the two parts are
+    orthogonal).
+
+    A lower bound of the true ratio, not an estimate of it: members' clipped gradients point in different directions,
+    so their sum is shorter than E[B]·C. ρ ≫ 1: a step's update is mostly noise, and fine-tuning can keep little of
+    its gain (issue 35). ``nan`` without DP or where the block lacks a figure.
+    """
+    dp = dp or {}
+    sigma = _num(dp.get("release_noise_multiplier", dp.get("noise_multiplier")))
+    c0, batch, d = _num(dp.get("max_grad_norm")), _num(dp.get("expected_batch_size")), _num(dp.get("noised_parameters"))
+    if sigma is None or c0 is None or batch is None or d is None or batch <= 0 or c0 <= 0:
+        return math.nan
+    c1 = _num(dp.get("residual_clip")) or 0.0
+    k = _num(dp.get("subspace_rank")) if c1 else d
+    if k is None or k > d:
+        return math.nan
+    return sigma * math.sqrt(k * c0 ** 2 + (d - k) * c1 ** 2) / (batch * math.sqrt(c0 ** 2 + c1 ** 2))
+
+
 def _one_run(p: FrontierPoint) -> dict[str, Any]:
     """The one-run audit's block (``epsilon_lower_bound`` …) wherever the run wrote it, else {}."""
     for where in (p.battery, p.identifiers, p.verdict):
@@ -164,6 +197,7 @@ def frontier_row(p: FrontierPoint) -> dict[str, Any]:
             "canary_max_exposure": max(exposures) if exposures else None,
             "empirical_epsilon": _num(one.get("epsilon_lower_bound")),
             "accountant_epsilon": _num((p.dp or {}).get("spent_epsilon")),
+            "noise_to_signal": noise_to_signal(p.dp) if p.dp is not None else None,
             "verdict": p.verdict.get("level"), "verdict_rule": p.verdict.get("rule"), "run_dir": p.run_dir}
 
 
@@ -317,4 +351,4 @@ def load_frontier_result(directory: str | Path) -> FrontierResult:
 
 __all__ = ["BASES_COLUMNS", "COLUMNS", "GAIN_UNDEFINED", "FrontierPoint", "FrontierResult", "bases_table",
            "best_recipes", "epsilon_text", "frontier_row", "frontier_table", "gain_retained", "load_frontier_result",
-           "points_from_dir", "save_bases_table"]
+           "noise_to_signal", "points_from_dir", "save_bases_table"]
