@@ -317,3 +317,18 @@ def test_tiny_frontier_trains_its_dp_run_with_the_searched_rate(tiny, tmp_path, 
     assert json.loads((out / "frontier.json").read_text())["hp_search"]["chosen"]["6"]["clm_dp"] == search["chosen"]
     lr = search["chosen"]["learning_rate"]
     assert f"hp_search at 6 (public split only): clm_dp learning_rate={lr:g}" in capsys.readouterr().out
+
+
+def test_a_choice_on_the_grids_edge_is_named():
+    """A chosen value that is the lowest or highest searched (size 100's PDP-SGD chose 5e-5, the lowest rate) is
+    named, per key: the optimum may lie beyond the grid; one value searched is never an edge."""
+    grid = [{"learning_rate": lr, "max_grad_norm": c, "validation_utility": u}
+            for (lr, c), u in zip([(5e-5, 1.0), (5e-4, 1.0), (1.5e-3, 1.0)], [0.79, 0.78, 0.62])]
+
+    def result(chosen):
+        return SearchResult("clm_dp_pdp", chosen, grid, 0.776)
+
+    assert result({"learning_rate": 5e-5, "max_grad_norm": 1.0}).at_edge() == {"learning_rate": "lowest"}
+    assert result({"learning_rate": 1.5e-3, "max_grad_norm": 1.0}).at_edge() == {"learning_rate": "highest"}
+    assert result({"learning_rate": 5e-4, "max_grad_norm": 1.0}).at_edge() == {}
+    assert result({"learning_rate": 5e-5, "max_grad_norm": 1.0}).to_dict()["at_edge"] == {"learning_rate": "lowest"}

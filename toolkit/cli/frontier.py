@@ -149,6 +149,9 @@ def _one_frontier(cfg, out: Path, corpus, args):
             chosen = ", ".join(f"{n} {' '.join(f'{k}={v:g}' for k, v in r['chosen'].items())}"
                                for n, r in found.items())
             print(f"  hp_search at {size} (public split only): {chosen}")
+            for n, r in found.items():
+                for k, side in (r.get("at_edge") or {}).items():
+                    print(f"  hp_search at {size}: {n}'s {k} is the {side} of the grid — the best may lie beyond it")
     return result
 
 

@@ -30,7 +30,9 @@ config names, which fixes the sampling rate; not a function of any member's data
    non-members), by the experiment's probe (:func:`toolkit.audit.probe_causal` / ``probe_masked``) of the last
    checkpoint. The base model is scored the same way (``base_utility``).
 5. The choice is the grid's argmax of the validation utility (the first in grid order on a tie; a candidate whose
-   validation notes give no scored word, ``nan``, ranks last).
+   validation notes give no scored word, ``nan``, ranks last). A choice on the grid's edge (the lowest or highest
+   value of a key) is named as such (:meth:`SearchResult.at_edge`, ``"at_edge"`` in ``hp_search.json``, a line of
+   the frontier command): the best value may lie beyond the grid.
 
 **Ranges** (``configs/frontier.yaml``): Li, Tramèr, Liang & Hashimoto, ICLR 2022 ("Large language models can be
 strong differentially private learners", and the authors' ``lxuechen/private-transformers``,
@@ -210,9 +212,21 @@ class SearchResult:
             out["dp"] = {"max_grad_norm": self.chosen["max_grad_norm"]}
         return out
 
+    def at_edge(self) -> dict[str, str]:
+        """The grid keys whose chosen value is the lowest or highest of the values searched (``{"learning_rate":
+        "lowest"}``): the optimum may lie beyond the grid, so the choice is a bound, not a maximum — widen the grid
+        that way. A key searched at one value is never at an edge."""
+        edge = {}
+        for k, v in self.chosen.items():
+            tried = sorted({float(s[k]) for s in self.scores if k in s})
+            if len(tried) > 1 and float(v) in (tried[0], tried[-1]):
+                edge[k] = "lowest" if float(v) == tried[0] else "highest"
+        return edge
+
     def to_dict(self) -> dict[str, Any]:
-        return {"strategy": self.strategy, "chosen": self.chosen, "base_validation_utility": self.base_utility,
-                "scores": self.scores, "target": self.target, "search": self.search}
+        return {"strategy": self.strategy, "chosen": self.chosen, "at_edge": self.at_edge(),
+                "base_validation_utility": self.base_utility, "scores": self.scores, "target": self.target,
+                "search": self.search}
 
 
 def _label(candidate: dict[str, float]) -> str:
