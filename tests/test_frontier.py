@@ -518,3 +518,43 @@ def test_levers_config_is_the_full_frontier_with_fewer_strategies():
         mine, theirs = (experiment_for(c, size, eps, names, NOTES).to_dict() for c in (levers, full))
         mine.pop("name"), theirs.pop("name")
         assert mine == theirs and set(names) <= set(all_names)
+
+
+def test_table_gives_the_gain_retained_its_interval_from_the_runs_predictions(tmp_path):
+    """Where the runs' per-word predictions are at hand, the table's interval is heldout_gain_interval's on the
+    model's, its run's base model's and plain's (at the same size) held-out words; the report shows it in the cell."""
+    from toolkit.metrics.probing import heldout_gain_interval
+    from toolkit.report.frontier import shown_table
+    from toolkit.results.layout import BASE, RunLayout
+
+    rng = __import__("numpy").random.default_rng(0)
+    members, held = [f"m{i}" for i in range(10)], [f"h{i}" for i in range(30)]
+
+    def preds(rate: float) -> pd.DataFrame:
+        people = [p for p in members + held for _ in range(20)]
+        ok = rng.random(len(people)) < rate
+        return pd.DataFrame({"person_id": people, "original": "w", "predicted": ["w" if o else "x" for o in ok],
+                             "protected": False})
+
+    files = {}
+    for run, name, epoch, rate in (("eps-inf", "clm", 8, 0.8), ("eps-inf", BASE, None, 0.6),
+                                   ("eps-8", "clm_dp", 8, 0.62), ("eps-8", BASE, None, 0.6)):
+        d = RunLayout(tmp_path / run).audit(name, epoch)
+        d.mkdir(parents=True)
+        files[(run, name)] = t = preds(rate)
+        t.to_parquet(d / "mia_predictions.parquet")
+        t[t["person_id"].isin(members)].to_parquet(d / "predictions.parquet")
+    pts = [point(100, math.inf, "clm", 0.8), point(100, 8.0, "ppclm_surrogate_dp", 0.62, spent=7.9)]
+    pts[1].strategy = "clm_dp"
+    for p, run in zip(pts, ("eps-inf", "eps-8")):
+        p.run_dir, p.base_heldout_utility = str(tmp_path / run), 0.6
+    t = frontier_table(pts).set_index("strategy")
+    _, lo, hi = heldout_gain_interval(files[("eps-8", "clm_dp")], files[("eps-8", BASE)],
+                                      files[("eps-inf", "clm")], held, n_bootstrap=2000, seed=0)
+    assert (t.loc["clm_dp", "heldout_gain_retained_low"], t.loc["clm_dp", "heldout_gain_retained_high"]) == (lo, hi)
+    assert lo < hi
+    cell = shown_table(t.reset_index()).set_index("strategy").loc["clm_dp", "gain retained"]
+    assert cell.endswith(f"[{100 * lo:.0f}, {100 * hi:.0f}]")
+    # without the files (fake points): no interval, and the cell shows the point alone
+    bare = frontier_table(fake_points())
+    assert bare["heldout_gain_retained_low"].isna().all() and bare["heldout_gain_retained_high"].isna().all()

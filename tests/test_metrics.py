@@ -357,3 +357,52 @@ def test_regurgitation_cdf(preds):
     assert len(fig.data[1].x) == 0
     fig = plots.regurgitation_cdf({"mlm": t}, normalize=False)
     assert list(fig.data[0].y) == pytest.approx([3, 4])
+
+
+def _held_predictions(correct_by_person: dict[str, list[bool]], protected_every: int = 0) -> pd.DataFrame:
+    rows = []
+    for pid, oks in correct_by_person.items():
+        for j, ok in enumerate(oks):
+            rows.append({"person_id": pid, "original": f"w{j}", "predicted": f"w{j}" if ok else "other",
+                         "protected": bool(protected_every and j % protected_every == 0)})
+    return pd.DataFrame(rows)
+
+
+def test_heldout_gain_interval_point_by_hand_and_interval_against_scipy():
+    """G from the three held-out utilities (heldout_utility), and its interval against scipy's percentile bootstrap
+    over the same individuals (an independent resampler): paired, a patient's words kept together."""
+    import scipy.stats
+
+    from toolkit.metrics.probing import heldout_gain_interval, heldout_utility
+
+    rng = np.random.default_rng(3)
+    people = [f"p{i:02d}" for i in range(40)]
+    sizes = {p: int(rng.integers(5, 40)) for p in people}
+    skill = {p: rng.uniform(0.2, 0.8) for p in people}  # patients differ: words of one patient are correlated
+    draw = {m: {p: list(rng.random(sizes[p]) < min(1.0, skill[p] + lift)) for p in people}
+            for m, lift in (("base", 0.0), ("model", 0.03), ("plain", 0.15))}
+    tables = {m: _held_predictions(d, protected_every=7) for m, d in draw.items()}
+    tables["model"] = pd.concat([tables["model"], _held_predictions({"member": [True] * 50})])  # not held out
+    u = {m: heldout_utility(t, people) for m, t in tables.items()}
+    g, lo, hi = heldout_gain_interval(tables["model"], tables["base"], tables["plain"], people, n_bootstrap=4000,
+                                      seed=1)
+    assert g == pytest.approx((u["model"] - u["base"]) / (u["plain"] - u["base"]), abs=1e-12)
+
+    counts = {m: np.array([[sum(ok for j, ok in enumerate(draw[m][p]) if j % 7), sum(1 for j in range(sizes[p])
+                                                                                   if j % 7)] for p in people], float)
+              for m in draw}
+
+    def stat(idx):
+        idx = np.asarray(idx, int)
+        um = {m: counts[m][idx, 0].sum() / counts[m][idx, 1].sum() for m in counts}
+        return (um["model"] - um["base"]) / (um["plain"] - um["base"])
+
+    ref = scipy.stats.bootstrap((np.arange(len(people)),), stat, vectorized=False, n_resamples=4000,
+                                method="percentile", random_state=np.random.default_rng(2))
+    width = ref.confidence_interval.high - ref.confidence_interval.low
+    assert lo == pytest.approx(ref.confidence_interval.low, abs=0.1 * width)
+    assert hi == pytest.approx(ref.confidence_interval.high, abs=0.1 * width)
+    assert lo < g < hi
+    # undefined where plain gained nothing, or no held-out word
+    assert all(np.isnan(heldout_gain_interval(tables["model"], tables["base"], tables["base"], people)))
+    assert all(np.isnan(heldout_gain_interval(tables["model"], tables["base"], tables["plain"], ["nobody"])))

@@ -34,6 +34,7 @@ The membership attacks' ROC figures are in :mod:`toolkit.metrics.mia`.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -41,9 +42,9 @@ import pandas as pd
 
 from toolkit.identifiers.words import iter_words, normalize_term
 
-__all__ = ["check_columns", "leaked", "leaked_by_category", "norm_series", "norm_set", "normalize_word",
-           "heldout_utility", "predicted_types", "prediction_words", "privacy", "privacy_report", "regurgitation_table",
-           "utility"]
+__all__ = ["check_columns", "heldout_gain_interval", "heldout_utility", "leaked", "leaked_by_category", "norm_series",
+           "norm_set", "normalize_word", "predicted_types", "prediction_words", "privacy", "privacy_report",
+           "regurgitation_table", "utility"]
 
 # ---------------------------------------------------------------------------------------------------------------------
 # normalisation helpers
@@ -146,6 +147,56 @@ def heldout_utility(predictions: pd.DataFrame, person_ids: Iterable[str]) -> flo
     check_columns(predictions, ("person_id", "predicted", "original", "protected"))
     held = predictions[predictions["person_id"].isin(set(person_ids)) & ~predictions["protected"].astype(bool)]
     return _accuracy(norm_series(held["predicted"]), norm_series(held["original"]))
+
+
+def _heldout_counts(predictions: pd.DataFrame, people: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Per individual of ``people`` (in order): correct and scored non-protected words (:func:`heldout_utility`'s)."""
+    check_columns(predictions, ("person_id", "predicted", "original", "protected"))
+    held = predictions[predictions["person_id"].isin(set(people)) & ~predictions["protected"].astype(bool)]
+    pred, orig = norm_series(held["predicted"]), norm_series(held["original"])
+    ok = (pred.to_numpy(dtype=object) == orig.to_numpy(dtype=object)) & pred.notna().to_numpy()
+    by = pd.DataFrame({"p": held["person_id"].to_numpy(), "ok": ok}).groupby("p")["ok"].agg(["sum", "count"])
+    by = by.reindex(people, fill_value=0)
+    return by["sum"].to_numpy(float), by["count"].to_numpy(float)
+
+
+def heldout_gain_interval(model: pd.DataFrame, base: pd.DataFrame, plain: pd.DataFrame, person_ids: Iterable[str],
+                          *, n_bootstrap: int = 2000, confidence: float = 0.95,
+                          seed: int = 0) -> tuple[float, float, float]:
+    """The gain retained on held-out notes and its percentile interval, by a bootstrap over individuals:
+
+    .. math:: G = \\frac{U - U_{\\text{base}}}{U_{\\text{plain}} - U_{\\text{base}}}, \\qquad
+              U_m = \\frac{\\sum_{i \\in H} c_{m,i}}{\\sum_{i \\in H} n_{m,i}}
+
+    with ``c_{m,i}`` / ``n_{m,i}`` the correct / scored non-protected words of non-member ``i`` in model ``m``'s
+    predictions (:func:`heldout_utility` per individual; ``model``, ``base`` and ``plain``: the probe's prediction
+    tables of the model, the untouched base and plain fine-tuning, on the same notes). Each resample draws the
+    individuals of ``person_ids`` with replacement — one draw for all three models, so the comparison is paired and
+    the words of one patient's notes move together (they are not independent) — and recomputes G; the interval is the
+    resamples' (1 − confidence)/2 and (1 + confidence)/2 quantiles (a resample with U_plain = U_base is left out).
+    Returns ``(G, low, high)``; all ``nan`` where G is undefined (no scored word, or U_plain = U_base).
+
+    Why: the frontier's DP rows keep a few percent of the gain at these sizes, and whether two of them differ, or
+    one from zero, is a question of the held-out sample (methods.md §4; the frontier, docs/results.md).
+    """
+    people = sorted(set(person_ids))
+    counts = [_heldout_counts(t, people) for t in (model, base, plain)]
+    (c, n), (cb, nb), (cp, npl) = counts
+
+    def gain(w: np.ndarray) -> np.ndarray:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            u, ub, up = ((w @ x) / (w @ y) for x, y in ((c, n), (cb, nb), (cp, npl)))
+            return (u - ub) / (up - ub)
+
+    point = float(gain(np.ones((1, len(people))))[0]) if people else math.nan
+    if not math.isfinite(point):
+        return math.nan, math.nan, math.nan
+    rng = np.random.default_rng(seed)
+    weights = rng.multinomial(len(people), np.full(len(people), 1 / len(people)), size=n_bootstrap).astype(float)
+    draws = gain(weights)
+    draws = draws[np.isfinite(draws)]
+    tail = (1 - confidence) / 2
+    return point, float(np.quantile(draws, tail)), float(np.quantile(draws, 1 - tail))
 
 
 def leaked(predictions: Iterable[str], identifiers: Iterable[str]) -> set[str]:

@@ -8,7 +8,7 @@ highest held-out utility ratio reaching 0.9× plain fine-tuning's, or, where non
 
 Beside the ratio to plain (``× plain``) the table shows the **gain retained**
 (:func:`toolkit.results.frontier.gain_retained`: the share of plain fine-tuning's gain over the base model a model
-kept), without an interval: the frontier's utilities have none. To stay as wide as before, PII inference's top-1 and
+kept) with its 95% interval (:func:`toolkit.metrics.probing.heldout_gain_interval`) in the same cell. To stay as wide as before, PII inference's top-1 and
 its chance level share one column; the base model's held-out utility per size is in the summary line above it.
 """
 
@@ -63,12 +63,17 @@ def best_sentences(best: dict[int, dict[str, Any]], plain: str) -> list[str]:
 
 def shown_table(frontier: pd.DataFrame) -> pd.DataFrame:
     """The frontier table as the report and notebook 07 show it: the :data:`SHOWN` columns under their headings, ε
-    as text (∞ for no DP), the gain retained as a percentage (n/a where undefined: :func:`base_sentence` says why)
-    and PII top-1 with its chance level in brackets."""
+    as text (∞ for no DP), the gain retained as a percentage with its 95% interval in brackets where the table has
+    one (n/a where undefined: :func:`base_sentence` says why) and PII top-1 with its chance level in brackets."""
     shown = frontier[[c for c in SHOWN if c in frontier]].copy()
     shown["epsilon"] = [epsilon_text(e) for e in shown["epsilon"]]
     if "heldout_gain_retained" in shown:
-        shown["heldout_gain_retained"] = [pct(_float(g), 0) for g in shown["heldout_gain_retained"]]
+        low, high = (frontier[c] if c in frontier else [None] * len(shown)
+                     for c in ("heldout_gain_retained_low", "heldout_gain_retained_high"))
+        shown["heldout_gain_retained"] = [
+            pct(_float(g), 0) + ("" if _float(lo) is None or _float(hi) is None or _float(g) is None
+                                 else f" [{100 * _float(lo):.0f}, {100 * _float(hi):.0f}]")
+            for g, lo, hi in zip(shown["heldout_gain_retained"], low, high)]
     if "pii_top1" in shown:
         chance = frontier["pii_chance"] if "pii_chance" in frontier else [None] * len(shown)
         shown["pii_top1"] = [fmt(_float(t), 2) + ("" if _float(c) is None else f" ({fmt(_float(c), 3)})")
@@ -97,7 +102,8 @@ def base_sentence(frontier: pd.DataFrame, plain: str) -> str:
         else:
             parts.append(f"{size} individuals: {float(base.iloc[0]):.3f}")
     return ("Gain retained: (U − U_base) / (U_plain − U_base), the share of " + plain + "'s held-out gain over the "
-            "untouched base model that a model kept (no interval: the utilities have none). The base model's held-out "
+            "untouched base model that a model kept, with its 95% interval in brackets where the runs' predictions were at "
+            "hand (a bootstrap over the held-out individuals, the three models paired). The base model's held-out "
             "utility — " + "; ".join(parts) + ".")
 
 

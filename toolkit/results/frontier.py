@@ -28,10 +28,10 @@ from toolkit.errors import ToolkitError
 
 #: the columns of the frontier table, in order
 COLUMNS = ("size", "strategy", "epsilon", "dp", "epoch", "heldout_utility", "heldout_utility_vs_plain",
-           "heldout_gain_retained", "base_heldout_utility", "base_attack_auc", "utility", "utility_vs_plain",
-           "strongest_attack", "attack_auc", "attack_tpr_at_1pct_fpr", "pii_top1", "pii_chance",
-           "canary_max_exposure", "empirical_epsilon", "accountant_epsilon", "noise_to_signal", "verdict",
-           "verdict_rule", "run_dir")
+           "heldout_gain_retained", "heldout_gain_retained_low", "heldout_gain_retained_high", "base_heldout_utility",
+           "base_attack_auc", "utility", "utility_vs_plain", "strongest_attack", "attack_auc", "attack_tpr_at_1pct_fpr",
+           "pii_top1", "pii_chance", "canary_max_exposure", "empirical_epsilon", "accountant_epsilon",
+           "noise_to_signal", "verdict", "verdict_rule", "run_dir")
 
 
 @dataclass
@@ -126,10 +126,11 @@ def gain_retained(u: float | None, u_base: float | None, u_plain: float | None) 
     the base is already at 0.651 / 0.789 = 0.83× plain, so a DP model at 0.665 reads 0.84× — close to 0.9× —
     while it kept (0.665 − 0.651) / (0.789 − 0.651) = 10% of what fine-tuning learnt.
 
-    No interval: the frontier's held-out utilities are point accuracies with no confidence interval (the per-item
-    predictions stay in each run's ``audit/<model>/mia_predictions*.parquet``, not in the table), so none is given
-    for G either. Undefined — ``nan``, never a division error — where ``U_plain == U_base`` (:data:`GAIN_UNDEFINED`)
-    or any of the three is missing (None / nan).
+    Its interval (the table's ``heldout_gain_retained_low`` / ``_high``) needs the three models' per-word predictions:
+    :func:`toolkit.metrics.probing.heldout_gain_interval`, a paired bootstrap over the held-out individuals, which
+    :func:`frontier_table` runs where the runs' ``audit/<model>/mia_predictions.parquet`` are at hand. Undefined —
+    ``nan``, never a division error — where ``U_plain == U_base`` (:data:`GAIN_UNDEFINED`) or any of the three is
+    missing (None / nan).
     """
     u, u_base, u_plain = _num(u), _num(u_base), _num(u_plain)
     if u is None or u_base is None or u_plain is None or u_plain == u_base:
@@ -208,7 +209,8 @@ def frontier_table(points: list[FrontierPoint], plain: str = "clm") -> pd.DataFr
     that did); ``heldout_gain_retained``: :func:`gain_retained` of the row's held-out utility (nan where the base's or
     ``plain``'s is missing, or equal)."""
     rows = [frontier_row(p) for p in points]
-    derived = ("heldout_utility_vs_plain", "utility_vs_plain", "heldout_gain_retained")
+    derived = ("heldout_utility_vs_plain", "utility_vs_plain", "heldout_gain_retained", "heldout_gain_retained_low",
+               "heldout_gain_retained_high")
     table = pd.DataFrame(rows, columns=[c for c in COLUMNS if c not in derived])
     for col in ("heldout_utility", "utility"):
         ref = {r["size"]: r[col] for r in rows if r["strategy"] == plain and r[col]}
@@ -224,9 +226,45 @@ def frontier_table(points: list[FrontierPoint], plain: str = "clm") -> pd.DataFr
     plain_heldout = {r["size"]: r["heldout_utility"] for r in rows if r["strategy"] == plain}
     table["heldout_gain_retained"] = [gain_retained(r["heldout_utility"], b, plain_heldout.get(r["size"]))
                                       for r, b in zip(rows, table["base_heldout_utility"])]
+    intervals = _gain_intervals(points, plain)
+    table["heldout_gain_retained_low"] = [lo for lo, _ in intervals]
+    table["heldout_gain_retained_high"] = [hi for _, hi in intervals]
     if not len(table):
         return table.reindex(columns=list(COLUMNS))
     return table[list(COLUMNS)].sort_values(["size", "strategy", "epsilon"], ignore_index=True)
+
+
+#: the resamples of the gain retained's interval (:func:`toolkit.metrics.probing.heldout_gain_interval`)
+GAIN_BOOTSTRAP = 2000
+
+
+def _gain_intervals(points: list[FrontierPoint], plain: str) -> list[tuple[float, float]]:
+    """Per point, the 95% interval of its gain retained (:func:`toolkit.metrics.probing.heldout_gain_interval`) from
+    the held-out predictions of the model, the base model audited in its run, and ``plain`` at the same size; ``nan``
+    where a file is missing (a table read from points without run directories, a run without a base audit). Each
+    run's non-members are the people of its ``mia_predictions`` who are not in its member ``predictions`` (as the
+    audit counts them, :func:`toolkit.pipelines.steps.audit_checkpoint`)."""
+    from toolkit.metrics.probing import heldout_gain_interval
+    from toolkit.results.layout import BASE, RunLayout
+
+    def files(p: FrontierPoint, name: str, epoch: int | None) -> tuple[Path, Path]:
+        d = RunLayout(Path(p.run_dir)).audit(name, epoch)
+        return d / "mia_predictions.parquet", d / "predictions.parquet"
+
+    plain_at = {p.size: p for p in points if p.strategy == plain}
+    out = []
+    for p in points:
+        ref = plain_at.get(p.size)
+        paths = [files(p, p.strategy, p.epoch), files(p, BASE, None)] + ([files(ref, plain, ref.epoch)] if ref else [])
+        if not p.run_dir or ref is None or not all(m.is_file() for m, _ in paths) or not paths[0][1].is_file():
+            out.append((math.nan, math.nan))
+            continue
+        model, base, plain_preds = (pd.read_parquet(m) for m, _ in paths)
+        members = set(pd.read_parquet(paths[0][1], columns=["person_id"])["person_id"])
+        held = set(model["person_id"]) - members
+        _, lo, hi = heldout_gain_interval(model, base, plain_preds, held, n_bootstrap=GAIN_BOOTSTRAP, seed=0)
+        out.append((lo, hi))
+    return out
 
 
 def best_recipes(table: pd.DataFrame, *, min_utility: float = 0.9) -> dict[int, dict[str, Any]]:
@@ -349,6 +387,6 @@ def load_frontier_result(directory: str | Path) -> FrontierResult:
                           best={int(k): v for k, v in (raw.get("best") or {}).items()})
 
 
-__all__ = ["BASES_COLUMNS", "COLUMNS", "GAIN_UNDEFINED", "FrontierPoint", "FrontierResult", "bases_table",
-           "best_recipes", "epsilon_text", "frontier_row", "frontier_table", "gain_retained", "load_frontier_result",
-           "noise_to_signal", "points_from_dir", "save_bases_table"]
+__all__ = ["BASES_COLUMNS", "COLUMNS", "GAIN_BOOTSTRAP", "GAIN_UNDEFINED", "FrontierPoint", "FrontierResult",
+           "bases_table", "best_recipes", "epsilon_text", "frontier_row", "frontier_table", "gain_retained",
+           "load_frontier_result", "noise_to_signal", "points_from_dir", "save_bases_table"]
