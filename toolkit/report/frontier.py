@@ -8,8 +8,9 @@ highest held-out utility ratio reaching 0.9× plain fine-tuning's, or, where non
 
 Beside the ratio to plain (``× plain``) the table shows the **gain retained**
 (:func:`toolkit.results.frontier.gain_retained`: the share of plain fine-tuning's gain over the base model a model
-kept) with its 95% interval (:func:`toolkit.metrics.probing.heldout_gain_interval`) in the same cell. To stay as wide as before, PII inference's top-1 and
-its chance level share one column; the base model's held-out utility per size is in the summary line above it.
+kept) with its 95% interval (:func:`toolkit.metrics.probing.heldout_gain_interval`) in the same cell. To stay as
+wide as before, PII inference's top-1 and its chance level share one column; the base model's held-out utility per
+size is in the summary line above it.
 """
 
 from __future__ import annotations
@@ -102,9 +103,9 @@ def base_sentence(frontier: pd.DataFrame, plain: str) -> str:
         else:
             parts.append(f"{size} individuals: {float(base.iloc[0]):.3f}")
     return ("Gain retained: (U − U_base) / (U_plain − U_base), the share of " + plain + "'s held-out gain over the "
-            "untouched base model that a model kept, with its 95% interval in brackets where the runs' predictions were at "
-            "hand (a bootstrap over the held-out individuals, the three models paired). The base model's held-out "
-            "utility — " + "; ".join(parts) + ".")
+            "untouched base model that a model kept, with its 95% interval in brackets where the runs' predictions "
+            "were at hand (a bootstrap over the held-out individuals, the three models paired). The base model's "
+            "held-out utility — " + "; ".join(parts) + ".")
 
 
 def frontier_context(directory: str | Path) -> dict[str, Any]:

@@ -255,6 +255,9 @@ def _gain_intervals(points: list[FrontierPoint], plain: str) -> list[tuple[float
     out = []
     for p in points:
         ref = plain_at.get(p.size)
+        if p.strategy == plain:  # 100% by definition
+            out.append((math.nan, math.nan))
+            continue
         paths = [files(p, p.strategy, p.epoch), files(p, BASE, None)] + ([files(ref, plain, ref.epoch)] if ref else [])
         if not p.run_dir or ref is None or not all(m.is_file() for m, _ in paths) or not paths[0][1].is_file():
             out.append((math.nan, math.nan))
