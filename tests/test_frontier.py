@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 from pathlib import Path
@@ -580,3 +581,18 @@ def test_shipped_levers_frontier_reads_back_with_its_intervals():
         else:
             expected = 1.0419 * math.sqrt(d) / (100 / 7)
         assert row["noise_to_signal"] == pytest.approx(expected, rel=1e-3)
+
+
+def test_shipped_pdp1000_config_is_the_levers_frontier_with_its_stated_changes():
+    """docs/data/frontier_levers/frontier_pdp1000.yaml (docs/results.md, tenth session): frontier_levers.yaml at size
+    1000 with clm and clm_dp_pdp only, no search, and the DP rate the search chose at size 100 — nothing else."""
+    levers = load_frontier(ROOT / "configs" / "frontier_levers.yaml")
+    pdp = load_frontier(ROOT / "docs" / "data" / "frontier_levers" / "frontier_pdp1000.yaml")
+    assert (tuple(pdp.sizes), tuple(pdp.strategies), pdp.hp_search) == ((1000,), ("clm", "clm_dp_pdp"), None)
+    assert sorted(pdp.epsilons) == [8.0, math.inf] and pdp.generate_seed == levers.generate_seed
+    chosen = json.loads((ROOT / "docs" / "data" / "frontier_levers" / "hp_search.json").read_text())
+    rate = chosen["sizes"]["100"]["clm_dp_pdp"]["chosen"]["learning_rate"]
+    mine, theirs = copy.deepcopy(pdp.experiment), copy.deepcopy(levers.experiment)
+    assert mine["training"]["dp_schedule"].pop("learning_rate") == rate == 5e-5
+    theirs["training"]["dp_schedule"].pop("learning_rate")
+    assert mine == theirs
