@@ -596,3 +596,9 @@ def test_shipped_pdp1000_config_is_the_levers_frontier_with_its_stated_changes()
     assert mine["training"]["dp_schedule"].pop("learning_rate") == rate == 5e-5
     theirs["training"]["dp_schedule"].pop("learning_rate")
     assert mine == theirs
+    from toolkit.results.frontier import load_frontier_result
+
+    t = load_frontier_result(ROOT / "docs" / "data" / "frontier_levers" / "pdp1000").table.set_index("strategy")
+    row = t.loc["clm_dp_pdp"]  # below its base, the whole interval (docs/results.md)
+    assert row["heldout_gain_retained_low"] < row["heldout_gain_retained"] < row["heldout_gain_retained_high"] < 0
+    assert row["noise_to_signal"] == pytest.approx(0.644 * 8 / (1000 / 63), rel=1e-3)
