@@ -144,9 +144,8 @@ def heldout_utility(predictions: pd.DataFrame, person_ids: Iterable[str]) -> flo
     privacy-preserving strategy should not do; this one measures what the fine-tuning taught about notes in general.
     ``nan`` when there are no such rows.
     """
-    check_columns(predictions, ("person_id", "predicted", "original", "protected"))
-    held = predictions[predictions["person_id"].isin(set(person_ids)) & ~predictions["protected"].astype(bool)]
-    return _accuracy(norm_series(held["predicted"]), norm_series(held["original"]))
+    correct, scored = _heldout_counts(predictions, sorted(set(person_ids)))
+    return float(correct.sum() / scored.sum()) if scored.sum() else float("nan")
 
 
 def _heldout_counts(predictions: pd.DataFrame, people: list[str]) -> tuple[np.ndarray, np.ndarray]:
