@@ -109,7 +109,7 @@ def test_config_plans_plain_strategies_once_and_dp_ones_per_epsilon(tmp_path):
     runs = cfg.runs()
     assert [(s, e) for s, e, _ in runs][:5] == [(100, math.inf), (100, 1.0), (100, 4.0), (100, 8.0), (100, 16.0)]
     private = ["clm_dp", "ppclm_surrogate_dp", "clm_dp_lora4", "clm_dp_lora", "clm_dp_lora16", "ppclm_surrogate_dp_lora",
-               "clm_dp_pdp", "clm_dp_gep", "ppclm_surrogate_dp_gep"]
+               "clm_dp_pdp", "clm_dp_gep", "ppclm_surrogate_dp_gep", "clm_dp_user", "clm_dp_gep_user"]
     assert runs[0][2] == ["clm", "ppclm", "ppclm_surrogate"] and runs[1][2] == private
     exp = experiment_for(cfg, 100, 4.0, runs[1][2], NOTES, prebuilt=tmp_path / "bases")
     assert exp.corpus.n_individuals == 100 and exp.training.schedule["dp"]["epsilon"] == 4.0
@@ -511,7 +511,7 @@ def test_levers_config_is_the_full_frontier_with_fewer_strategies():
     full = load_frontier(ROOT / "configs" / "frontier.yaml")
     levers = load_frontier(ROOT / "configs" / "frontier_levers.yaml")
     assert list(levers.strategies) == ["clm", "clm_dp", "ppclm_surrogate_dp", "clm_dp_lora", "clm_dp_pdp",
-                                       "clm_dp_gep"]
+                                       "clm_dp_gep", "clm_dp_user", "clm_dp_gep_user"]
     assert set(levers.strategies) < set(full.strategies)
     same = ("sizes", "epsilons", "corpus_path", "generate_seed", "hp_search", "bases", "experiment")
     assert [getattr(levers, k) for k in same] == [getattr(full, k) for k in same]

@@ -30,6 +30,10 @@ train as ``*_dp`` with DP-SGD's clipping and noise in the top-k subspace of the 
 (``subspace``, ``subspace_rank``, ``subspace_every``; :mod:`toolkit.training.subspace`): ``clm_dp_pdp``,
 ``clm_dp_gep``, ``ppclm_surrogate_dp_gep`` (k = 64, a basis every 10 steps).
 
+``*_user`` (user-level sampling, DP-SGD-ULS of Charles et al. 2024) train as their DP strategy but take up to
+``unit_examples`` chunks (8) of every drawn individual, whose *mean* gradient is clipped as one (sensitivity and
+accountant unchanged; :mod:`toolkit.training.dp`): ``clm_dp_user``, ``clm_dp_gep_user``.
+
 ``*_surrogate_dp`` trains the ``*_surrogate`` text (surrogates in the input, never targets; indirect identifiers
 protected) with DP-SGD (:mod:`toolkit.training.dp`, privacy unit: the individual): surrogates close the context leak
 that DP's noise only bounds, DP bounds membership, which surrogates leave open (issue 27's frontier).
@@ -69,6 +73,8 @@ class Strategy:
     subspace: str = ""  # "pdp" | "gep": DP-SGD's noise in a rank-k subspace of public gradients (training.subspace)
     subspace_rank: int = 0  # k, the subspace's dimension
     subspace_every: int = 1  # steps between two bases (recomputed from the public anchors; the papers: every step)
+    unit_examples: int = 1  # DP: examples (chunks) of a drawn privacy unit per step, their mean gradient clipped as
+    # one (user-level sampling, Charles et al. 2024); 0: all of the unit's (toolkit.training.dp)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
@@ -89,6 +95,10 @@ class Strategy:
         if self.lora_rank and not self.dp:
             raise ToolkitError(f"strategy {self.name}: lora_rank > 0 (DP-LoRA) needs dp: true")
         self._check_subspace()
+        if isinstance(self.unit_examples, bool) or not isinstance(self.unit_examples, int) or self.unit_examples < 0:
+            raise ToolkitError(f"strategy {self.name}: unit_examples must be an integer >= 0, got {self.unit_examples!r}")
+        if self.unit_examples != 1 and not self.dp:
+            raise ToolkitError(f"strategy {self.name}: unit_examples (chunks per drawn individual) needs dp: true")
         object.__setattr__(self, "protect", tuple(self.protect))
 
     def _check_subspace(self) -> None:
@@ -170,6 +180,14 @@ STRATEGIES: dict[str, Strategy] = {s.name: s for s in [
     Strategy("ppclm_surrogate_dp_gep", "clm", text="surrogate", protect=("direct", "indirect"), dp=True,
              subspace="gep", subspace_rank=64, subspace_every=10,
              description="ppclm_surrogate trained with GEP (top-64 public-gradient subspace, embedding and residual)"),
+    # user-level sampling (DP-SGD-ULS, Charles et al. 2024): up to 8 chunks of every drawn individual per step, their
+    # mean gradient clipped as one, instead of one chunk drawn at random (the same sensitivity C per individual)
+    Strategy("clm_dp_user", "clm", dp=True, unit_examples=8,
+             description="causal LM with DP-SGD, up to 8 chunks of each drawn individual per step, their mean "
+                         "gradient clipped as one (user-level sampling)"),
+    Strategy("clm_dp_gep_user", "clm", dp=True, subspace="gep", subspace_rank=64, subspace_every=10, unit_examples=8,
+             description="clm_dp_gep with up to 8 chunks of each drawn individual per step, their mean gradient "
+                         "clipped as one (user-level sampling)"),
 ]}
 
 

@@ -26,6 +26,18 @@ uses exactly this ``q``. Per individual, an epoch thus trains on about one chunk
 step), not on all their chunks. A draw with no unit is a noise-only step, counted by the accountant (skipping it
 would no longer be the analysed mechanism).
 
+**Several chunks per drawn individual** (``Strategy.unit_examples = m``, user-level sampling: DP-SGD-ULS of
+Charles, Ganesh, McKenna, McMahan, Mitchell, Pillutla & Rush, "Fine-Tuning Large Language Models with User-Level
+Differential Privacy", 2024; "user-wise DP-SGD" in Chua et al., "Mind the Privacy Unit!", 2024). A drawn individual
+contributes up to ``m`` of their chunks (``0``: all), drawn uniformly without replacement, and its gradient is their
+*mean*, clipped as one (:func:`pool_unit_gradients`):
+
+    g_u = clip_C( (1 / |S_u|) · Σ_{i ∈ S_u} ∇ℓ_i ),     S_u ⊆ chunks(u),  |S_u| = min(m, |chunks(u)|),
+
+so the individual's contribution to a step is still one vector of norm ≤ ``C``, present with probability ``q``: the
+mechanism, σ and the accountant are the ones above, unchanged. What changes is how much of the individual's text a
+step's vector averages over (one chunk at ``m = 1``, where ``g_u`` is the one-chunk gradient above, bit for bit).
+
 ``PrivacyEngine.make_private_with_epsilon`` calibrates the noise multiplier for the target ε over the whole run; the
 spent ε reported at every checkpoint (``training_log.json`` and ``run.json``: ``"dp": {"unit", "spent_epsilon",
 "delta", ...}``) is the accountant's, not the target.
@@ -108,9 +120,11 @@ def privacy_units(individuals: Sequence[str], unit: str) -> list[list[int]]:
 
 class UnitSampler:
     """Batch sampler of DP-SGD: ``steps`` batches; in each, every unit is drawn independently with probability
-    ``sample_rate`` and contributes one of its examples, drawn uniformly (Poisson sampling of units)."""
+    ``sample_rate`` (Poisson sampling of units) and contributes one of its examples, drawn uniformly, or with
+    ``per_unit = m ≠ 1`` up to ``m`` of them (``0``: all), drawn uniformly without replacement and yielded next to
+    each other."""
 
-    def __init__(self, units: Sequence[Sequence[int]], sample_rate: float, steps: int, generator):
+    def __init__(self, units: Sequence[Sequence[int]], sample_rate: float, steps: int, generator, per_unit: int = 1):
         import torch
 
         if not units or any(len(u) == 0 for u in units):
@@ -120,6 +134,7 @@ class UnitSampler:
         self.offset = torch.as_tensor(np.concatenate([[0], np.cumsum(sizes)[:-1]]))
         self.size = torch.as_tensor(sizes)
         self.sample_rate, self.steps, self.generator = float(sample_rate), int(steps), generator
+        self.per_unit = int(per_unit)
 
     def __len__(self) -> int:
         return self.steps
@@ -130,23 +145,60 @@ class UnitSampler:
         n = len(self.size)
         for _ in range(self.steps):
             drawn = (torch.rand(n, generator=self.generator) < self.sample_rate).nonzero().squeeze(1)
-            pick = (torch.rand(len(drawn), generator=self.generator) * self.size[drawn]).long()
-            pick = torch.minimum(pick, self.size[drawn] - 1)
-            yield self.flat[self.offset[drawn] + pick].tolist()
+            if self.per_unit == 1:
+                pick = (torch.rand(len(drawn), generator=self.generator) * self.size[drawn]).long()
+                pick = torch.minimum(pick, self.size[drawn] - 1)
+                yield self.flat[self.offset[drawn] + pick].tolist()
+                continue
+            batch: list[int] = []
+            for u in drawn.tolist():
+                size = int(self.size[u])
+                take = size if self.per_unit == 0 else min(self.per_unit, size)
+                order = torch.randperm(size, generator=self.generator)[:take]
+                batch += self.flat[self.offset[u] + order].tolist()
+            yield batch
+
+
+def pool_unit_gradients(params, unit_ids) -> None:
+    """Replace every parameter's per-example gradients (Opacus' ``grad_sample``, ``[rows, *shape]``) by their mean
+    over the rows of each privacy unit (``unit_ids``: the unit of every row), ``[units, *shape]`` in order of the
+    units' first rows: the clipping that follows then bounds each unit's mean gradient (user-level sampling, see
+    the module docstring)."""
+    import torch
+
+    unit_ids = torch.as_tensor(unit_ids)
+    _, first = np.unique(unit_ids.cpu().numpy(), return_index=True)
+    order = np.sort(first)  # the units in order of appearance
+    index = {int(unit_ids[i]): j for j, i in enumerate(order)}
+    inverse = torch.as_tensor([index[int(u)] for u in unit_ids.tolist()])
+    counts = torch.bincount(inverse, minlength=len(order))
+    for p in params:
+        rows = p.grad_sample
+        if isinstance(rows, list):  # several backward passes before one step
+            rows = torch.cat(rows)
+        inv = inverse.to(rows.device)
+        pooled = torch.zeros((len(order), *rows.shape[1:]), dtype=rows.dtype, device=rows.device)
+        pooled.index_add_(0, inv, rows)
+        p.grad_sample = pooled / counts.to(rows.device, rows.dtype).view(-1, *([1] * (rows.dim() - 1)))
 
 
 class _UnitDataset:
     """The examples, with ``len()`` = the number of privacy units: Opacus reads the expected batch size as
     ``len(dataset) · sample rate``; the sampler yields example indices."""
 
-    def __init__(self, examples: list[dict], n_units: int):
-        self.examples, self.n_units = examples, n_units
+    def __init__(self, examples: list[dict], n_units: int, unit_of: Sequence[int] | None = None):
+        self.examples, self.n_units, self.unit_of = examples, n_units, unit_of
 
     def __len__(self) -> int:
         return self.n_units
 
     def __getitem__(self, i: int) -> dict:
-        return self.examples[i]
+        if self.unit_of is None:
+            return self.examples[i]
+        return {**self.examples[i], UNIT_KEY: int(self.unit_of[i])}
+
+
+UNIT_KEY = "_dp_unit"  # an example's privacy unit, carried to the batch as "unit_ids" when units pool several rows
 
 
 def train_dp(model, tokenizer, examples: list[dict], strat: Strategy, cfg, run: Path, *,
@@ -171,7 +223,11 @@ def train_dp(model, tokenizer, examples: list[dict], strat: Strategy, cfg, run: 
     def collate(batch: list[dict]):
         if not batch:
             return None
-        out = collator([dict(b) for b in batch])
+        rows = [dict(b) for b in batch]
+        unit_ids = [r.pop(UNIT_KEY) for r in rows] if UNIT_KEY in rows[0] else None
+        out = collator(rows)
+        if unit_ids is not None:
+            out["unit_ids"] = torch.as_tensor(unit_ids)
         n, length = out["input_ids"].shape
         out["position_ids"] = torch.arange(length).unsqueeze(0).expand(n, length).clone()
         if strat.kind == "mlm":
@@ -180,8 +236,14 @@ def train_dp(model, tokenizer, examples: list[dict], strat: Strategy, cfg, run: 
 
     steps_per_epoch = -(-len(units) // cfg.batch_size)
     rate = 1.0 / steps_per_epoch
-    sampler = UnitSampler(units, rate, steps_per_epoch, torch.Generator().manual_seed(cfg.seed))
-    loader = torch.utils.data.DataLoader(_UnitDataset(examples, len(units)), batch_sampler=sampler,
+    per_unit = strat.unit_examples
+    sampler = UnitSampler(units, rate, steps_per_epoch, torch.Generator().manual_seed(cfg.seed), per_unit)
+    unit_of = None
+    if per_unit != 1:  # the rows of a unit are pooled into one gradient before clipping
+        unit_of = np.empty(len(examples), dtype=np.int64)
+        for u, members in enumerate(units):
+            unit_of[members] = u
+    loader = torch.utils.data.DataLoader(_UnitDataset(examples, len(units), unit_of), batch_sampler=sampler,
                                          collate_fn=collate)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")  # as the Trainer of the other strategies
     base, head = None, None
@@ -221,7 +283,7 @@ def train_dp(model, tokenizer, examples: list[dict], strat: Strategy, cfg, run: 
                 "max_grad_norm": cfg.dp.max_grad_norm, "noise_multiplier": optimizer.noise_multiplier,
                 "sample_rate": rate, "n_units": len(units), "n_examples": len(examples),
                 "expected_batch_size": len(units) * rate, "steps_per_epoch": steps_per_epoch,
-                "noise_only_steps": empty, "noised_parameters": noised,
+                "noise_only_steps": empty, "noised_parameters": noised, "unit_examples": per_unit,
                 **({"lora_rank": strat.lora_rank, "lora_alpha": LORA_ALPHA} if base is not None else {}),
                 **(sub.dp_fields(optimizer) if sub is not None else {})}
 
@@ -241,11 +303,14 @@ def train_dp(model, tokenizer, examples: list[dict], strat: Strategy, cfg, run: 
                 for p in optimizer.params:
                     p.grad_sample = torch.zeros((0, *p.shape), device=p.device, dtype=p.dtype)
             else:
+                unit_ids = batch.pop("unit_ids", None)
                 batch = {k: v.to(device) for k, v in batch.items()}
                 loss = example_mean_loss(private, batch, strat.kind)
                 with warnings.catch_warnings():  # DP-LoRA: no input of the first hooked module requires a gradient
                     warnings.filterwarnings("ignore", "Full backward hook is firing", UserWarning)
                     loss.backward()
+                if unit_ids is not None:  # one gradient per unit: the mean of its rows', clipped next
+                    pool_unit_gradients(optimizer.params, unit_ids)
                 losses.append(float(loss.detach()))
                 tokens += int(batch["attention_mask"].sum())
             optimizer.step()
@@ -269,4 +334,5 @@ def train_dp(model, tokenizer, examples: list[dict], strat: Strategy, cfg, run: 
             "dp": dp_block(history[-1]["epsilon"])}
 
 
-__all__ = ["UnitSampler", "example_mean_loss", "privacy_units", "retie_mlm_bias", "train_dp", "untie_mlm_bias"]
+__all__ = ["UnitSampler", "example_mean_loss", "pool_unit_gradients", "privacy_units", "retie_mlm_bias", "train_dp",
+           "untie_mlm_bias"]
