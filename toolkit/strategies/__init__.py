@@ -96,7 +96,8 @@ class Strategy:
             raise ToolkitError(f"strategy {self.name}: lora_rank > 0 (DP-LoRA) needs dp: true")
         self._check_subspace()
         if isinstance(self.unit_examples, bool) or not isinstance(self.unit_examples, int) or self.unit_examples < 0:
-            raise ToolkitError(f"strategy {self.name}: unit_examples must be an integer >= 0, got {self.unit_examples!r}")
+            raise ToolkitError(f"strategy {self.name}: unit_examples must be an integer >= 0, "
+                               f"got {self.unit_examples!r}")
         if self.unit_examples != 1 and not self.dp:
             raise ToolkitError(f"strategy {self.name}: unit_examples (chunks per drawn individual) needs dp: true")
         object.__setattr__(self, "protect", tuple(self.protect))
