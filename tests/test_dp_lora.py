@@ -18,23 +18,11 @@ from toolkit.strategies import STRATEGIES, Strategy, get_strategy
 from toolkit.training.dp import example_mean_loss
 from toolkit.training.lora import LORA_ALPHA, adapter_parameters, add_adapters, lora_config, merged_model
 
+from _dp_fixtures import assert_rdp_accounting, tiny_model as _tiny
+
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 NOTES = Path(__file__).resolve().parents[1] / "data_samples" / "clinical" / "notes.jsonl"
-
-
-def _tiny(kind: str):
-    """A tiny GPT-2 or BERT without dropout (per-example gradients compared exactly)."""
-    from transformers import BertConfig, BertForMaskedLM, GPT2Config, GPT2LMHeadModel
-
-    torch.manual_seed(0)
-    if kind == "clm":
-        return GPT2LMHeadModel(GPT2Config(vocab_size=50, n_embd=16, n_layer=1, n_head=2, n_inner=32, n_positions=16,
-                                          resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0,
-                                          eos_token_id=0))
-    return BertForMaskedLM(BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                                      intermediate_size=32, max_position_embeddings=16, hidden_dropout_prob=0.0,
-                                      attention_probs_dropout_prob=0.0))
 
 
 def _adapted_shapes(model) -> dict[str, tuple[int, int]]:
@@ -167,8 +155,6 @@ def clm_setup(tmp_path_factory):
 
 @pytest.mark.slow
 def test_clm_dp_lora_end_to_end_merged_checkpoint_low_rank_and_the_accountant_unchanged(clm_setup, tmp_path):
-    from opacus.accountants import RDPAccountant
-    from opacus.accountants.utils import get_noise_multiplier
     from transformers import AutoModelForCausalLM
 
     from toolkit.training import TrainConfig, train
@@ -187,12 +173,7 @@ def test_clm_dp_lora_end_to_end_merged_checkpoint_low_rank_and_the_accountant_un
     # accounting as any DP-SGD run: σ calibrated for (q, steps, ε) alone; ε = Opacus' RDP accountant on them
     steps = dp["steps_per_epoch"] * 3
     assert dp["unit"] == "individual" and dp["n_units"] == len(set(members.person_ids)) < dp["n_examples"]
-    assert dp["noise_multiplier"] == pytest.approx(
-        get_noise_multiplier(target_epsilon=8.0, target_delta=dp["delta"], sample_rate=dp["sample_rate"],
-                             steps=steps, accountant="rdp"), rel=1e-9)
-    acc = RDPAccountant()
-    acc.history = [(dp["noise_multiplier"], dp["sample_rate"], steps)]
-    assert dp["spent_epsilon"] == pytest.approx(acc.get_epsilon(dp["delta"]), rel=1e-9)
+    assert_rdp_accounting(dp, steps)
     run = json.loads((tmp_path / "run" / "run.json").read_text())
     assert run["dp"]["spent_epsilon"] == dp["spent_epsilon"] and run["dp"]["noised_parameters"] == dp["noised_parameters"]
     # an ordinary causal LM directory, no adapter left; every non-adapted weight exactly the base's (no noise there),

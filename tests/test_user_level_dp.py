@@ -18,18 +18,11 @@ from toolkit.models import TinyModelConfig, init_model, train_tokenizer
 from toolkit.strategies import STRATEGIES, Strategy
 from toolkit.training.dp import UnitSampler, example_mean_loss, pool_unit_gradients
 
+from _dp_fixtures import assert_rdp_accounting, tiny_model
+
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 NOTES = Path(__file__).resolve().parents[1] / "data_samples" / "clinical" / "notes.jsonl"
-
-
-def _tiny():
-    from transformers import GPT2Config, GPT2LMHeadModel
-
-    torch.manual_seed(0)
-    return GPT2LMHeadModel(GPT2Config(vocab_size=50, n_embd=16, n_layer=1, n_head=2, n_inner=32, n_positions=16,
-                                      resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0,
-                                      eos_token_id=0))
 
 
 def _batch() -> dict:
@@ -64,7 +57,7 @@ def test_pooled_gradients_are_each_individuals_mean_gradient_by_a_backward_of_it
     individual on a copy of the model (not through Opacus)."""
     from opacus import GradSampleModule
 
-    model = _tiny()
+    model = tiny_model("clm")
     alone = copy.deepcopy(model)
     gsm = GradSampleModule(model, loss_reduction="mean")
     gsm.train()
@@ -90,7 +83,7 @@ def test_the_update_clips_each_individuals_mean_gradient_once():
     from opacus import GradSampleModule
     from opacus.optimizers import DPOptimizer
 
-    model = _tiny()
+    model = tiny_model("clm")
     alone = copy.deepcopy(model)
     gsm = GradSampleModule(model, loss_reduction="mean")
     gsm.train()
@@ -165,9 +158,6 @@ def test_unit_examples_is_checked_and_the_user_strategies_are_dp():
 def test_clm_dp_user_end_to_end_the_accountant_and_sigma_are_dp_sgds(tmp_path):
     """A real run: the same σ as ``clm_dp`` for the same (q, steps, ε), the spent ε Opacus' RDP accountant's, and
     ``unit_examples`` recorded."""
-    from opacus.accountants import RDPAccountant
-    from opacus.accountants.utils import get_noise_multiplier
-
     from toolkit.training import TrainConfig, train
 
     corpus = load_corpus(NOTES)
@@ -186,13 +176,7 @@ def test_clm_dp_user_end_to_end_the_accountant_and_sigma_are_dp_sgds(tmp_path):
     dp, one = logs["clm_dp_user"]["dp"], logs["clm_dp"]["dp"]
     assert dp["unit_examples"] == 8 and one["unit_examples"] == 1
     assert dp["n_units"] < dp["n_examples"]  # some individual has several chunks: pooling is exercised
-    steps = dp["steps_per_epoch"] * 2
     for key in ("noise_multiplier", "sample_rate", "spent_epsilon", "steps_per_epoch", "noised_parameters"):
         assert dp[key] == one[key], key
-    assert dp["noise_multiplier"] == pytest.approx(
-        get_noise_multiplier(target_epsilon=8.0, target_delta=dp["delta"], sample_rate=dp["sample_rate"],
-                             steps=steps, accountant="rdp"), rel=1e-9)
-    acc = RDPAccountant()
-    acc.history = [(dp["noise_multiplier"], dp["sample_rate"], steps)]
-    assert dp["spent_epsilon"] == pytest.approx(acc.get_epsilon(dp["delta"]), rel=1e-9)
+    assert_rdp_accounting(dp, dp["steps_per_epoch"] * 2)
     assert logs["clm_dp_user"]["tokens_per_second"] > 0
