@@ -603,3 +603,35 @@ def test_shipped_pdp1000_config_is_the_levers_frontier_with_its_stated_changes()
     row = t.loc["clm_dp_pdp"]  # below its base, the whole interval (docs/results.md)
     assert row["heldout_gain_retained_low"] < row["heldout_gain_retained"] < row["heldout_gain_retained_high"] < 0
     assert row["noise_to_signal"] == pytest.approx(0.644 * 8 / (1000 / 63), rel=1e-3)
+
+
+def test_shipped_levers1000_config_and_table():
+    """docs/data/frontier_levers/frontier_levers1000.yaml (docs/results.md, eleventh session): frontier_levers.yaml at
+    size 1000 with clm, clm_dp_lora and clm_dp_gep only, no search, and the DP rate the search chose for both at size
+    100 — nothing else; its table (levers1000/) recomputes its gains and ρ from σ = 0.644 and E[B] = 1000/63."""
+    from toolkit.results.frontier import load_frontier_result
+
+    data = ROOT / "docs" / "data" / "frontier_levers"
+    levers = load_frontier(ROOT / "configs" / "frontier_levers.yaml")
+    cfg = load_frontier(data / "frontier_levers1000.yaml")
+    assert (tuple(cfg.sizes), tuple(cfg.strategies), cfg.hp_search) == ((1000,), ("clm", "clm_dp_lora", "clm_dp_gep"),
+                                                                        None)
+    assert sorted(cfg.epsilons) == [8.0, math.inf] and cfg.generate_seed == levers.generate_seed
+    chosen = json.loads((data / "hp_search.json").read_text())["sizes"]["100"]
+    mine, theirs = copy.deepcopy(cfg.experiment), copy.deepcopy(levers.experiment)
+    rate = mine["training"]["dp_schedule"].pop("learning_rate")
+    assert rate == chosen["clm_dp_lora"]["chosen"]["learning_rate"] == chosen["clm_dp_gep"]["chosen"]["learning_rate"]
+    theirs["training"]["dp_schedule"].pop("learning_rate")
+    assert mine == theirs
+    t = load_frontier_result(data / "levers1000").table.set_index("strategy")
+    assert set(t.index) == {"clm", "clm_dp_lora", "clm_dp_gep"}
+    for name in ("clm_dp_lora", "clm_dp_gep"):
+        row = t.loc[name]
+        assert row["heldout_gain_retained"] == pytest.approx(
+            (row["heldout_utility"] - row["base_heldout_utility"])
+            / (t.loc["clm", "heldout_utility"] - row["base_heldout_utility"]))
+        assert row["heldout_gain_retained_low"] < row["heldout_gain_retained"] < row["heldout_gain_retained_high"]
+    expected = {"clm_dp_lora": 0.644 * math.sqrt(32_768) / (1000 / 63),
+                "clm_dp_gep": 0.644 * math.sqrt(2) * math.sqrt(64 + 0.16 * 941_568) / (1000 / 63 * math.sqrt(1.16))}
+    for name, rho in expected.items():
+        assert t.loc[name, "noise_to_signal"] == pytest.approx(rho, rel=1e-3)
