@@ -166,20 +166,18 @@ def pool_unit_gradients(params, unit_ids) -> None:
     the module docstring)."""
     import torch
 
-    unit_ids = torch.as_tensor(unit_ids)
-    _, first = np.unique(unit_ids.cpu().numpy(), return_index=True)
-    order = np.sort(first)  # the units in order of appearance
-    index = {int(unit_ids[i]): j for j, i in enumerate(order)}
-    inverse = torch.as_tensor([index[int(u)] for u in unit_ids.tolist()])
-    counts = torch.bincount(inverse, minlength=len(order))
+    _, first, inverse = np.unique(torch.as_tensor(unit_ids).cpu().numpy(), return_index=True, return_inverse=True)
+    inverse = torch.as_tensor(np.argsort(np.argsort(first))[inverse])  # each row's unit, numbered by first appearance
+    counts = torch.bincount(inverse, minlength=len(first))
     for p in params:
-        rows = p.grad_sample
-        if isinstance(rows, list):  # several backward passes before one step
-            rows = torch.cat(rows)
+        rows = p.grad_sample  # one backward per step (train_dp): a tensor
         inv = inverse.to(rows.device)
-        pooled = torch.zeros((len(order), *rows.shape[1:]), dtype=rows.dtype, device=rows.device)
+        pooled = torch.zeros((len(first), *rows.shape[1:]), dtype=rows.dtype, device=rows.device)
         pooled.index_add_(0, inv, rows)
         p.grad_sample = pooled / counts.to(rows.device, rows.dtype).view(-1, *([1] * (rows.dim() - 1)))
+
+
+UNIT_KEY = "_dp_unit"  # an example's privacy unit, carried to the batch as "unit_ids" when units pool several rows
 
 
 class _UnitDataset:
@@ -196,9 +194,6 @@ class _UnitDataset:
         if self.unit_of is None:
             return self.examples[i]
         return {**self.examples[i], UNIT_KEY: int(self.unit_of[i])}
-
-
-UNIT_KEY = "_dp_unit"  # an example's privacy unit, carried to the batch as "unit_ids" when units pool several rows
 
 
 def train_dp(model, tokenizer, examples: list[dict], strat: Strategy, cfg, run: Path, *,
