@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
+
+NOTES = Path(__file__).resolve().parents[1] / "data_samples" / "clinical" / "notes.jsonl"
 
 
 def tiny_model(kind: str):
@@ -18,6 +22,20 @@ def tiny_model(kind: str):
     return BertForMaskedLM(BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
                                       intermediate_size=32, max_position_embeddings=16, hidden_dropout_prob=0.0,
                                       attention_probs_dropout_prob=0.0))
+
+
+def tiny_clm_base(directory: Path, max_length: int = 128):
+    """``(members, base)``: the first 40 members of the sample notes and a tiny causal LM (and its tokenizer, trained
+    on 60 public notes) saved in ``directory``, the base of the DP strategies' end-to-end runs."""
+    from toolkit.corpus import load_corpus
+    from toolkit.models import TinyModelConfig, init_model, train_tokenizer
+
+    corpus = load_corpus(NOTES)
+    tok = train_tokenizer([d.text for d in corpus.filter(split="public")[:60]], "clm", 800)
+    init_model(tok, TinyModelConfig(kind="clm", vocab_size=800, hidden_size=32, num_layers=1, num_heads=2,
+                                    intermediate_size=64, max_length=max_length), seed=0).save_pretrained(directory)
+    tok.save_pretrained(directory)
+    return corpus.filter(split="train")[:40], directory
 
 
 def assert_rdp_accounting(dp: dict, steps: int, target_epsilon: float = 8.0) -> None:

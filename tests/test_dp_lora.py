@@ -18,7 +18,7 @@ from toolkit.strategies import STRATEGIES, Strategy, get_strategy
 from toolkit.training.dp import example_mean_loss
 from toolkit.training.lora import LORA_ALPHA, adapter_parameters, add_adapters, lora_config, merged_model
 
-from _dp_fixtures import assert_rdp_accounting, tiny_model as _tiny
+from _dp_fixtures import assert_rdp_accounting, tiny_clm_base, tiny_model as _tiny
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -143,14 +143,7 @@ def test_lora_strategies_and_settings_are_checked():
 
 @pytest.fixture(scope="module")
 def clm_setup(tmp_path_factory):
-    corpus = load_corpus(NOTES)
-    members = corpus.filter(split="train")[:40]
-    tok = train_tokenizer([d.text for d in corpus.filter(split="public")[:60]], "clm", 800)
-    base = tmp_path_factory.mktemp("clm_base")
-    init_model(tok, TinyModelConfig(kind="clm", vocab_size=800, hidden_size=32, num_layers=1, num_heads=2,
-                                    intermediate_size=64, max_length=128), seed=0).save_pretrained(base)
-    tok.save_pretrained(base)
-    return members, base
+    return tiny_clm_base(tmp_path_factory.mktemp("clm_base"))
 
 
 @pytest.mark.slow

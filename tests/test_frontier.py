@@ -561,6 +561,40 @@ def test_table_gives_the_gain_retained_its_interval_from_the_runs_predictions(tm
     assert bare["heldout_gain_retained_low"].isna().all() and bare["heldout_gain_retained_high"].isna().all()
 
 
+def _expected_rho(name: str, sigma: float, expected_batch: float) -> float:
+    """A DP row's ρ by hand: σ·√D / E[B] with D its noised coordinates (DP-LoRA r = 8: 32,768; PDP-SGD k = 64; the
+    others every weight, 941,568), GEP's with its residual at C₁ = 0.4·C and σ_r = √2·σ. The mean over an
+    individual's chunks (``*_user``) changes the signal, not the noise."""
+    if name.startswith("clm_dp_gep"):
+        return sigma * math.sqrt(2) * math.sqrt(64 + 0.16 * 941_568) / (expected_batch * math.sqrt(1.16))
+    return sigma * math.sqrt({"clm_dp_lora": 32_768, "clm_dp_pdp": 64}.get(name, 941_568)) / expected_batch
+
+
+def _assert_gains_recompute(t, names) -> None:
+    """Each row's gain retained is (U − U_base) / (U_plain − U_base) of the table's own utilities, inside its
+    interval."""
+    for name in names:
+        row = t.loc[name]
+        assert row["heldout_gain_retained"] == pytest.approx(
+            (row["heldout_utility"] - row["base_heldout_utility"])
+            / (t.loc["clm", "heldout_utility"] - row["base_heldout_utility"]))
+        assert row["heldout_gain_retained_low"] < row["heldout_gain_retained"] < row["heldout_gain_retained_high"]
+
+
+def _levers_slice_rate(path: Path, strategies: tuple[str, ...]) -> float:
+    """A shipped 1,000-individual slice config is frontier_levers.yaml at size 1000 with ``strategies`` only, no
+    search, and one DP learning rate — nothing else; returns that rate."""
+    levers = load_frontier(ROOT / "configs" / "frontier_levers.yaml")
+    cfg = load_frontier(path)
+    assert (tuple(cfg.sizes), tuple(cfg.strategies), cfg.hp_search) == ((1000,), strategies, None)
+    assert sorted(cfg.epsilons) == [8.0, math.inf] and cfg.generate_seed == levers.generate_seed
+    mine, theirs = copy.deepcopy(cfg.experiment), copy.deepcopy(levers.experiment)
+    rate = mine["training"]["dp_schedule"].pop("learning_rate")
+    theirs["training"]["dp_schedule"].pop("learning_rate")
+    assert mine == theirs
+    return rate
+
+
 def test_shipped_levers_frontier_reads_back_with_its_intervals():
     """docs/data/frontier_levers (docs/results.md, tenth and eleventh sessions): every DP row's gain retained
     recomputes from the table's own utilities, lies inside its interval, and its ρ from σ = 1.0419, E[B] = 100/7 and
@@ -571,35 +605,21 @@ def test_shipped_levers_frontier_reads_back_with_its_intervals():
     t = res.table.set_index("strategy")
     assert set(t.index) == {"clm", "clm_dp", "ppclm_surrogate_dp", "clm_dp_lora", "clm_dp_pdp", "clm_dp_gep",
                             "clm_dp_user", "clm_dp_gep_user"}
-    for name, row in t.drop(index="clm").iterrows():
-        assert row["heldout_gain_retained"] == pytest.approx(
-            (row["heldout_utility"] - row["base_heldout_utility"])
-            / (t.loc["clm", "heldout_utility"] - row["base_heldout_utility"]))
-        assert row["heldout_gain_retained_low"] < row["heldout_gain_retained"] < row["heldout_gain_retained_high"]
-        d = {"clm_dp_lora": 32_768, "clm_dp_pdp": 64}.get(name, 941_568)
-        if name.startswith("clm_dp_gep"):  # the mean over an individual's chunks changes the signal, not the noise
-            expected = 1.0419 * math.sqrt(2) * math.sqrt(64 + 0.16 * 941_568) / (100 / 7 * math.sqrt(1.16))
-        else:
-            expected = 1.0419 * math.sqrt(d) / (100 / 7)
-        assert row["noise_to_signal"] == pytest.approx(expected, rel=1e-3)
+    _assert_gains_recompute(t, t.index.drop("clm"))
+    for name in t.index.drop("clm"):
+        assert t.loc[name, "noise_to_signal"] == pytest.approx(_expected_rho(name, 1.0419, 100 / 7), rel=1e-3)
 
 
 def test_shipped_pdp1000_config_is_the_levers_frontier_with_its_stated_changes():
     """docs/data/frontier_levers/frontier_pdp1000.yaml (docs/results.md, tenth session): frontier_levers.yaml at size
     1000 with clm and clm_dp_pdp only, no search, and the DP rate the search chose at size 100 — nothing else."""
-    levers = load_frontier(ROOT / "configs" / "frontier_levers.yaml")
-    pdp = load_frontier(ROOT / "docs" / "data" / "frontier_levers" / "frontier_pdp1000.yaml")
-    assert (tuple(pdp.sizes), tuple(pdp.strategies), pdp.hp_search) == ((1000,), ("clm", "clm_dp_pdp"), None)
-    assert sorted(pdp.epsilons) == [8.0, math.inf] and pdp.generate_seed == levers.generate_seed
-    chosen = json.loads((ROOT / "docs" / "data" / "frontier_levers" / "hp_search.json").read_text())
-    rate = chosen["sizes"]["100"]["clm_dp_pdp"]["chosen"]["learning_rate"]
-    mine, theirs = copy.deepcopy(pdp.experiment), copy.deepcopy(levers.experiment)
-    assert mine["training"]["dp_schedule"].pop("learning_rate") == rate == 5e-5
-    theirs["training"]["dp_schedule"].pop("learning_rate")
-    assert mine == theirs
+    data = ROOT / "docs" / "data" / "frontier_levers"
+    rate = _levers_slice_rate(data / "frontier_pdp1000.yaml", ("clm", "clm_dp_pdp"))
+    chosen = json.loads((data / "hp_search.json").read_text())
+    assert rate == chosen["sizes"]["100"]["clm_dp_pdp"]["chosen"]["learning_rate"] == 5e-5
     from toolkit.results.frontier import load_frontier_result
 
-    t = load_frontier_result(ROOT / "docs" / "data" / "frontier_levers" / "pdp1000").table.set_index("strategy")
+    t = load_frontier_result(data / "pdp1000").table.set_index("strategy")
     row = t.loc["clm_dp_pdp"]  # below its base, the whole interval (docs/results.md)
     assert row["heldout_gain_retained_low"] < row["heldout_gain_retained"] < row["heldout_gain_retained_high"] < 0
     assert row["noise_to_signal"] == pytest.approx(0.644 * 8 / (1000 / 63), rel=1e-3)
@@ -612,26 +632,11 @@ def test_shipped_levers1000_config_and_table():
     from toolkit.results.frontier import load_frontier_result
 
     data = ROOT / "docs" / "data" / "frontier_levers"
-    levers = load_frontier(ROOT / "configs" / "frontier_levers.yaml")
-    cfg = load_frontier(data / "frontier_levers1000.yaml")
-    assert (tuple(cfg.sizes), tuple(cfg.strategies), cfg.hp_search) == ((1000,), ("clm", "clm_dp_lora", "clm_dp_gep"),
-                                                                        None)
-    assert sorted(cfg.epsilons) == [8.0, math.inf] and cfg.generate_seed == levers.generate_seed
+    rate = _levers_slice_rate(data / "frontier_levers1000.yaml", ("clm", "clm_dp_lora", "clm_dp_gep"))
     chosen = json.loads((data / "hp_search.json").read_text())["sizes"]["100"]
-    mine, theirs = copy.deepcopy(cfg.experiment), copy.deepcopy(levers.experiment)
-    rate = mine["training"]["dp_schedule"].pop("learning_rate")
     assert rate == chosen["clm_dp_lora"]["chosen"]["learning_rate"] == chosen["clm_dp_gep"]["chosen"]["learning_rate"]
-    theirs["training"]["dp_schedule"].pop("learning_rate")
-    assert mine == theirs
     t = load_frontier_result(data / "levers1000").table.set_index("strategy")
     assert set(t.index) == {"clm", "clm_dp_lora", "clm_dp_gep"}
+    _assert_gains_recompute(t, ["clm_dp_lora", "clm_dp_gep"])
     for name in ("clm_dp_lora", "clm_dp_gep"):
-        row = t.loc[name]
-        assert row["heldout_gain_retained"] == pytest.approx(
-            (row["heldout_utility"] - row["base_heldout_utility"])
-            / (t.loc["clm", "heldout_utility"] - row["base_heldout_utility"]))
-        assert row["heldout_gain_retained_low"] < row["heldout_gain_retained"] < row["heldout_gain_retained_high"]
-    expected = {"clm_dp_lora": 0.644 * math.sqrt(32_768) / (1000 / 63),
-                "clm_dp_gep": 0.644 * math.sqrt(2) * math.sqrt(64 + 0.16 * 941_568) / (1000 / 63 * math.sqrt(1.16))}
-    for name, rho in expected.items():
-        assert t.loc[name, "noise_to_signal"] == pytest.approx(rho, rel=1e-3)
+        assert t.loc[name, "noise_to_signal"] == pytest.approx(_expected_rho(name, 0.644, 1000 / 63), rel=1e-3)

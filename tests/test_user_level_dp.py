@@ -6,23 +6,18 @@ from __future__ import annotations
 
 import copy
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-from toolkit.corpus import load_corpus
 from toolkit.errors import ToolkitError
-from toolkit.models import TinyModelConfig, init_model, train_tokenizer
 from toolkit.strategies import STRATEGIES, Strategy
 from toolkit.training.dp import UnitSampler, example_mean_loss, pool_unit_gradients
 
-from _dp_fixtures import assert_rdp_accounting, tiny_model
+from _dp_fixtures import assert_rdp_accounting, tiny_clm_base, tiny_model
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-
-NOTES = Path(__file__).resolve().parents[1] / "data_samples" / "clinical" / "notes.jsonl"
 
 
 def _batch() -> dict:
@@ -160,13 +155,7 @@ def test_clm_dp_user_end_to_end_the_accountant_and_sigma_are_dp_sgds(tmp_path):
     ``unit_examples`` recorded."""
     from toolkit.training import TrainConfig, train
 
-    corpus = load_corpus(NOTES)
-    members = corpus.filter(split="train")[:40]
-    tok = train_tokenizer([d.text for d in corpus.filter(split="public")[:60]], "clm", 800)
-    base = tmp_path / "base"
-    init_model(tok, TinyModelConfig(kind="clm", vocab_size=800, hidden_size=32, num_layers=1, num_heads=2,
-                                    intermediate_size=64, max_length=64), seed=0).save_pretrained(base)
-    tok.save_pretrained(base)
+    members, base = tiny_clm_base(tmp_path / "base", max_length=64)
     cfg = TrainConfig(epochs=[2], batch_size=4, learning_rate=1e-2, max_length=64, seed=0,
                       dp={"epsilon": 8.0, "max_grad_norm": 1.0})
     logs = {}
