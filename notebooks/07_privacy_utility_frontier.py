@@ -85,11 +85,11 @@ display(Markdown("\n".join(f"- {s}" for s in best_sentences(result.best, result.
 # `× plain`: held-out utility divided by `clm`'s at the same size (training-note utility beside it); `gain retained`:
 # (U − U_base) / (U_plain − U_base), the share of `clm`'s held-out gain over the untouched base model that the model
 # kept (100%: all of it, 0%: none, below 0: worse than the base; n/a where the base's utility is not recorded or
-# equals `clm`'s; its 95% interval in brackets, a bootstrap over the held-out individuals, where the runs' predictions
-# were at hand); `TPR@1% FPR`: the largest over the battery's attacks (unresolvable with fewer than 100 non-members);
-# `PII top-1` against its chance level (in brackets); `max canary exposure` in bits (of ≈ 26.6 possible); the one-run
-# audit's empirical ε lower bound (95%) beside the DP accountant's ε — an empirical bound above what the accountant
-# allows would mean a broken DP implementation (methods.md §10).
+# equals `clm`'s; its 95% interval in brackets, a bootstrap over the held-out individuals, where the runs' predictions were at hand); `TPR@1% FPR`: the largest over the battery's attacks
+# (unresolvable with fewer than 100 non-members); `PII top-1` against its chance level (in brackets); `max canary
+# exposure` in bits (of ≈ 26.6 possible); the one-run audit's empirical ε lower bound
+# (95%) beside the DP accountant's ε — an empirical bound above what the accountant allows would mean a broken DP
+# implementation (methods.md §10).
 
 # %%
 display(Markdown(base_sentence(table, result.plain)))
