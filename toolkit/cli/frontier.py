@@ -14,7 +14,7 @@ TITLE = "privacy-utility"
 
 def generated_corpus(out_dir: Path, n_members: int, n_public: int, seed: int) -> Path:
     """``OUT/corpus/notes.jsonl``: the sample generator's clinical notes of ``n_public`` public patients (the base
-    model's pre-training data) and ``n_members`` patients in each of ``train`` (members) and ``heldout``
+    model's pre-training data, then the public reserve held back from it, ``corpus.public_reserve``) and ``n_members`` patients in each of ``train`` (members) and ``heldout``
     (non-members), written once per (sizes, seed, generator pools) and reused. Generated for exactly these splits:
     past a few thousand patients the generator's rare terms are made-up drug names (its deep reserve), so no
     patient more than needed is drawn. A corpus written before the deep reserve (``generated.json`` without
@@ -99,9 +99,11 @@ def cmd_frontier(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else Path("runs") / cfg.name
     corpus = cfg.corpus_path
     if corpus is None and not args.table_only:  # members and non-members of the largest size, and the public split
-        n_public = max(full.bases) if full.bases else \
-            int((cfg.experiment.get("corpus") or {}).get("n_public") or max(full.sizes))
-        corpus = generated_corpus(out, max(full.sizes), n_public, int(cfg.generate_seed or 0))
+        template = cfg.experiment.get("corpus") or {}
+        n_public = max(full.bases) if full.bases else int(template.get("n_public") or max(full.sizes))
+        # the public reserve (corpus.public_reserve): public patients after the base's, held back from it
+        corpus = generated_corpus(out, max(full.sizes), n_public + int(template.get("public_reserve") or 0),
+                                  int(cfg.generate_seed or 0))
     if not cfg.bases:
         _one_frontier(cfg, out, corpus, args)
         return 0
@@ -148,7 +150,8 @@ def _one_frontier(cfg, out: Path, corpus, args):
         for size, found in json.loads(searched.read_text(encoding="utf-8"))["sizes"].items():
             chosen = ", ".join(f"{n} {' '.join(f'{k}={v:g}' for k, v in r['chosen'].items())}"
                                for n, r in found.items())
-            print(f"  hp_search at {size} (public split only): {chosen}")
+            data = "public reserve" if (cfg.experiment.get("corpus") or {}).get("public_reserve") else "public split"
+            print(f"  hp_search at {size} ({data} only): {chosen}")
             for n, r in found.items():
                 for k, side in (r.get("at_edge") or {}).items():
                     print(f"  hp_search at {size}: {n}'s {k} is the {side} of the grid — the best may lie beyond it")

@@ -56,7 +56,9 @@ class ExperimentConfig:
             "members / non-members": f"split {c.member_split!r} / {c.nonmember_split!r}, "
                                      + (f"first {c.n_individuals} individuals each" if c.n_individuals else "all"),
             "base model": self.model.base or f"profile {self.profile!r} ({self.model.kind})"
-                          + (f", built from split {c.public_split!r}" if c.public_split else ""),
+                          + (f", built from split {c.public_split!r}" if c.public_split else "")
+                          + (f" ({c.n_public} individuals; the next {c.public_reserve} held back from it)"
+                             if c.public_reserve else ""),
             "identifiers": f"detector {self.identifiers.detector}, k = {self.identifiers.k}, n = {self.identifiers.n}",
             "strategies": ", ".join(t.strategies),
             "checkpoint epochs": ", ".join(map(str, t.schedule.get("epochs", []))) or f"profile {self.profile!r}",
@@ -173,8 +175,11 @@ def experiment_from_dict(raw: dict[str, Any], *, source: str | Path = "<config>"
             raise where.error("corpus.path", f"{q.resolve()} does not exist")
         resolved.append(str(q.resolve()))
     c["path"] = resolved
-    for key in ("n_individuals", "n_public"):
+    for key in ("n_individuals", "n_public", "public_reserve"):
         c[key] = where.integer(c.get(key), f"corpus.{key}", minimum=1, allow_none=True)
+    if c.get("public_reserve") is not None and (c.get("public_split", "public") is None or c.get("n_public") is None):
+        raise where.error("corpus.public_reserve", "needs corpus.public_split and corpus.n_public (the reserve is the "
+                                                   "public individuals after the first n_public)")
     for key in ("member_split", "nonmember_split"):
         if key in c and not isinstance(c[key], str):
             raise where.error(f"corpus.{key}", f"must be a split name, got {c[key]!r}")

@@ -14,7 +14,10 @@ class CorpusSection:
     ``public_split`` builds the tiny base model (CPU profile) and defines *novel* identifiers (methods.md §4); members
     are the first ``n_individuals`` individuals of ``member_split`` (fine-tuning data), non-members the first
     ``n_individuals`` of ``nonmember_split`` (membership inference, methods.md §5). ``n_public`` limits the individuals
-    of the public split (None: all).
+    of the public split (None: all). ``public_reserve``: that many individuals of the public split *after* the first
+    ``n_public``, held back from the base model (never in its pre-training data): the public patients a gradient-
+    subspace strategy takes its anchors from and the DP hyper-parameter search trains and validates on (methods.md
+    §3); None: those use the base's own public split.
     """
 
     path: list[str]
@@ -24,6 +27,7 @@ class CorpusSection:
     nonmember_split: str = "heldout"
     n_individuals: int | None = None
     n_public: int | None = None
+    public_reserve: int | None = None
 
 
 @dataclass

@@ -1,6 +1,7 @@
 """The documents of one experiment run (:class:`ExperimentData`), selected from its corpus as the config says
-(:func:`load_data`): the public split (the base model's pre-training data), the members (fine-tuning data) and the
-non-members (the attacks' and the held-out probe's population), disjoint by individual."""
+(:func:`load_data`): the public split (the base model's pre-training data), the public reserve (public individuals
+held back from the base: ``corpus.public_reserve``), the members (fine-tuning data) and the non-members (the attacks'
+and the held-out probe's population), disjoint by individual."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from toolkit.corpus import Corpus
 from toolkit.errors import ToolkitError
 
 
-def _select(corpus, split: str, n: int | None, what: str, where: str):
+def _select(corpus, split: str, n: int | None, what: str, where: str, skip: int = 0):
+    """The documents of the individuals ``skip … skip + n`` of ``split`` (in the corpus' order; ``n`` None: all)."""
     from toolkit.errors import CorpusError
 
     try:
@@ -21,15 +23,16 @@ def _select(corpus, split: str, n: int | None, what: str, where: str):
     except CorpusError:
         raise ToolkitError(f"{where}: corpus.{what}: no document of split {split!r}; the corpus has splits "
                            f"{corpus.splits}") from None
-    people = part.person_ids[:n] if n else part.person_ids
+    people = part.person_ids[skip:skip + n] if n else part.person_ids[skip:]
     return part.filter(person_ids=people)
 
 
 @dataclass
 class ExperimentData:
     """The documents of one run: the whole ``corpus`` and the selected ``public`` (None without a public split),
-    ``members`` and ``nonmembers`` :class:`~toolkit.corpus.Corpus`. The canaries step replaces ``members`` with the
-    notes holding its canaries (every later step sees those) and records the one-run audit's canary table in
+    ``members`` and ``nonmembers`` :class:`~toolkit.corpus.Corpus`, and the ``reserve`` (``corpus.public_reserve``'s
+    public individuals, none of them in ``public``; None without one). The canaries step replaces ``members`` with
+    the notes holding its canaries (every later step sees those) and records the one-run audit's canary table in
     ``one_run_canaries``."""
 
     corpus: Corpus
@@ -37,6 +40,13 @@ class ExperimentData:
     members: Corpus
     nonmembers: Corpus
     one_run_canaries: pd.DataFrame | None = None
+    reserve: Corpus | None = None
+
+    @property
+    def tuning_public(self) -> Corpus | None:
+        """The public individuals the base model has not seen when there are some (the reserve), else the public
+        split: a gradient-subspace strategy's anchors and the DP hyper-parameter search's data (methods.md §3)."""
+        return self.reserve if self.reserve is not None else self.public
 
 
 def load_data(cfg: ExperimentConfig) -> ExperimentData:
@@ -55,10 +65,21 @@ def load_data(cfg: ExperimentConfig) -> ExperimentData:
     if shared:
         raise ToolkitError(f"{src}: {len(shared)} individuals are both members and non-members; splits must be "
                            "disjoint by individual")
-    public = None
+    public = reserve = None
     if cfg.corpus.public_split is not None and (cfg.models is None or cfg.corpus.public_split in corpus.splits):
         public = _select(corpus, cfg.corpus.public_split, cfg.corpus.n_public, "public_split", src)
-    return ExperimentData(corpus, public, members, nonmembers)
+        if cfg.corpus.public_reserve:
+            reserve = _select(corpus, cfg.corpus.public_split, cfg.corpus.public_reserve, "public_split", src,
+                              skip=cfg.corpus.n_public)
+            if len(reserve.person_ids) < cfg.corpus.public_reserve:
+                raise ToolkitError(f"{src}: corpus.public_reserve: split {cfg.corpus.public_split!r} has "
+                                   f"{len(reserve.person_ids)} individuals after its first {cfg.corpus.n_public} "
+                                   f"(corpus.n_public), {cfg.corpus.public_reserve} asked")
+            shared = set(reserve.person_ids) & (set(members.person_ids) | set(nonmembers.person_ids))
+            if shared:
+                raise ToolkitError(f"{src}: {len(shared)} individuals of the public reserve are members or "
+                                   "non-members; splits must be disjoint by individual")
+    return ExperimentData(corpus, public, members, nonmembers, reserve=reserve)
 
 
 __all__ = ["ExperimentData", "load_data"]

@@ -14,7 +14,9 @@ With an ``hp_search:`` block the DP strategies' hyper-parameters are chosen on t
 members (:mod:`toolkit.pipelines.hp_search`, docs/methods.md §3): each size's search runs after its ε = ∞ run and
 before its DP runs (:func:`search_size`, into ``DIR/hp_search/size-N/``), which then train every searched strategy
 with the chosen values (``training.strategy_schedules``); ``DIR/hp_search.json`` holds every candidate's score and
-``frontier.json`` names the search and its choice.
+``frontier.json`` names the search and its choice. With ``corpus.public_reserve`` in the template the search, and the
+gradient-subspace strategies' anchors, read the public reserve instead: public patients after the base's, never in
+its pre-training data (:class:`toolkit.pipelines.data.ExperimentData`; the generated corpus holds them).
 
 **Base strength** (issue 35 item 4): with ``bases: [100, 1000, 5000]`` the frontier is run once per size of the
 public split the base model is pre-trained on (``corpus.n_public``, :func:`with_base`), each into ``DIR/base-N/``
@@ -255,7 +257,9 @@ def search_size(cfg: FrontierConfig, size: int, corpus: str | Path, plain_dir: P
     path = out / "hp_search.json"
     saved = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
     saved = {"search": {**cfg.hp_search.to_dict(), "strategies": cfg.searched,
-                        "data": "the public split only: pseudo-members and validation individuals"},
+                        "data": (f"the public reserve only ({exp.corpus.public_reserve} public individuals the base "
+                                 "was not pre-trained on)" if exp.corpus.public_reserve else "the public split only")
+                                + ": pseudo-members and validation individuals"},
              "sizes": {**(saved.get("sizes") or {}), str(size): {n: r.to_dict() for n, r in found.items()}},
              "seconds": {**(saved.get("seconds") or {}), str(size): round(time.perf_counter() - t0, 1)}}
     atomic_write_json(saved, path)

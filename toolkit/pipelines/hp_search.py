@@ -4,8 +4,8 @@
 the members: the chosen value, and the model trained with it, then depend on them beyond what the accountant counts
 (Papernot & Steinke, ICLR 2022, "Hyperparameter Tuning with Renyi Differential Privacy", §1–2: tuning on the private
 data leaks, and their bound needs every candidate run to be DP and the number of runs randomised). Here the search
-touches no member at all, so it spends no privacy: the only things it takes from the experiment are the public split
-(the base model's pre-training data, public by the threat model) and the member count ``N`` (the corpus size the
+touches no member at all, so it spends no privacy: the only things it takes from the experiment are public
+individuals (the public reserve, or the base model's pre-training data; public by the threat model) and the member count ``N`` (the corpus size the
 config names, which fixes the sampling rate; not a function of any member's data).
 
 **Procedure** (:func:`search_strategy`, per DP strategy and corpus size):
@@ -43,16 +43,18 @@ are 2·10⁻³ on E2E and 5·10⁻⁴ on DART ("lower learning rate for stabilit
 the learning rate over a factor 30 around its shared 5·10⁻⁴ (half-decades); ``max_grad_norm`` and ``batch_size``
 may be grid keys too (the latter sets the target's ``q``, then matched as in 3).
 
-**The base has seen the public split.** The pseudo-members and the validation individuals were both in the base
-model's pre-training data, so fine-tuning on ``P`` gains less on ``V`` than fine-tuning on fresh members gains on
-fresh non-members: the search's differences are compressed, and its strongest signal is the damage a rate does
-(the utility of ``V`` falling below the base's when the noisy updates move the weights too far), which is the
-failure the search exists to avoid (docs/results.md, seventh session: PDP-SGD below its base at 5·10⁻⁴). The
-sample corpus has no public individuals the base did not see (the frontier's public split is exactly
-``n_public``), so a held-back public part is not available; the subspace strategies' anchors are the whole public
-split, as in the target run, so in the search they include ``P`` (their projected signal is larger than the
-members' would be). Both biases, and the noisier steps of 3, push the search towards smaller rates: a rate it
-picks errs on the side of staying near the base, never of overshooting.
+**Which public individuals.** With ``corpus.public_reserve`` the search's individuals are the reserve: public
+patients held back from the base model's pre-training (:attr:`~toolkit.pipelines.data.ExperimentData.tuning_public`),
+so fine-tuning on ``P`` teaches the base what fine-tuning on members does, and ``V`` gains as non-members would.
+Without a reserve they are the base's own public split: the pseudo-members and the validation individuals were both
+in its pre-training data, so fine-tuning on ``P`` gains less on ``V`` than fine-tuning on fresh members gains on
+fresh non-members: the search's differences are compressed (≤ 0.0015 between harmless rates, docs/results.md, tenth
+session), and its strongest signal is the damage a rate does (the utility of ``V`` falling below the base's when the
+noisy updates move the weights too far), which is the failure the search exists to avoid (docs/results.md, seventh
+session: PDP-SGD below its base at 5·10⁻⁴). The subspace strategies' anchors are the same individuals as in the
+target run (the reserve, or the public split), so in the search they include ``P`` (their projected signal is larger
+than the members' would be). These biases, and the noisier steps of 3, push the search towards smaller rates: a rate
+it picks errs on the side of staying near the base, never of overshooting.
 """
 
 from __future__ import annotations
@@ -312,13 +314,14 @@ def experiment_search(cfg, search: HpSearchConfig, strategies: list[str], base, 
     data = load_data(cfg)
     if data.public is None:
         raise ToolkitError(f"{cfg.source}: hp_search needs the public split (corpus.public_split)")
+    public = data.tuning_public  # the public reserve when the corpus has one: individuals the base has not seen
     settings = resolved_settings(cfg)
     if settings["dp_finetune"].dp.unit != "individual":
         raise ToolkitError(f"{cfg.source}: hp_search matches the sampling rate of individuals; dp.unit is "
                            f"{settings['dp_finetune'].dp.unit!r}")
     n_target = len(data.members.person_ids)  # a count (the size the config names), not a member's data
     probe = {"max_length": cfg.audit.max_length, "batch_size": cfg.audit.batch_size}
-    return {name: search_strategy(name, settings["dp_finetune"], n_target, data.public, base, base_key, search,
+    return {name: search_strategy(name, settings["dp_finetune"], n_target, public, base, base_key, search,
                                   Path(out_dir) / name, identifiers=identifier_settings(cfg.identifiers),
                                   probe=probe, seed=cfg.seed, progress=progress)
             for name in strategies}

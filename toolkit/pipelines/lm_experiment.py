@@ -180,6 +180,8 @@ def run_experiment(cfg: ExperimentConfig, out_dir: str | Path, *, progress: bool
                   "members": corpus_fingerprint(data.members), "nonmembers": corpus_fingerprint(data.nonmembers)}
             if data.public is not None:
                 fp["public"] = corpus_fingerprint(data.public)
+            if data.reserve is not None:
+                fp["public_reserve"] = corpus_fingerprint(data.reserve)
             manifest.set_datasets(fp)
             manifest.record("data", "ran", time.perf_counter() - t0, key=None, output=None)
             both = Corpus(list(data.members) + list(data.nonmembers))
@@ -227,10 +229,11 @@ def run_experiment(cfg: ExperimentConfig, out_dir: str | Path, *, progress: bool
                 # to the barrier after the loop
                 if not (strat.dp and not main):
                     d = layout.train(name)
-                    inputs = TrainInputs.of(strat, tcfg, base_key, fp["members"], ids["members"], fp.get("public"))
+                    inputs = TrainInputs.of(strat, tcfg, base_key, fp["members"], ids["members"],
+                                            fp.get("public_reserve", fp.get("public")))
                     kw = dict(corpus=data.members, base=base, run_dir=d, strategy=name, config=tcfg,
                               positions=ids_train["positions"], spans=ids_train["spans"], progress=progress,
-                              **({"public": data.public} if strat.subspace else {}))  # the subspace's anchors
+                              **({"public": data.tuning_public} if strat.subspace else {}))  # the subspace's anchors
                     plans.append((name, strat, tcfg, inputs, d, kw))
             # on a machine without a GPU the strategies not yet trained train side by side, one process each
             # (toolkit.pipelines.parallel: a tiny model's step does not keep two cores busy)

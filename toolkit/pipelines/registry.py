@@ -158,8 +158,9 @@ class IdentifiersInputs:
 class TrainInputs:
     """``strategy``; ``train``: its TrainConfig; ``base``: the base step's key (an external base: its name and
     fingerprint); ``members``: their fingerprint; ``identifiers``: the members' identifier step's key, only for the
-    strategies that read positions or spans; ``public``: the public split's fingerprint, only for the
-    gradient-subspace strategies, which compute their basis from it (:meth:`of`)."""
+    strategies that read positions or spans; ``public``: the fingerprint of the public documents the
+    gradient-subspace strategies compute their basis from (the public reserve, else the public split), only for
+    them (:meth:`of`)."""
 
     strategy: str
     train: Any

@@ -2,8 +2,11 @@
 
 DP-SGD's noise has one coordinate per weight, so its norm ``σ·C·√P`` (P = 941,568 on the CPU profile's GPT-2) dwarfs a
 clipped signal of norm ``≤ C``. Both methods below spend the noise in a ``k``-dimensional subspace instead, ``k ≪ P``,
-spanned by the gradients of *public* examples — the public split the base model was pre-trained on, never a member's
-data — so the subspace costs no privacy.
+spanned by the gradients of *public* examples — the public reserve (``corpus.public_reserve``: public patients held
+back from the base model) when the corpus has one, else the public split the base was pre-trained on; never a
+member's data — so the subspace costs no privacy. Which public data matters: the base's own pre-training patients'
+gradients at its weights are what it still gets wrong on text it was trained on, and hold almost none of what
+fine-tuning on new patients teaches; patients it has not seen do (docs/results.md, twelfth session).
 
 **The subspace.** At the current weights θ, the per-example gradients ``a_1 … a_m ∈ R^P`` of ``m`` fixed public
 anchor examples (:func:`anchor_gradients`: Opacus' per-sample gradients of the same per-example loss as training,

@@ -133,8 +133,9 @@ def train(corpus: Corpus, base: str | Path, run_dir: str | Path, strategy: str |
     last full training state; a run whose ``run.json`` names another strategy or corpus, or another base model or
     other identifiers (:mod:`toolkit.training.provenance`), is refused.
     ``model``/``tokenizer`` may be passed instead of loading ``base`` (used to pre-train a base from scratch).
-    ``public``: the public split (the base's pre-training documents), needed by the gradient-subspace strategies
-    (``Strategy.subspace``, :mod:`toolkit.training.subspace`), whose basis is computed from it and from nothing else.
+    ``public``: public documents (the run pipeline passes the public reserve, ``corpus.public_reserve``, else the
+    base's pre-training split), needed by the gradient-subspace strategies (``Strategy.subspace``,
+    :mod:`toolkit.training.subspace`), whose basis is computed from them and from nothing else.
     """
     from toolkit.models import load_model, model_kind
 

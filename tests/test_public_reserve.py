@@ -1,0 +1,186 @@
+"""The public reserve (``corpus.public_reserve``; docs/methods.md §3): public individuals after the base's first
+``n_public``, never in the base's pre-training data, are the only documents a gradient-subspace strategy's anchors and
+the DP hyper-parameter search read — never the base's public patients, never a member."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from toolkit.errors import ToolkitError
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTES = ROOT / "data_samples" / "clinical" / "notes.jsonl"
+TINY = {"vocab_size": 600, "hidden_size": 32, "num_layers": 1, "num_heads": 2, "intermediate_size": 64}
+KEEP = {"public": 12, "train": 6, "heldout": 6}
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Path:
+    """12 public, 6 member and 6 non-member patients of the sample notes, in the file's order."""
+    rows, seen = [], {}
+    for line in NOTES.read_text(encoding="utf-8").splitlines():
+        d = json.loads(line)
+        people = seen.setdefault(d["split"], [])
+        if d["person_id"] not in people:
+            if len(people) >= KEEP.get(d["split"], 0):
+                continue
+            people.append(d["person_id"])
+        rows.append(d)
+    path = tmp_path_factory.mktemp("reserve") / "notes.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def experiment(corpus: Path, reserve: int | None = 4, strategies=("clm_dp",), **corpus_keys):
+    from toolkit.config.experiment import experiment_from_dict
+
+    return experiment_from_dict({
+        "profile": "cpu", "seed": 0, "name": "reserve",
+        "corpus": {"path": str(corpus), "public_split": "public", "member_split": "train",
+                   "nonmember_split": "heldout", "n_public": 8, "n_individuals": 6,
+                   **({"public_reserve": reserve} if reserve is not None else {}), **corpus_keys},
+        "identifiers": {"detector": "oracle", "k": 2, "n": 1},
+        "model": {"kind": "clm", "architecture": {**TINY, "max_length": 64}, "pretrain": {"epochs": [1]}},
+        "training": {"strategies": list(strategies), "epochs": [1], "max_length": 64},
+        "audit": {"max_length": 64, "batch_size": 8, "base_model": False, "attacks": {"enabled": False}}})
+
+
+def public_order(corpus: Path) -> list[str]:
+    """The public split's individuals in the file's order, recounted from the file."""
+    order: list[str] = []
+    for line in corpus.read_text(encoding="utf-8").splitlines():
+        d = json.loads(line)
+        if d["split"] == "public" and d["person_id"] not in order:
+            order.append(d["person_id"])
+    return order
+
+
+def test_the_reserve_is_the_public_individuals_after_the_bases(corpus):
+    from toolkit.pipelines.data import load_data
+
+    order = public_order(corpus)
+    data = load_data(experiment(corpus))
+    assert list(data.public.person_ids) == order[:8] and list(data.reserve.person_ids) == order[8:12]
+    assert data.tuning_public is data.reserve
+    assert not set(data.reserve.person_ids) & (set(data.public.person_ids) | set(data.members.person_ids)
+                                                | set(data.nonmembers.person_ids))
+    assert {d.doc_id for d in data.reserve} == {json.loads(x)["doc_id"] for x in corpus.read_text().splitlines()
+                                                if json.loads(x)["person_id"] in order[8:12]}  # every note of theirs
+    plain = load_data(experiment(corpus, reserve=None))
+    assert plain.reserve is None and plain.tuning_public is plain.public
+    assert list(plain.public.person_ids) == order[:8]  # the base's public patients are the same with or without
+
+
+def test_reserve_errors_name_the_key_and_counts_never_a_text(corpus):
+    from toolkit.pipelines.data import load_data
+
+    with pytest.raises(ToolkitError, match=r"corpus.public_reserve: split 'public' has 4 individuals after its "
+                                           r"first 8 \(corpus.n_public\), 5 asked"):
+        load_data(experiment(corpus, reserve=5))
+    with pytest.raises(ToolkitError, match=r"corpus.public_reserve.*needs corpus.public_split and corpus.n_public"):
+        experiment(corpus, n_public=None)
+    with pytest.raises(ToolkitError, match=r"corpus.public_reserve"):
+        experiment(corpus, reserve=0)
+
+
+def test_the_run_pretrains_the_base_on_its_public_split_and_anchors_on_the_reserve(corpus, tmp_path, monkeypatch):
+    """Spies on the base step and on training: the base is pre-trained on the first 8 public patients only, the
+    subspace strategy's anchors are the reserve's documents, and the train step's key holds the reserve's
+    fingerprint (so a different reserve trains again)."""
+    import toolkit.pipelines.steps as steps
+    import toolkit.training as training
+    from toolkit.pipelines.lm_experiment import run_experiment
+    from toolkit.training import corpus_fingerprint
+
+    order = public_order(corpus)
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    real_base = steps.base_model
+
+    def spy_base(public, *a, **kw):
+        seen["base"] = list(public.person_ids)
+        return real_base(public, *a, **kw)
+
+    def spy_train(corpus, *a, public=None, **kw):
+        seen["members"], seen["anchors"] = set(corpus.person_ids), list(public.person_ids)
+        raise Stop
+
+    monkeypatch.setattr(steps, "base_model", spy_base)
+    monkeypatch.setattr(training, "train", spy_train)
+    cfg = experiment(corpus, strategies=("clm_dp_pdp",))
+    with pytest.raises(Stop):
+        run_experiment(cfg, tmp_path / "run", progress=False, echo=False)
+    assert seen["base"] == order[:8] and seen["anchors"] == order[8:12]
+    assert not set(seen["anchors"]) & seen["members"]
+    datasets = json.loads((tmp_path / "run" / "manifest.json").read_text())["datasets"]
+    from toolkit.pipelines.data import load_data
+
+    assert datasets["public_reserve"] == json.loads(json.dumps(corpus_fingerprint(load_data(cfg).reserve)))
+
+
+def test_the_search_trains_and_validates_on_the_reserve_only(corpus, tmp_path, monkeypatch):
+    """Every document the search reads (training, identifiers, scoring) is a reserve patient's: not one of the base's
+    public patients, not a member or non-member; the subspace strategies' anchors too."""
+    import toolkit.pipelines.hp_search as hp
+    import toolkit.pipelines.steps as steps
+    import toolkit.training as training
+    from toolkit.models import TinyModelConfig
+    from toolkit.pipelines.data import load_data
+    from toolkit.training import TrainConfig, build_base
+
+    data = load_data(experiment(corpus))
+    base = build_base(data.public, tmp_path / "base", "clm", tiny=TinyModelConfig(kind="clm", max_length=64, **TINY),
+                      config=TrainConfig(epochs=[1], batch_size=8, learning_rate=1e-2, max_length=64), progress=False)
+    seen: list[tuple[str, set]] = []
+    real_ids, real_score = steps.identifiers, hp.validation_utility
+
+    def spy_train(corpus, *a, public=None, run_dir=None, **kw):
+        seen.append(("train", set(corpus.person_ids)))
+        if public is not None:
+            seen.append(("anchors", set(public.person_ids)))
+        Path(run_dir, "epoch-1").mkdir(parents=True)  # a stand-in checkpoint: the base's weights
+        for f in Path(base).iterdir():
+            Path(run_dir, "epoch-1", f.name).write_bytes(f.read_bytes())
+        return [(1, Path(run_dir, "epoch-1"))]
+
+    def spy_ids(corpus, *a, **kw):
+        seen.append(("identifiers", set(corpus.person_ids)))
+        return real_ids(corpus, *a, **kw)
+
+    def spy_score(checkpoint, validation, *a, **kw):
+        seen.append(("score", set(validation.person_ids)))
+        return real_score(checkpoint, validation, *a, **kw)
+
+    monkeypatch.setattr(training, "train", spy_train)
+    monkeypatch.setattr(steps, "identifiers", spy_ids)
+    monkeypatch.setattr(hp, "validation_utility", spy_score)
+    search = hp.HpSearchConfig(grid=(("learning_rate", (1e-3,)),), validation_share=0.25, epsilon=8.0)
+    hp.experiment_search(experiment(corpus, strategies=("clm_dp_pdp",)), search, ["clm_dp_pdp"], base, "tiny",
+                         tmp_path / "search")
+    reserve = set(data.reserve.person_ids)
+    assert {what for what, _ in seen} == {"train", "anchors", "identifiers", "score"}
+    assert all(people and people <= reserve for _, people in seen), seen
+    assert ("anchors", reserve) in seen
+
+
+def test_the_frontier_command_generates_the_bases_patients_and_the_reserve(tmp_path, monkeypatch):
+    """``toolkit frontier`` on configs/frontier_reserve.yaml generates n_public + public_reserve public patients
+    (200), beside the largest size's members and non-members."""
+    import toolkit.cli.frontier as cli
+
+    asked = []
+    monkeypatch.setattr(cli, "generated_corpus", lambda out, n_members, n_public, seed: asked.append(
+        (n_members, n_public, seed)) or tmp_path / "notes.jsonl")
+    monkeypatch.setattr(cli, "_one_frontier", lambda *a, **kw: None)
+    from toolkit.cli import main
+
+    assert main(["frontier", str(ROOT / "configs" / "frontier_reserve.yaml"), "--out", str(tmp_path)]) == 0
+    assert asked == [(1000, 100 + 100, 27)]
