@@ -14,8 +14,9 @@ TITLE = "privacy-utility"
 
 def generated_corpus(out_dir: Path, n_members: int, n_public: int, seed: int) -> Path:
     """``OUT/corpus/notes.jsonl``: the sample generator's clinical notes of ``n_public`` public patients (the base
-    model's pre-training data, then the public reserve held back from it, ``corpus.public_reserve``) and ``n_members`` patients in each of ``train`` (members) and ``heldout``
-    (non-members), written once per (sizes, seed, generator pools) and reused. Generated for exactly these splits:
+    model's pre-training data, then the public reserve held back from it, ``corpus.public_reserve``) and
+    ``n_members`` patients in each of ``train`` (members) and ``heldout`` (non-members), written once per (sizes,
+    seed, generator pools) and reused. Generated for exactly these splits:
     past a few thousand patients the generator's rare terms are made-up drug names (its deep reserve), so no
     patient more than needed is drawn. A corpus written before the deep reserve (``generated.json`` without
     ``"pools"``) is generated again: its members' terms were reused ones past ~1,800 patients."""

@@ -5,8 +5,8 @@ the members: the chosen value, and the model trained with it, then depend on the
 (Papernot & Steinke, ICLR 2022, "Hyperparameter Tuning with Renyi Differential Privacy", §1–2: tuning on the private
 data leaks, and their bound needs every candidate run to be DP and the number of runs randomised). Here the search
 touches no member at all, so it spends no privacy: the only things it takes from the experiment are public
-individuals (the public reserve, or the base model's pre-training data; public by the threat model) and the member count ``N`` (the corpus size the
-config names, which fixes the sampling rate; not a function of any member's data).
+individuals (the public reserve, or the base model's pre-training data; public by the threat model) and the member
+count ``N`` (the corpus size the config names, which fixes the sampling rate; not a function of any member's data).
 
 **Procedure** (:func:`search_strategy`, per DP strategy and corpus size):
 
