@@ -184,3 +184,22 @@ def test_the_frontier_command_generates_the_bases_patients_and_the_reserve(tmp_p
 
     assert main(["frontier", str(ROOT / "configs" / "frontier_reserve.yaml"), "--out", str(tmp_path)]) == 0
     assert asked == [(1000, 100 + 100, 27)]
+
+
+def test_the_reserve_config_is_the_levers_frontier_with_a_reserve():
+    """configs/frontier_reserve.yaml: frontier_levers.yaml's experiment, corpus seed, search and sizes with
+    corpus.public_reserve = 100 added, three of its DP strategies and ε ∈ {8, ∞} — nothing else, so that its
+    rows differ from the levers frontier's by the reserve (and the corpus it needs) only."""
+    import copy
+    import math
+
+    from toolkit.pipelines.frontier import load_frontier
+
+    levers = load_frontier(ROOT / "configs" / "frontier_levers.yaml")
+    cfg = load_frontier(ROOT / "configs" / "frontier_reserve.yaml")
+    assert tuple(cfg.strategies) == ("clm", "clm_dp", "clm_dp_pdp", "clm_dp_gep")
+    assert set(cfg.strategies) < set(levers.strategies) and sorted(cfg.epsilons) == [8.0, math.inf]
+    assert (cfg.sizes, cfg.generate_seed, cfg.hp_search, cfg.bases) == (
+        levers.sizes, levers.generate_seed, levers.hp_search, levers.bases)
+    mine = copy.deepcopy(cfg.experiment)
+    assert mine["corpus"].pop("public_reserve") == 100 and mine == levers.experiment
