@@ -51,9 +51,9 @@ in its pre-training data, so fine-tuning on ``P`` gains less on ``V`` than fine-
 fresh non-members: the search's differences are compressed (≤ 0.0015 between harmless rates, docs/results.md, tenth
 session), and its strongest signal is the damage a rate does (the utility of ``V`` falling below the base's when the
 noisy updates move the weights too far), which is the failure the search exists to avoid (docs/results.md, seventh
-session: PDP-SGD below its base at 5·10⁻⁴). The subspace strategies' anchors are the same individuals as in the
-target run (the reserve, or the public split), so in the search they include ``P`` (their projected signal is larger
-than the members' would be). These biases, and the noisier steps of 3, push the search towards smaller rates: a rate
+session: PDP-SGD below its base at 5·10⁻⁴). The subspace strategies' anchors in the search are the pseudo-members
+``P`` — never ``V``, whose own gradients in the subspace would aim the candidates at the notes they are scored on —
+so the projected signal is larger than the members' is in the target run, whose anchors are other individuals. These biases, and the noisier steps of 3, push the search towards smaller rates: a rate
 it picks errs on the side of staying near the base, never of overshooting.
 """
 
@@ -280,10 +280,11 @@ def search_strategy(strategy: str, target, n_target: int, public: Corpus, base, 
     for candidate in search.candidates():
         cfg, _ = candidate_config(target, candidate, n_target, n_search)
         d = out / _label(candidate)
-        inputs = TrainInputs.of(strat, cfg, base_key, fp["pseudo"], id_keys["pseudo_members"], fp["public"])
+        # a subspace strategy's anchors: the pseudo-members, never the validation individuals it is scored on
+        inputs = TrainInputs.of(strat, cfg, base_key, fp["pseudo"], id_keys["pseudo_members"], fp["pseudo"])
         kw = dict(corpus=pseudo, base=base, run_dir=d / "train", strategy=strategy, config=cfg,
                   positions=ids["pseudo_members"]["positions"], spans=ids["pseudo_members"]["spans"],
-                  progress=progress, **({"public": public} if strat.subspace else {}))
+                  progress=progress, **({"public": pseudo} if strat.subspace else {}))
         run_step(None, "train", inputs, lambda kw=kw: train(**kw), out_dir=d / "train", name=f"train/{strategy}")
         epoch, path = checkpoint_dirs(d / "train")[-1]
         scores.append({**candidate, "validation_utility": score(key("train", inputs, f"train/{strategy}"), path,
