@@ -207,3 +207,54 @@ def test_the_reserve_config_is_the_levers_frontier_with_a_reserve():
         levers.sizes, levers.generate_seed, levers.hp_search, levers.bases)
     mine = copy.deepcopy(cfg.experiment)
     assert mine["corpus"].pop("public_reserve") == 100 and mine == levers.experiment
+
+
+def test_the_shipped_1000_config_is_the_reserve_frontier_with_its_stated_changes():
+    """docs/data/frontier_reserve/frontier_reserve1000.yaml (docs/results.md, twelfth session): frontier_reserve.yaml
+    at size 1000 with clm and clm_dp_pdp only, no search, and the DP rate the reserve search chose for clm_dp_pdp at
+    size 100 — nothing else."""
+    import copy
+    import math
+
+    from toolkit.pipelines.frontier import load_frontier
+
+    data = ROOT / "docs" / "data" / "frontier_reserve"
+    full = load_frontier(ROOT / "configs" / "frontier_reserve.yaml")
+    cfg = load_frontier(data / "frontier_reserve1000.yaml")
+    assert (tuple(cfg.sizes), tuple(cfg.strategies), cfg.hp_search) == ((1000,), ("clm", "clm_dp_pdp"), None)
+    assert sorted(cfg.epsilons) == [8.0, math.inf] and cfg.generate_seed == full.generate_seed
+    mine, theirs = copy.deepcopy(cfg.experiment), copy.deepcopy(full.experiment)
+    rate = mine["training"]["dp_schedule"].pop("learning_rate")
+    theirs["training"]["dp_schedule"].pop("learning_rate")
+    assert mine == theirs
+    chosen = json.loads((data / "hp_search.json").read_text())["sizes"]["100"]["clm_dp_pdp"]["chosen"]
+    assert rate == chosen["learning_rate"] == 5e-5
+
+
+def test_the_shipped_reserve_frontier_reads_back():
+    """docs/data/frontier_reserve (docs/results.md, twelfth session): every DP row green, its gain retained
+    recomputed from the table's own utilities and inside its interval, its ρ from σ = 1.0419, E[B] = 100/7 and its
+    noised coordinates; the rates are the reserve search's argmax, which read the reserve only."""
+    import math
+
+    from toolkit.results.frontier import load_frontier_result
+
+    data = ROOT / "docs" / "data" / "frontier_reserve"
+    t = load_frontier_result(data).table.set_index("strategy")
+    assert set(t.index) == {"clm", "clm_dp", "clm_dp_pdp", "clm_dp_gep"}
+    dims = {"clm_dp": 941_568, "clm_dp_pdp": 64}
+    for name in ("clm_dp", "clm_dp_pdp", "clm_dp_gep"):
+        row = t.loc[name]
+        gain = (row["heldout_utility"] - row["base_heldout_utility"]) / (
+            t.loc["clm", "heldout_utility"] - row["base_heldout_utility"])
+        assert row["heldout_gain_retained"] == pytest.approx(gain)
+        assert row["heldout_gain_retained_low"] < row["heldout_gain_retained"] < row["heldout_gain_retained_high"]
+        assert row["verdict"] == "green" and row["accountant_epsilon"] <= 8.0
+        rho = (1.0419 * math.sqrt(2) * math.sqrt(64 + 0.16 * 941_568) / math.sqrt(1.16) if name == "clm_dp_gep"
+               else 1.0419 * math.sqrt(dims[name])) / (100 / 7)
+        assert row["noise_to_signal"] == pytest.approx(rho, rel=1e-3)
+    search = json.loads((data / "hp_search.json").read_text())
+    assert search["search"]["data"].startswith("the public reserve only")
+    for name, found in search["sizes"]["100"].items():
+        best = max(found["scores"], key=lambda s: s["validation_utility"])
+        assert found["chosen"]["learning_rate"] == best["learning_rate"]
