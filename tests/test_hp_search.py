@@ -110,27 +110,18 @@ def test_public_split_by_seed_disjoint_and_complete(tiny):
 def run_search(tmp: Path, corpus: Path, base: Path, monkeypatch):
     """The search with spies on every entry point that reads documents: training, identifiers, scoring."""
     import toolkit.pipelines.hp_search as hp
-    import toolkit.pipelines.steps as steps
     import toolkit.training as training
+    from _search_spies import spy_identifiers_and_scoring
 
     seen: list[tuple[str, set]] = []
-    real_train, real_ids, real_score = training.train, steps.identifiers, hp.validation_utility
+    real_train = training.train
 
     def spy_train(corpus, *a, public=None, **kw):
         seen.append(("train", set(corpus.person_ids) | (set(public.person_ids) if public else set())))
         return real_train(corpus, *a, public=public, **kw)
 
-    def spy_ids(corpus, *a, **kw):
-        seen.append(("identifiers", set(corpus.person_ids)))
-        return real_ids(corpus, *a, **kw)
-
-    def spy_score(checkpoint, validation, *a, **kw):
-        seen.append(("score", set(validation.person_ids)))
-        return real_score(checkpoint, validation, *a, **kw)
-
     monkeypatch.setattr(training, "train", spy_train)
-    monkeypatch.setattr(steps, "identifiers", spy_ids)
-    monkeypatch.setattr(hp, "validation_utility", spy_score)
+    spy_identifiers_and_scoring(monkeypatch, seen)
     found = hp.experiment_search(experiment(corpus), SEARCH, ["clm_dp"], base, "tiny-base", tmp)
     return found["clm_dp"], seen
 

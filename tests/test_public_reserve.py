@@ -131,8 +131,8 @@ def test_the_search_trains_and_validates_on_the_reserve_only(corpus, tmp_path, m
     public patients, not a member or non-member; a subspace strategy's anchors are the pseudo-members, never the
     validation individuals."""
     import toolkit.pipelines.hp_search as hp
-    import toolkit.pipelines.steps as steps
     import toolkit.training as training
+    from _search_spies import spy_identifiers_and_scoring
     from toolkit.models import TinyModelConfig
     from toolkit.pipelines.data import load_data
     from toolkit.training import TrainConfig, build_base
@@ -141,7 +141,6 @@ def test_the_search_trains_and_validates_on_the_reserve_only(corpus, tmp_path, m
     base = build_base(data.public, tmp_path / "base", "clm", tiny=TinyModelConfig(kind="clm", max_length=64, **TINY),
                       config=TrainConfig(epochs=[1], batch_size=8, learning_rate=1e-2, max_length=64), progress=False)
     seen: list[tuple[str, set]] = []
-    real_ids, real_score = steps.identifiers, hp.validation_utility
 
     def spy_train(corpus, *a, public=None, run_dir=None, **kw):
         seen.append(("train", set(corpus.person_ids)))
@@ -152,17 +151,8 @@ def test_the_search_trains_and_validates_on_the_reserve_only(corpus, tmp_path, m
             Path(run_dir, "epoch-1", f.name).write_bytes(f.read_bytes())
         return [(1, Path(run_dir, "epoch-1"))]
 
-    def spy_ids(corpus, *a, **kw):
-        seen.append(("identifiers", set(corpus.person_ids)))
-        return real_ids(corpus, *a, **kw)
-
-    def spy_score(checkpoint, validation, *a, **kw):
-        seen.append(("score", set(validation.person_ids)))
-        return real_score(checkpoint, validation, *a, **kw)
-
     monkeypatch.setattr(training, "train", spy_train)
-    monkeypatch.setattr(steps, "identifiers", spy_ids)
-    monkeypatch.setattr(hp, "validation_utility", spy_score)
+    spy_identifiers_and_scoring(monkeypatch, seen)
     search = hp.HpSearchConfig(grid=(("learning_rate", (1e-3,)),), validation_share=0.25, epsilon=8.0)
     hp.experiment_search(experiment(corpus, strategies=("clm_dp_pdp",)), search, ["clm_dp_pdp"], base, "tiny",
                          tmp_path / "search")
