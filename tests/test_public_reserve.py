@@ -248,3 +248,20 @@ def test_the_shipped_reserve_frontier_reads_back():
     for name, found in search["sizes"]["100"].items():
         best = max(found["scores"], key=lambda s: s["validation_utility"])
         assert found["chosen"]["learning_rate"] == best["learning_rate"]
+
+
+def test_the_shipped_1000_table_recomputes():
+    """docs/data/frontier_reserve/reserve1000 (docs/results.md, twelfth session): PDP-SGD with the reserve at 1,000
+    individuals — its gain retained from the table's own utilities and inside its interval, ρ = σ·√64 / E[B] with
+    σ = 0.644 and E[B] = 1000/63, green at ε ≤ 8."""
+    from toolkit.results.frontier import load_frontier_result
+
+    t = load_frontier_result(ROOT / "docs" / "data" / "frontier_reserve" / "reserve1000").table.set_index("strategy")
+    assert set(t.index) == {"clm", "clm_dp_pdp"}
+    row = t.loc["clm_dp_pdp"]
+    assert row["heldout_gain_retained"] == pytest.approx(
+        (row["heldout_utility"] - row["base_heldout_utility"])
+        / (t.loc["clm", "heldout_utility"] - row["base_heldout_utility"]))
+    assert row["heldout_gain_retained_low"] < row["heldout_gain_retained"] < row["heldout_gain_retained_high"]
+    assert row["noise_to_signal"] == pytest.approx(0.644 * 8 / (1000 / 63), rel=1e-3)
+    assert row["verdict"] == "green" and row["accountant_epsilon"] <= 8.0
