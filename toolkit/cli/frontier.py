@@ -147,11 +147,11 @@ def _one_frontier(cfg, out: Path, corpus, args):
         found = "green at ≥ 0.9× held-out utility" if best["found"] else "no green model at ≥ 0.9× held-out utility"
         print(f"  best at {size}: {best['strategy']} (ε={best['epsilon']:g}): {found}")
     searched = out / "hp_search.json"
-    if cfg.hp_search is not None and searched.is_file():  # the DP runs' values, chosen on the public split
+    if cfg.hp_search is not None and searched.is_file():  # the DP runs' values, chosen on public individuals
+        data = "public reserve" if (cfg.experiment.get("corpus") or {}).get("public_reserve") else "public split"
         for size, found in json.loads(searched.read_text(encoding="utf-8"))["sizes"].items():
             chosen = ", ".join(f"{n} {' '.join(f'{k}={v:g}' for k, v in r['chosen'].items())}"
                                for n, r in found.items())
-            data = "public reserve" if (cfg.experiment.get("corpus") or {}).get("public_reserve") else "public split"
             print(f"  hp_search at {size} ({data} only): {chosen}")
             for n, r in found.items():
                 for k, side in (r.get("at_edge") or {}).items():

@@ -27,6 +27,13 @@ def _select(corpus, split: str, n: int | None, what: str, where: str, skip: int 
     return part.filter(person_ids=people)
 
 
+def _refuse_shared(where: str, people, others, what: str) -> None:
+    """A :class:`ToolkitError` (a count, never a name) when ``people`` and ``others`` share an individual."""
+    shared = set(people) & set(others)
+    if shared:
+        raise ToolkitError(f"{where}: {len(shared)} individuals {what}; splits must be disjoint by individual")
+
+
 @dataclass
 class ExperimentData:
     """The documents of one run: the whole ``corpus`` and the selected ``public`` (None without a public split),
@@ -61,10 +68,7 @@ def load_data(cfg: ExperimentConfig) -> ExperimentData:
     src = cfg.source or "<config>"
     members = _select(corpus, cfg.corpus.member_split, cfg.corpus.n_individuals, "member_split", src)
     nonmembers = _select(corpus, cfg.corpus.nonmember_split, cfg.corpus.n_individuals, "nonmember_split", src)
-    shared = set(members.person_ids) & set(nonmembers.person_ids)
-    if shared:
-        raise ToolkitError(f"{src}: {len(shared)} individuals are both members and non-members; splits must be "
-                           "disjoint by individual")
+    _refuse_shared(src, members.person_ids, nonmembers.person_ids, "are both members and non-members")
     public = reserve = None
     if cfg.corpus.public_split is not None and (cfg.models is None or cfg.corpus.public_split in corpus.splits):
         public = _select(corpus, cfg.corpus.public_split, cfg.corpus.n_public, "public_split", src)
@@ -75,10 +79,8 @@ def load_data(cfg: ExperimentConfig) -> ExperimentData:
                 raise ToolkitError(f"{src}: corpus.public_reserve: split {cfg.corpus.public_split!r} has "
                                    f"{len(reserve.person_ids)} individuals after its first {cfg.corpus.n_public} "
                                    f"(corpus.n_public), {cfg.corpus.public_reserve} asked")
-            shared = set(reserve.person_ids) & (set(members.person_ids) | set(nonmembers.person_ids))
-            if shared:
-                raise ToolkitError(f"{src}: {len(shared)} individuals of the public reserve are members or "
-                                   "non-members; splits must be disjoint by individual")
+            _refuse_shared(src, reserve.person_ids, [*members.person_ids, *nonmembers.person_ids],
+                           "of the public reserve are members or non-members")
     return ExperimentData(corpus, public, members, nonmembers, reserve=reserve)
 
 

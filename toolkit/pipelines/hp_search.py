@@ -51,10 +51,11 @@ in its pre-training data, so fine-tuning on ``P`` gains less on ``V`` than fine-
 fresh non-members: the search's differences are compressed (≤ 0.0015 between harmless rates, docs/results.md, tenth
 session), and its strongest signal is the damage a rate does (the utility of ``V`` falling below the base's when the
 noisy updates move the weights too far), which is the failure the search exists to avoid (docs/results.md, seventh
-session: PDP-SGD below its base at 5·10⁻⁴). The subspace strategies' anchors in the search are the pseudo-members
-``P`` — never ``V``, whose own gradients in the subspace would aim the candidates at the notes they are scored on —
-so the projected signal is larger than the members' is in the target run, whose anchors are other individuals. These biases, and the noisier steps of 3, push the search towards smaller rates: a rate
-it picks errs on the side of staying near the base, never of overshooting.
+session: PDP-SGD below its base at 5·10⁻⁴); that and the noisier steps of 3 push the search towards smaller rates.
+The subspace strategies' anchors in the search are the pseudo-members ``P`` — never ``V``, whose own gradients in the
+subspace would aim the candidates at the notes they are scored on — so their projected signal is larger than the
+members' is in the target run, whose anchors are other individuals, which may favour larger rates than the run
+would (docs/methods.md §3, *Limits*).
 """
 
 from __future__ import annotations
@@ -252,8 +253,7 @@ def search_strategy(strategy: str, target, n_target: int, public: Corpus, base, 
 
     out = Path(out_dir)
     pseudo, validation = split_public(public, search.validation_share, seed)
-    fp = {"pseudo": corpus_fingerprint(pseudo), "validation": corpus_fingerprint(validation),
-          "public": corpus_fingerprint(public)}
+    fp = {"pseudo": corpus_fingerprint(pseudo), "validation": corpus_fingerprint(validation)}
     ids, id_keys = {}, {}
     for part, docs in (("pseudo_members", pseudo), ("public", public)):
         inputs = IdentifiersInputs.of(identifiers, corpus_fingerprint(docs))
