@@ -105,6 +105,51 @@ def test_workers_share_out_the_run_s_threads(tmp_path, monkeypatch):
     assert [(j.out_dir / "out.txt").read_text(encoding="utf-8") for j in jobs] == ["2", "2"]  # 4 threads, 2 each
 
 
+KILLED_PARENT = """
+import sys, time
+from toolkit.pipelines.parallel import _pool
+pool, _ = _pool(1)
+pool.submit(time.sleep, 600)
+while not pool._processes:
+    time.sleep(0.05)
+print(*pool._processes, flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.slow  # spawns a run and its worker (a few seconds)
+def test_a_worker_ends_when_its_run_is_killed():
+    """A run killed mid-step (``kill -9``, a kernel restarted) leaves no worker computing on: each worker watches the
+    process that started it and exits when it is gone, instead of finishing its step (an hour at 1,000 individuals)."""
+    import signal
+    import time
+
+    run = subprocess.Popen([sys.executable, "-c", KILLED_PARENT], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        workers = [int(p) for p in run.stdout.readline().split()]
+        assert len(workers) == 1
+        os.kill(workers[0], 0)  # alive, sleeping in its job
+    finally:
+        run.send_signal(signal.SIGKILL)
+        run.wait()
+    deadline = time.monotonic() + 120  # a liveness bound, far above the watch's 1 s poll
+    while time.monotonic() < deadline:
+        try:
+            os.kill(workers[0], 0)
+        except ProcessLookupError:
+            break
+        try:  # reaped by init; a zombie of the test's own process group still answers kill(pid, 0)
+            with open(f"/proc/{workers[0]}/stat") as f:
+                if f.read().split(")")[-1].split()[0] == "Z":
+                    break
+        except FileNotFoundError:
+            break
+        time.sleep(0.2)
+    else:
+        os.kill(workers[0], signal.SIGKILL)
+        pytest.fail("the worker outlived its killed run by 120 s")
+
+
 def test_a_failing_job_raises_its_error_and_the_others_are_kept(tmp_path):
     cache = Recorder(tmp_path)
     jobs = jobs_of(tmp_path, [(fail_step, {}), (write_marker, {"text": "kept"})])

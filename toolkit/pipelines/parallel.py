@@ -33,6 +33,7 @@ thread count per step its outputs are the same bytes (``tests/test_parallel_step
 from __future__ import annotations
 
 import os
+import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, as_completed, wait
 from dataclasses import dataclass, field
@@ -108,13 +109,29 @@ def _fewest_rounds(n: int, threads: int) -> int:
     return min(range(low, high + 1), key=lambda p: (cost(p), p))
 
 
-def _start_worker(threads: int) -> None:
+#: how often (seconds) a worker looks whether the process that started it is still alive
+PARENT_POLL_SECONDS = 1.0
+
+
+def _exit_with_parent(parent: int) -> None:
+    """End this worker as soon as ``parent`` (the process that started the pool) is gone. Python's pool notices its
+    parent's death only between jobs, so a worker of a killed run (``kill``, a notebook's kernel restarted, an
+    out-of-memory kill) would train on for the rest of its step — an hour at 1,000 individuals — on cores no one
+    uses any more. Its step stays marked running and is computed again on the next run (the cache rule)."""
+    while os.getppid() == parent:
+        time.sleep(PARENT_POLL_SECONDS)
+    os._exit(1)
+
+
+def _start_worker(threads: int, parent: int | None = None) -> None:
     """A worker's thread count, before anything imports torch there (which reads ``OMP_NUM_THREADS`` once, at its
-    import; the passive wait policy as :func:`toolkit.threads.use_cores` sets it). A job that imports nothing heavy
-    stays light."""
+    import; the passive wait policy as :func:`toolkit.threads.use_cores` sets it), and its watch on ``parent``
+    (:func:`_exit_with_parent`, a daemon thread). A job that imports nothing heavy stays light."""
     for var in (ENV_VAR, "OMP_NUM_THREADS", "MKL_NUM_THREADS"):  # torch reads MKL_NUM_THREADS over OMP_NUM_THREADS
         os.environ[var] = str(threads)
     os.environ.setdefault("OMP_WAIT_POLICY", WAIT_POLICY)
+    if parent is not None:
+        threading.Thread(target=_exit_with_parent, args=(parent,), name="exit-with-parent", daemon=True).start()
 
 
 def _timed(fn: Callable[..., Any], kwargs: dict[str, Any]) -> float:
@@ -128,7 +145,7 @@ def _pool(processes: int) -> tuple[ProcessPoolExecutor, str]:
     the words that say so (``2 processes × 1 thread``)."""
     threads = max(1, (thread_count() or 1) // processes)  # TOOLKIT_PROCESSES beyond the threads: one each
     return (ProcessPoolExecutor(max_workers=processes, mp_context=get_context("spawn"), initializer=_start_worker,
-                                initargs=(threads,)),
+                                initargs=(threads, os.getpid())),
             f"{processes} processes × {threads} thread{'s' if threads > 1 else ''}")
 
 
