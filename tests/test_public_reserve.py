@@ -181,28 +181,33 @@ def test_the_frontier_command_generates_the_bases_patients_and_the_reserve(tmp_p
 
 
 def test_the_reserve_config_is_the_levers_frontier_with_a_reserve():
-    """configs/frontier_reserve.yaml: frontier_levers.yaml's experiment, corpus seed, search and sizes with
-    corpus.public_reserve = 100 added, three of its DP strategies and ε ∈ {8, ∞} — nothing else, so that its
-    rows differ from the levers frontier's by the reserve (and the corpus it needs) only."""
+    """configs/frontier_reserve.yaml: frontier_levers.yaml's experiment, corpus seed and sizes with
+    corpus.public_reserve = 100 added, four of its DP strategies, ε ∈ {1, 4, 8, 16, ∞} and its search grid with one
+    rate below it (1.5e-5) and one above (5e-3) — nothing else, so that its rows differ from the levers frontier's by the reserve (and the
+    corpus it needs) only."""
     import copy
+    import dataclasses
     import math
 
     from toolkit.pipelines.frontier import load_frontier
 
     levers = load_frontier(ROOT / "configs" / "frontier_levers.yaml")
     cfg = load_frontier(ROOT / "configs" / "frontier_reserve.yaml")
-    assert tuple(cfg.strategies) == ("clm", "clm_dp", "clm_dp_pdp", "clm_dp_gep")
-    assert set(cfg.strategies) < set(levers.strategies) and sorted(cfg.epsilons) == [8.0, math.inf]
-    assert (cfg.sizes, cfg.generate_seed, cfg.hp_search, cfg.bases) == (
-        levers.sizes, levers.generate_seed, levers.hp_search, levers.bases)
+    assert tuple(cfg.strategies) == ("clm", "clm_dp", "clm_dp_pdp", "clm_dp_gep", "clm_dp_lora")
+    assert set(cfg.strategies) < set(levers.strategies) and sorted(cfg.epsilons) == [1.0, 4.0, 8.0, 16.0, math.inf]
+    (key, rates), = cfg.hp_search.grid
+    (_, theirs), = levers.hp_search.grid
+    assert key == "learning_rate" and rates == (1.5e-5, *theirs, 5e-3)
+    assert dataclasses.replace(cfg.hp_search, grid=levers.hp_search.grid) == levers.hp_search
+    assert (cfg.sizes, cfg.generate_seed, cfg.bases) == (levers.sizes, levers.generate_seed, levers.bases)
     mine = copy.deepcopy(cfg.experiment)
     assert mine["corpus"].pop("public_reserve") == 100 and mine == levers.experiment
 
 
 def test_the_shipped_1000_config_is_the_reserve_frontier_with_its_stated_changes():
-    """docs/data/frontier_reserve/frontier_reserve1000.yaml (docs/results.md, twelfth session): frontier_reserve.yaml
-    at size 1000 with clm and clm_dp_pdp only, no search, and the DP rate the reserve search chose for clm_dp_pdp at
-    size 100 — nothing else."""
+    """docs/data/frontier_reserve/frontier_reserve1000.yaml (docs/results.md, twelfth and thirteenth sessions):
+    frontier_reserve.yaml at size 1000 with clm and clm_dp_pdp only, ε ∈ {1, 8, 16, ∞}, no search, and the DP rate
+    the reserve search chose for clm_dp_pdp at size 100 — nothing else."""
     import copy
     import math
 
@@ -212,7 +217,7 @@ def test_the_shipped_1000_config_is_the_reserve_frontier_with_its_stated_changes
     full = load_frontier(ROOT / "configs" / "frontier_reserve.yaml")
     cfg = load_frontier(data / "frontier_reserve1000.yaml")
     assert (tuple(cfg.sizes), tuple(cfg.strategies), cfg.hp_search) == ((1000,), ("clm", "clm_dp_pdp"), None)
-    assert sorted(cfg.epsilons) == [8.0, math.inf] and cfg.generate_seed == full.generate_seed
+    assert sorted(cfg.epsilons) == [1.0, 8.0, 16.0, math.inf] and cfg.generate_seed == full.generate_seed
     mine, theirs = copy.deepcopy(cfg.experiment), copy.deepcopy(full.experiment)
     rate = mine["training"]["dp_schedule"].pop("learning_rate")
     theirs["training"]["dp_schedule"].pop("learning_rate")
