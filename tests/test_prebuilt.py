@@ -78,6 +78,24 @@ def test_shipped_reference_models_match_their_config(config, overrides):
     assert sum(f.stat().st_size for f in shipped.rglob("*") if f.is_file()) <= 10_000_000
 
 
+def test_reference_models_are_the_same_step_at_every_dp_setting():
+    """RMIA's reference models are plain fine-tunings of the model's kind: the run's DP settings (training.dp — each ε
+    of a frontier — and the DP strategies' dp_schedule) change neither their key nor what they are trained with, so a
+    frontier trains them once per size, not once per ε (and attacks its base once). What does change them — the
+    fine-tuning schedule — still changes the key."""
+    config = ROOT / "configs" / "cpu_causal.yaml"
+    _, (_, default, _, kwargs) = references_plan(config, Path("base"))
+    keys = {step_key("rmia_references", default)}
+    for overrides in ({"training.dp.epsilon": 1.0}, {"training.dp.epsilon": 16.0, "training.dp.delta": 1e-6},
+                      {"training.dp.max_grad_norm": 1.0, "training.dp_schedule.learning_rate": 5e-5}):
+        _, (_, inputs, _, other) = references_plan(config, Path("base"), overrides)
+        keys.add(step_key("rmia_references", inputs))
+        assert other["config"] == kwargs["config"] and other["kind"] == kwargs["kind"] == "clm"
+    assert len(keys) == 1
+    _, (_, moved, _, _) = references_plan(config, Path("base"), {"training.learning_rate": 1e-3})
+    assert step_key("rmia_references", moved) not in keys
+
+
 def _email_key() -> str:
     """Notebook 04's e-mail base key at its defaults (its public messages are the sample generator's)."""
     from toolkit.config import load_profile

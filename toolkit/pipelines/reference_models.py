@@ -110,6 +110,7 @@ def reference_models_plan(cfg, run_dir: Path, *, public: Corpus | None, base, ba
     from toolkit.config.experiment import resolved_settings
     from toolkit.pipelines.registry import RmiaReferencesInputs
     from toolkit.results.layout import RunLayout
+    from toolkit.training import DPConfig
 
     n = rmia_reference_count(cfg)
     a = cfg.audit.attacks.rmia_offline_a
@@ -119,7 +120,10 @@ def reference_models_plan(cfg, run_dir: Path, *, public: Corpus | None, base, ba
     if not n or public is None:  # no public split (corpus.public_split: null): nothing to train them on
         return None
     finetune = resolved_settings(cfg)["finetune"]
-    tcfg = replace(finetune, epochs=[max(finetune.epochs)], checkpoints_per_epoch=0)
+    # plain fine-tuning of the model's kind: the run's DP settings (training.dp, a frontier's ε) change nothing in
+    # them, so the step keys the default DPConfig — reference models of one base and public split are shared by every
+    # ε of a frontier (before, each ε trained its own, and attacked its base again)
+    tcfg = replace(finetune, epochs=[max(finetune.epochs)], checkpoints_per_epoch=0, dp=DPConfig())
     split = reference_split(public.person_ids, n, cfg.seed, n_train=n_train)
     kind = cfg.model.kind
     inputs = RmiaReferencesInputs(references=n, n_train=n_train, seed=cfg.seed, strategy=kind, train=tcfg,
