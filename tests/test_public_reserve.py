@@ -183,8 +183,8 @@ def test_the_frontier_command_generates_the_bases_patients_and_the_reserve(tmp_p
 def test_the_reserve_config_is_the_levers_frontier_with_a_reserve():
     """configs/frontier_reserve.yaml: frontier_levers.yaml's experiment, corpus seed and sizes with
     corpus.public_reserve = 100 added, four of its DP strategies, ε ∈ {1, 4, 8, 16, ∞} and its search grid with one
-    rate below it (1.5e-5) and one above (5e-3) — nothing else, so that its rows differ from the levers frontier's by the reserve (and the
-    corpus it needs) only."""
+    rate below it (1.5e-5) and one above (5e-3) — nothing else, so that its rows differ from the levers frontier's by
+    the reserve (and the corpus it needs) only."""
     import copy
     import dataclasses
     import math
@@ -226,47 +226,81 @@ def test_the_shipped_1000_config_is_the_reserve_frontier_with_its_stated_changes
     assert rate == chosen["learning_rate"] == 5e-5
 
 
-def test_the_shipped_reserve_frontier_reads_back():
-    """docs/data/frontier_reserve (docs/results.md, twelfth session): every DP row green, its gain retained
-    recomputed from the table's own utilities and inside its interval, its ρ from σ = 1.0419, E[B] = 100/7 and its
-    noised coordinates; the rates are the reserve search's argmax, which read the reserve only."""
+LORA_PARAMETERS = 32_768  # rank-8 LoRA on the tiny GPT-2's attention and MLP (training_log.json)
+EPSILONS_1000 = (1.0, 8.0)  # PDP-SGD's ε measured at 1,000 individuals
+
+#: the coordinates each DP strategy's noise is drawn in on the CPU profile's tiny GPT-2 (training_log.json's
+#: ``noised_parameters``): every weight (DP-SGD), the k = 64 subspace (PDP-SGD), LoRA's rank-8 adapters (DP-LoRA)
+NOISED = {"clm_dp": 941_568, "clm_dp_pdp": 64, "clm_dp_lora": LORA_PARAMETERS}
+
+
+def sigma_from_rho(name: str, rho: float, expected_batch: float) -> float:
+    """σ from the table's ρ (:func:`toolkit.results.frontier.noise_to_signal`, inverted by hand): σ·√D / E[B], and
+    for GEP √2·σ·√(k·C² + P·C₁²) / (E[B]·√(C² + C₁²)) with k = 64, P = 941,568 residual coordinates, C = 1, C₁ = 0.4."""
     import math
 
+    if name == "clm_dp_gep":
+        return rho * expected_batch * math.sqrt(1.16) / (math.sqrt(2) * math.sqrt(64 + 0.16 * 941_568))
+    return rho * expected_batch / math.sqrt(NOISED[name])
+
+
+def rdp_epsilon(sigma: float, sample_rate: float, steps: int) -> float:
+    """ε at δ = 1e-5 of ``steps`` Poisson-sampled Gaussian steps, by Opacus' RDP accountant (independent of the
+    toolkit's calibration: only σ, recovered from the table, goes in)."""
+    from opacus.accountants import RDPAccountant
+
+    accountant = RDPAccountant()
+    accountant.history = [(sigma, sample_rate, steps)]
+    return accountant.get_epsilon(delta=1e-5)
+
+
+def check_dp_rows(table, size: int, steps_per_epoch: int) -> None:
+    """Every DP row of a shipped reserve table: gain retained recomputed from the table's own utilities and inside
+    its interval; green; the σ its ρ implies spends, by Opacus' accountant, the ε the table says and no more than its
+    target (8 epochs of ``steps_per_epoch`` steps, sampling rate 1/steps_per_epoch)."""
+    plain = table[table["strategy"] == "clm"]["heldout_utility"].item()
+    for _, row in table[table["dp"].astype(bool)].iterrows():
+        where = f"{row['strategy']} at ε = {row['epsilon']}"
+        gain = (row["heldout_utility"] - row["base_heldout_utility"]) / (plain - row["base_heldout_utility"])
+        assert row["heldout_gain_retained"] == pytest.approx(gain), where
+        low, high = row["heldout_gain_retained_low"], row["heldout_gain_retained_high"]
+        assert low < row["heldout_gain_retained"] < high, where
+        assert row["verdict"] == "green", where
+        sigma = sigma_from_rho(row["strategy"], row["noise_to_signal"], size / steps_per_epoch)
+        eps = rdp_epsilon(sigma, 1 / steps_per_epoch, 8 * steps_per_epoch)
+        assert eps == pytest.approx(row["accountant_epsilon"], rel=1e-3), where
+        assert row["accountant_epsilon"] <= row["epsilon"], where
+
+
+def test_the_shipped_reserve_frontier_reads_back():
+    """docs/data/frontier_reserve (docs/results.md, twelfth and thirteenth sessions): DP-SGD, PDP-SGD, GEP and DP-LoRA
+    at every ε of the config, each row checked by :func:`check_dp_rows` (E[B] = 100/7, 56 steps); the rates are the
+    reserve search's argmax, which read the reserve only."""
+    from toolkit.pipelines.frontier import load_frontier
     from toolkit.results.frontier import load_frontier_result
 
     data = ROOT / "docs" / "data" / "frontier_reserve"
-    t = load_frontier_result(data).table.set_index("strategy")
-    assert set(t.index) == {"clm", "clm_dp", "clm_dp_pdp", "clm_dp_gep"}
-    dims = {"clm_dp": 941_568, "clm_dp_pdp": 64}
-    for name in ("clm_dp", "clm_dp_pdp", "clm_dp_gep"):
-        row = t.loc[name]
-        gain = (row["heldout_utility"] - row["base_heldout_utility"]) / (
-            t.loc["clm", "heldout_utility"] - row["base_heldout_utility"])
-        assert row["heldout_gain_retained"] == pytest.approx(gain)
-        assert row["heldout_gain_retained_low"] < row["heldout_gain_retained"] < row["heldout_gain_retained_high"]
-        assert row["verdict"] == "green" and row["accountant_epsilon"] <= 8.0
-        rho = (1.0419 * math.sqrt(2) * math.sqrt(64 + 0.16 * 941_568) / math.sqrt(1.16) if name == "clm_dp_gep"
-               else 1.0419 * math.sqrt(dims[name])) / (100 / 7)
-        assert row["noise_to_signal"] == pytest.approx(rho, rel=1e-3)
+    cfg = load_frontier(ROOT / "configs" / "frontier_reserve.yaml")
+    t = load_frontier_result(data).table
+    dp = {(r.strategy, float(r.epsilon)) for r in t.itertuples() if r.dp}
+    assert dp == {(s, e) for s in cfg.strategies[1:] for e in cfg.epsilons if e != float("inf")}
+    check_dp_rows(t, 100, 7)
     search = json.loads((data / "hp_search.json").read_text())
     assert search["search"]["data"].startswith("the public reserve only")
+    assert set(search["sizes"]["100"]) == set(cfg.strategies[1:])
     for name, found in search["sizes"]["100"].items():
+        assert [s["learning_rate"] for s in found["scores"]] == list(cfg.hp_search.grid[0][1])
         best = max(found["scores"], key=lambda s: s["validation_utility"])
         assert found["chosen"]["learning_rate"] == best["learning_rate"]
 
 
 def test_the_shipped_1000_table_recomputes():
-    """docs/data/frontier_reserve/reserve1000 (docs/results.md, twelfth session): PDP-SGD with the reserve at 1,000
-    individuals — its gain retained from the table's own utilities and inside its interval, ρ = σ·√64 / E[B] with
-    σ = 0.644 and E[B] = 1000/63, green at ε ≤ 8."""
+    """docs/data/frontier_reserve/reserve1000 (docs/results.md, twelfth and thirteenth sessions): PDP-SGD with the
+    reserve at 1,000 individuals at ε = 1, 8 and 16, each row checked by :func:`check_dp_rows` (E[B] = 1000/63, 504
+    steps)."""
     from toolkit.results.frontier import load_frontier_result
 
-    t = load_frontier_result(ROOT / "docs" / "data" / "frontier_reserve" / "reserve1000").table.set_index("strategy")
-    assert set(t.index) == {"clm", "clm_dp_pdp"}
-    row = t.loc["clm_dp_pdp"]
-    assert row["heldout_gain_retained"] == pytest.approx(
-        (row["heldout_utility"] - row["base_heldout_utility"])
-        / (t.loc["clm", "heldout_utility"] - row["base_heldout_utility"]))
-    assert row["heldout_gain_retained_low"] < row["heldout_gain_retained"] < row["heldout_gain_retained_high"]
-    assert row["noise_to_signal"] == pytest.approx(0.644 * 8 / (1000 / 63), rel=1e-3)
-    assert row["verdict"] == "green" and row["accountant_epsilon"] <= 8.0
+    t = load_frontier_result(ROOT / "docs" / "data" / "frontier_reserve" / "reserve1000").table
+    assert sorted((r.strategy, float(r.epsilon)) for r in t.itertuples()) == [
+        ("clm", float("inf"))] + [("clm_dp_pdp", e) for e in EPSILONS_1000]
+    check_dp_rows(t, 1000, 63)
