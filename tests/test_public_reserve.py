@@ -227,7 +227,7 @@ def test_the_shipped_1000_config_is_the_reserve_frontier_with_its_stated_changes
 
 
 LORA_PARAMETERS = 32_768  # rank-8 LoRA on the tiny GPT-2's attention and MLP (training_log.json)
-EPSILONS_1000 = (1.0, 8.0)  # PDP-SGD's ε measured at 1,000 individuals
+EPSILONS_1000 = (1.0, 8.0, 16.0)  # PDP-SGD's ε measured at 1,000 individuals
 
 #: the coordinates each DP strategy's noise is drawn in on the CPU profile's tiny GPT-2 (training_log.json's
 #: ``noised_parameters``): every weight (DP-SGD), the k = 64 subspace (PDP-SGD), LoRA's rank-8 adapters (DP-LoRA)
