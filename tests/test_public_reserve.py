@@ -226,12 +226,12 @@ def test_the_shipped_1000_config_is_the_reserve_frontier_with_its_stated_changes
     assert rate == chosen["learning_rate"] == 5e-5
 
 
-LORA_PARAMETERS = 32_768  # rank-8 LoRA on the tiny GPT-2's attention and MLP (training_log.json)
 EPSILONS_1000 = (1.0, 8.0, 16.0)  # PDP-SGD's ε measured at 1,000 individuals
 
 #: the coordinates each DP strategy's noise is drawn in on the CPU profile's tiny GPT-2 (training_log.json's
-#: ``noised_parameters``): every weight (DP-SGD), the k = 64 subspace (PDP-SGD), LoRA's rank-8 adapters (DP-LoRA)
-NOISED = {"clm_dp": 941_568, "clm_dp_pdp": 64, "clm_dp_lora": LORA_PARAMETERS}
+#: ``noised_parameters``): every weight (DP-SGD), the k = 64 subspace (PDP-SGD), LoRA's rank-8 adapters on attention
+#: and MLP (DP-LoRA)
+NOISED = {"clm_dp": 941_568, "clm_dp_pdp": 64, "clm_dp_lora": 32_768}
 
 
 def sigma_from_rho(name: str, rho: float, expected_batch: float) -> float:
@@ -240,7 +240,7 @@ def sigma_from_rho(name: str, rho: float, expected_batch: float) -> float:
     import math
 
     if name == "clm_dp_gep":
-        return rho * expected_batch * math.sqrt(1.16) / (math.sqrt(2) * math.sqrt(64 + 0.16 * 941_568))
+        return rho * expected_batch * math.sqrt(1.16) / (math.sqrt(2) * math.sqrt(64 + 0.16 * NOISED["clm_dp"]))
     return rho * expected_batch / math.sqrt(NOISED[name])
 
 
