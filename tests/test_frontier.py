@@ -124,6 +124,32 @@ def test_config_plans_plain_strategies_once_and_dp_ones_per_epsilon(tmp_path):
             load_frontier(write(tmp_path, **changes))
 
 
+def test_a_template_schedule_reaches_only_the_runs_that_train_its_strategy(tmp_path):
+    """A frontier may name a DP strategy's own values in its template (a search's result of another size): the
+    ε = ∞ run, which trains no DP strategy, must load (it raised "unknown key(s)" before), each DP run gets the
+    values of the strategies it trains, and the search's choice overrides a template value key by key."""
+    raw = yaml.safe_load((ROOT / "configs" / "frontier.yaml").read_text())
+    raw["experiment"]["training"]["strategy_schedules"] = {"clm_dp_gep": {"learning_rate": 5.0e-4, "batch_size": 4},
+                                                           "clm_dp": {"learning_rate": 1.5e-3}}
+    path = tmp_path / "f.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    cfg = load_frontier(path)
+    assert experiment_for(cfg, 100, math.inf, ["clm", "ppclm"], NOTES).training.strategy_schedules == {}
+    exp = experiment_for(cfg, 100, 8.0, ["clm_dp", "clm_dp_gep", "clm_dp_pdp"], NOTES,
+                         schedules={"clm_dp_gep": {"learning_rate": 1.5e-4}, "clm_dp_pdp": {"learning_rate": 5.0e-5}})
+    assert exp.training.strategy_schedules == {"clm_dp": {"learning_rate": 1.5e-3},
+                                               "clm_dp_gep": {"learning_rate": 1.5e-4, "batch_size": 4},
+                                               "clm_dp_pdp": {"learning_rate": 5.0e-5}}
+    assert experiment_for(cfg, 100, 8.0, ["clm_dp_pdp"], NOTES).training.strategy_schedules == {}
+    for given, message in (({"clm_dp_gepp": {"learning_rate": 1.0e-4}}, "'clm_dp_gepp' is not among"),
+                           ({"clm_dp": 1.0e-4}, r"strategy_schedules\.clm_dp: must be a mapping"),
+                           ([1], "must be a mapping")):
+        raw["experiment"]["training"]["strategy_schedules"] = given
+        path.write_text(yaml.safe_dump(raw))
+        with pytest.raises(ToolkitError, match=message):
+            experiment_for(load_frontier(path), 100, math.inf, ["clm"], NOTES)
+
+
 def test_finished_steps_no_strategy_owns_are_shared_between_the_runs_of_a_size(tmp_path):
     src, dst = tmp_path / "eps-inf", tmp_path / "eps-8"
 

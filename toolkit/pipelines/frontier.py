@@ -210,7 +210,10 @@ def _one_base(cfg: FrontierConfig) -> None:
 def experiment_for(cfg: FrontierConfig, size: int, epsilon: float, strategies: list[str], corpus_path: str | Path,
                    prebuilt: str | Path | None = None, schedules: dict[str, dict[str, Any]] | None = None):
     """The :class:`~toolkit.config.experiment.ExperimentConfig` of one run of the frontier (module docstring);
-    ``schedules``: a DP strategy's own values (the search's choice) as ``training.strategy_schedules``."""
+    ``schedules``: a DP strategy's own values (the search's choice) as ``training.strategy_schedules``, over the
+    template's own ``training.strategy_schedules`` (values the config names, e.g. a search's result of another size);
+    a run gets those of the strategies it trains. :class:`ToolkitError` for a template schedule of a strategy the
+    frontier lacks."""
     import copy
 
     from toolkit.config.experiment import experiment_from_dict
@@ -224,9 +227,22 @@ def experiment_for(cfg: FrontierConfig, size: int, epsilon: float, strategies: l
         raw["training"]["dp"] = {**(raw["training"].get("dp") or {}), "epsilon": float(epsilon)}
     if prebuilt is not None:
         raw.setdefault("model", {})["prebuilt"] = str(Path(prebuilt).resolve())
-    own = {name: s for name, s in (schedules or {}).items() if name in strategies}
+    # a DP strategy's own values: the template's (``experiment.training.strategy_schedules``, e.g. a search's result
+    # of another size), then the search's over them; each run gets those of the strategies it trains
+    given = raw["training"].pop("strategy_schedules", None) or {}
+    where = f"{cfg.source}: experiment.training.strategy_schedules"
+    if not isinstance(given, dict):
+        raise ToolkitError(f"{where}: must be a mapping of DP strategy to its values")
+    stray = sorted(set(given) - set(cfg.strategies))
+    if stray:
+        raise ToolkitError(f"{where}: {stray[0]!r} is not among the frontier's strategies")
+    for name, values in given.items():
+        if not isinstance(values, dict):
+            raise ToolkitError(f"{where}.{name}: must be a mapping (learning_rate, batch_size, dp)")
+    own = {name: {**(given.get(name) or {}), **(schedules or {}).get(name, {})}
+           for name in strategies if name in given or name in (schedules or {})}
     if own:
-        raw["training"]["strategy_schedules"] = {**(raw["training"].get("strategy_schedules") or {}), **own}
+        raw["training"]["strategy_schedules"] = own
     return experiment_from_dict(raw, source=cfg.source)
 
 
