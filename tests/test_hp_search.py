@@ -183,6 +183,41 @@ def test_choice_is_the_argmax_of_validation_utility_recomputed(tiny, tmp_path, m
     assert again.to_dict() == res.to_dict() and not calls
 
 
+def test_epochs_as_a_grid_key_train_that_many_passes_at_the_same_epsilon(tiny, tmp_path):
+    """``epochs`` on the grid (issue 35 item 3 names it): each candidate trains that many passes and is scored on its
+    last checkpoint; σ is calibrated for its steps, so the longer candidate is noisier and both spend the search's ε
+    — recomputed here by Opacus' RDP accountant from each run's σ, q and steps; the choice reaches a run as the
+    strategy's own epochs."""
+    from opacus.accountants import RDPAccountant
+
+    from toolkit.config.experiment import resolved_settings
+    from toolkit.pipelines.hp_search import experiment_search
+    from toolkit.training import TrainConfig, checkpoint_dirs
+
+    cfg, chosen = candidate_config(TrainConfig(epochs=[8], batch_size=16), {"epochs": 32, "learning_rate": 1e-3},
+                                   100, 70)
+    assert cfg.epochs == chosen.epochs == [32] and cfg.learning_rate == 1e-3
+    _, corpus, base = tiny
+    search = HpSearchConfig(grid=(("epochs", (1, 3)),), validation_share=0.25, epsilon=8.0)
+    res = experiment_search(experiment(corpus), search, ["clm_dp"], base, "tiny-base", tmp_path)["clm_dp"]
+    runs = []
+    for s in res.scores:
+        d = tmp_path / s["folder"] / "train"
+        run = json.loads((d / "run.json").read_text())
+        assert checkpoint_dirs(d)[-1][0] == s["epochs"] and run["config"]["epochs"] == [s["epochs"]]
+        dp = run["dp"]
+        assert run["steps"] == s["epochs"] * dp["steps_per_epoch"]
+        accountant = RDPAccountant()
+        accountant.history = [(dp["noise_multiplier"], dp["sample_rate"], run["steps"])]
+        assert accountant.get_epsilon(delta=dp["delta"]) == pytest.approx(dp["spent_epsilon"], rel=1e-6)
+        assert 7.5 < dp["spent_epsilon"] <= 8.0
+        runs.append(dp["noise_multiplier"])
+    assert runs[1] > runs[0]  # three passes at the same ε: more noise per step
+    assert res.chosen["epochs"] in (1, 3) and res.schedule() == {"epochs": [res.chosen["epochs"]]}
+    own = resolved_settings(experiment(corpus, strategy_schedules={"clm_dp": res.schedule()}))["strategy_finetune"]
+    assert own["clm_dp"].epochs == [res.chosen["epochs"]]
+
+
 def frontier_yaml(tmp_path: Path, search) -> Path:
     raw = yaml.safe_load((ROOT / "configs" / "frontier.yaml").read_text(encoding="utf-8"))
     raw["hp_search"] = search
@@ -197,6 +232,7 @@ def frontier_yaml(tmp_path: Path, search) -> Path:
     ({"grid": {"learning_rate": ["5e-5"]}}, "write 5.0e-5"),
     ({"grid": {"momentum": [0.9]}}, "hp_search.grid: unknown key 'momentum'"),
     ({"grid": {"batch_size": [8.5]}}, "hp_search.grid.batch_size"),
+    ({"grid": {"epochs": [2.5]}}, "hp_search.grid.epochs"),
     ({"grid": {"learning_rate": [1e-4]}, "strategies": ["clm"]}, "hp_search.strategies"),
     ({"grid": {"learning_rate": [1e-4]}, "validation_share": 1.0}, "hp_search.validation_share"),
     ({"grid": {"learning_rate": [1e-4]}, "epsilon": ".inf"}, "hp_search.epsilon"),
@@ -276,6 +312,8 @@ def test_experiment_config_checks_a_strategy_schedule(tmp_path):
         experiment(corpus, strategies=["clm", "clm_dp"], strategy_schedules={"clm": {"learning_rate": 1e-3}})
     with pytest.raises(ToolkitError, match="strategy_schedules.clm_dp"):
         experiment(corpus, strategy_schedules={"clm_dp": {"learning_rate": -1.0}})
+    with pytest.raises(ToolkitError, match="strategy_schedules.clm_dp.epochs"):
+        experiment(corpus, strategy_schedules={"clm_dp": {"epochs": [0]}})
 
 
 @pytest.mark.slow  # a tiny frontier end to end: pre-training, the search, a DP run and its attacks (about a minute)

@@ -319,7 +319,9 @@ def _training(raw: Any, where: Where, profile, kind: str) -> TrainingSection:
         if not STRATEGIES[name].dp:
             raise where.error(f"training.strategy_schedules.{name}", "only a DP strategy has a schedule of its own")
         own[name] = where.mapping(own[name], f"training.strategy_schedules.{name}", {"learning_rate", "batch_size",
-                                                                                    "dp"})
+                                                                                    "epochs", "dp"})
+        if "epochs" in own[name]:  # the strategy's own checkpoint epochs (a search's choice), over dp_epochs
+            own[name]["epochs"] = where.epochs(own[name]["epochs"], f"training.strategy_schedules.{name}.epochs")
         if "dp" in own[name]:
             own[name]["dp"] = where.mapping(own[name]["dp"], f"training.strategy_schedules.{name}.dp",
                                             {"max_grad_norm"})

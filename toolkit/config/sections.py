@@ -70,8 +70,9 @@ class TrainingSection:
     dp_epochs: list[int] | None = None
     dp_schedule: dict[str, Any] = field(default_factory=dict)
     canaries: CanariesSection | None = None
-    #: per DP strategy, ``dp_schedule``'s keys over ``dp_schedule`` (the frontier's public hyper-parameter search,
-    #: :mod:`toolkit.pipelines.hp_search`, writes its choice here)
+    #: per DP strategy, ``learning_rate``, ``batch_size``, ``epochs`` and ``dp.max_grad_norm`` over ``dp_schedule`` and
+    #: ``dp_epochs`` (the frontier's public hyper-parameter search, :mod:`toolkit.pipelines.hp_search`, writes its
+    #: choice here)
     strategy_schedules: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 

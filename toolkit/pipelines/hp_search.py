@@ -14,7 +14,7 @@ count ``N`` (the corpus size the config names, which fixes the sampling rate; no
    (shuffled with ``numpy.random.default_rng(seed)``) is the validation set ``V``, the rest the pseudo-members ``P``.
 2. For every candidate ``h`` of the grid (the cartesian product of ``grid``'s lists, in the order written): the
    strategy's whole DP recipe of the target run — its TrainConfig at the search's ε, with δ, the privacy unit, the
-   epochs, the optimiser and the schedule unchanged — with ``h``'s values set, is trained on ``P`` from the same base
+   optimiser and the schedule unchanged — with ``h``'s values set, is trained on ``P`` from the same base
    model (a cached ``train`` step, :mod:`toolkit.pipelines.registry`: its key is a hash of the strategy, the config,
    the base's key and ``P``'s fingerprint).
 3. The sampling rate: DP-SGD draws each unit with ``q = 1/⌈N/B⌉`` (:mod:`toolkit.training.dp`). With ``|P| = N'``
@@ -40,8 +40,11 @@ strong differentially private learners", and the authors' ``lxuechen/private-tra
 clipping norm (C = 0.1, so nearly every per-example gradient is clipped and the update is a noisy mean of
 directions), a constant rate, large batches (1,024: 16 × 64 accumulated) and fixed epochs (10–15); the script's rates
 are 2·10⁻³ on E2E and 5·10⁻⁴ on DART ("lower learning rate for stability in large models"). The frontier's grid spans
-the learning rate over a factor 30 around its shared 5·10⁻⁴ (half-decades); ``max_grad_norm`` and ``batch_size``
-may be grid keys too (the latter sets the target's ``q``, then matched as in 3).
+the learning rate over a factor 30 around its shared 5·10⁻⁴ (half-decades); ``max_grad_norm``, ``batch_size`` (it
+sets the target's ``q``, then matched as in 3) and ``epochs`` may be grid keys too. A candidate's ``epochs`` (a
+whole number: it trains that many and is scored on its last checkpoint) is the number of passes at the same ε: σ is
+calibrated for its steps, so more epochs mean more, noisier steps, the trade-off the search then scores; the chosen
+number reaches the run as the strategy's own ``training.strategy_schedules.<name>.epochs``.
 
 **Which public individuals.** With ``corpus.public_reserve`` the search's individuals are the reserve: public
 patients held back from the base model's pre-training (:attr:`~toolkit.pipelines.data.ExperimentData.tuning_public`),
@@ -71,7 +74,9 @@ from toolkit.corpus import Corpus
 from toolkit.errors import ToolkitError
 
 #: the grid's keys: a TrainConfig field, or DPConfig's clipping norm
-GRID_KEYS = ("learning_rate", "max_grad_norm", "batch_size")
+GRID_KEYS = ("learning_rate", "max_grad_norm", "batch_size", "epochs")
+#: the grid's keys whose values are whole numbers
+INTEGER_KEYS = ("batch_size", "epochs")
 _BLOCK_KEYS = {"grid", "strategies", "validation_share", "epsilon"}
 
 
@@ -111,7 +116,7 @@ def hp_search_config(raw: Any, source: str, dp_strategies: list[str]) -> HpSearc
     for key, values in grid.items():
         if key not in GRID_KEYS:
             raise ToolkitError(f"{where}.grid: unknown key {key!r}; expected {', '.join(GRID_KEYS)}")
-        integer = key == "batch_size"
+        integer = key in INTEGER_KEYS
         ok = isinstance(values, list) and values and all(
             isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 and math.isfinite(v)
             and (not integer or float(v).is_integer()) for v in values)
@@ -168,7 +173,7 @@ def candidate_config(target, candidate: dict[str, float], n_target: int, n_searc
     """The TrainConfig of one candidate: ``target`` (the strategy's DP recipe) with the candidate's values and the
     matched batch size (:func:`matched_batch_size`). Returns ``(search config, target config)``: the latter is what
     the frontier's run would train with if the candidate were chosen."""
-    values = {k: v for k, v in candidate.items() if k != "max_grad_norm"}
+    values = {k: [int(v)] if k == "epochs" else v for k, v in candidate.items() if k != "max_grad_norm"}
     dp = replace(target.dp, max_grad_norm=candidate["max_grad_norm"]) if "max_grad_norm" in candidate else target.dp
     chosen = replace(target, **values, dp=dp)
     return replace(chosen, batch_size=matched_batch_size(n_target, chosen.batch_size, n_search)), chosen
@@ -210,7 +215,8 @@ class SearchResult:
 
     def schedule(self) -> dict[str, Any]:
         """The chosen values as ``training.strategy_schedules.<strategy>`` takes them (the frontier's DP runs)."""
-        out: dict[str, Any] = {k: v for k, v in self.chosen.items() if k != "max_grad_norm"}
+        out: dict[str, Any] = {k: [int(v)] if k == "epochs" else v for k, v in self.chosen.items()
+                               if k != "max_grad_norm"}
         if "max_grad_norm" in self.chosen:
             out["dp"] = {"max_grad_norm": self.chosen["max_grad_norm"]}
         return out
@@ -233,7 +239,7 @@ class SearchResult:
 
 
 def _label(candidate: dict[str, float]) -> str:
-    short = {"learning_rate": "lr", "max_grad_norm": "C", "batch_size": "B"}
+    short = {"learning_rate": "lr", "max_grad_norm": "C", "batch_size": "B", "epochs": "E"}
     return "_".join(f"{short[k]}{v:g}" for k, v in candidate.items())
 
 
