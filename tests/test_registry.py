@@ -130,6 +130,22 @@ def test_golden_keys_equal_the_hand_built_ones(kind, name, inputs, old):
     assert registry.key(kind, inputs, name) == step_key(name, old)
 
 
+def test_a_plain_fine_tuning_is_keyed_without_the_dp_settings_it_never_reads():
+    """A strategy without DP trains the same at every DP setting (the trainer never reads ``dp`` for it), so its
+    step's key is the one of the default DPConfig: a change of ε keeps it cached. A DP strategy's key follows them."""
+    from toolkit.training import DPConfig
+
+    def train_key(name, dp):
+        return step_key("train", TrainInputs.of(get_strategy(name), TrainConfig(dp=dp), K1, FP, K2))
+
+    settings = (DPConfig(), DPConfig(epsilon=1.0), DPConfig(epsilon=16.0, delta=1e-6, max_grad_norm=0.1))
+    for plain in ("clm", "ppclm", "mlm_pseudo"):
+        assert len({train_key(plain, dp) for dp in settings}) == 1
+    assert len({train_key("clm_dp", dp) for dp in settings}) == 3
+    moved = step_key("train", TrainInputs.of(get_strategy("clm"), TrainConfig(learning_rate=1e-3), K1, FP, K2))
+    assert moved != train_key("clm", DPConfig())  # what it does read still counts
+
+
 def test_every_pipeline_step_kind_has_a_golden_key():
     assert {c[0] for c in CASES} | {"probe", "mia"} == set(STEPS)  # probe / mia: new steps, no earlier key
 

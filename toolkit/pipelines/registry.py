@@ -22,7 +22,7 @@ before a run resumes) is :class:`toolkit.training.provenance.TrainingInputs`, in
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, is_dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -172,9 +172,15 @@ class TrainInputs:
     @classmethod
     def of(cls, strategy, train, base, members: Fingerprint, identifiers: str,
            public: Fingerprint | None = None) -> TrainInputs:
+        """The inputs of ``strategy``'s training: what it reads, nothing else — a strategy without DP never reads
+        ``train.dp`` (the trainer's resume check ignores it too), so it is keyed at the default DPConfig, and a
+        change of ε leaves a plain fine-tuning cached."""
+        from toolkit.training import DPConfig
+
         reads = strategy.protect or strategy.text != "original"  # only these strategies read positions / spans
-        return cls(strategy.name, train, base, members, identifiers if reads else ABSENT,
-                   public if strategy.subspace and public is not None else ABSENT)
+        plain = not strategy.dp and is_dataclass(train)
+        return cls(strategy.name, replace(train, dp=DPConfig()) if plain else train, base, members,
+                   identifiers if reads else ABSENT, public if strategy.subspace and public is not None else ABSENT)
 
 
 @dataclass(frozen=True, kw_only=True)
