@@ -204,6 +204,24 @@ def test_the_reserve_config_is_the_levers_frontier_with_a_reserve():
     assert mine["corpus"].pop("public_reserve") == 100 and mine == levers.experiment
 
 
+def test_the_steps_config_is_the_reserve_frontier_with_epochs_searched():
+    """configs/frontier_reserve_steps.yaml (docs/results.md, fourteenth session): frontier_reserve.yaml's corpus, sizes
+    and experiment, clm and clm_dp_pdp at ε = 8 and ∞, and a search of PDP-SGD over the epochs (8, 32) and the two
+    rates around its choice there — nothing else, so its run shares frontier_reserve's corpus, base and members."""
+    import math
+
+    from toolkit.pipelines.frontier import load_frontier
+
+    full = load_frontier(ROOT / "configs" / "frontier_reserve.yaml")
+    cfg = load_frontier(ROOT / "configs" / "frontier_reserve_steps.yaml")
+    assert (tuple(cfg.strategies), sorted(cfg.epsilons)) == (("clm", "clm_dp_pdp"), [8.0, math.inf])
+    assert (cfg.sizes, cfg.generate_seed, cfg.experiment) == (full.sizes, full.generate_seed, full.experiment)
+    assert dict(cfg.hp_search.grid) == {"learning_rate": (5e-5, 1.5e-4), "epochs": (8, 32)}
+    assert (cfg.hp_search.epsilon, cfg.hp_search.validation_share) == (full.hp_search.epsilon,
+                                                                       full.hp_search.validation_share)
+    assert set(dict(cfg.hp_search.grid)["learning_rate"]) < set(dict(full.hp_search.grid)["learning_rate"])
+
+
 def test_the_shipped_1000_config_is_the_reserve_frontier_with_its_stated_changes():
     """docs/data/frontier_reserve/frontier_reserve1000.yaml (docs/results.md, twelfth and thirteenth sessions):
     frontier_reserve.yaml at size 1000 with clm and clm_dp_pdp only, ε ∈ {1, 8, 16, ∞}, no search, and the DP rate
