@@ -223,9 +223,9 @@ def test_the_steps_config_is_the_reserve_frontier_with_epochs_searched():
 
 
 def test_the_shipped_1000_config_is_the_reserve_frontier_with_its_stated_changes():
-    """docs/data/frontier_reserve/frontier_reserve1000.yaml (docs/results.md, twelfth and thirteenth sessions):
-    frontier_reserve.yaml at size 1000 with clm and clm_dp_pdp only, ε ∈ {1, 8, 16, ∞}, no search, and the DP rate
-    the reserve search chose for clm_dp_pdp at size 100 — nothing else."""
+    """docs/data/frontier_reserve/frontier_reserve1000.yaml (docs/results.md, twelfth to fourteenth sessions):
+    frontier_reserve.yaml at size 1000 without DP-SGD, ε ∈ {1, 8, 16, ∞}, no search, and each DP strategy's rate the
+    one the reserve search chose for it at size 100 — nothing else."""
     import copy
     import math
 
@@ -234,17 +234,21 @@ def test_the_shipped_1000_config_is_the_reserve_frontier_with_its_stated_changes
     data = ROOT / "docs" / "data" / "frontier_reserve"
     full = load_frontier(ROOT / "configs" / "frontier_reserve.yaml")
     cfg = load_frontier(data / "frontier_reserve1000.yaml")
-    assert (tuple(cfg.sizes), tuple(cfg.strategies), cfg.hp_search) == ((1000,), ("clm", "clm_dp_pdp"), None)
+    assert (tuple(cfg.sizes), cfg.hp_search) == ((1000,), None)
+    assert tuple(cfg.strategies) == ("clm", "clm_dp_pdp", "clm_dp_gep", "clm_dp_lora")
     assert sorted(cfg.epsilons) == [1.0, 8.0, 16.0, math.inf] and cfg.generate_seed == full.generate_seed
     mine, theirs = copy.deepcopy(cfg.experiment), copy.deepcopy(full.experiment)
-    rate = mine["training"]["dp_schedule"].pop("learning_rate")
+    rates = {"clm_dp_pdp": mine["training"]["dp_schedule"].pop("learning_rate")}
+    rates.update({name: s.pop("learning_rate") for name, s in mine["training"]["strategy_schedules"].items()})
+    assert not any(mine["training"].pop("strategy_schedules").values())  # the rates only
     theirs["training"]["dp_schedule"].pop("learning_rate")
     assert mine == theirs
-    chosen = json.loads((data / "hp_search.json").read_text())["sizes"]["100"]["clm_dp_pdp"]["chosen"]
-    assert rate == chosen["learning_rate"] == 5e-5
+    chosen = json.loads((data / "hp_search.json").read_text())["sizes"]["100"]
+    assert rates == {name: chosen[name]["chosen"]["learning_rate"] for name in cfg.strategies[1:]}
+    assert rates["clm_dp_pdp"] == 5e-5
 
 
-EPSILONS_1000 = (1.0, 8.0, 16.0)  # PDP-SGD's ε measured at 1,000 individuals
+EPSILONS_1000 = (1.0, 8.0, 16.0)  # PDP-SGD's ε measured at 1,000 individuals (GEP's and DP-LoRA's: 8)
 
 #: the coordinates each DP strategy's noise is drawn in on the CPU profile's tiny GPT-2 (training_log.json's
 #: ``noised_parameters``): every weight (DP-SGD), the k = 64 subspace (PDP-SGD), LoRA's rank-8 adapters on attention
@@ -272,10 +276,10 @@ def rdp_epsilon(sigma: float, sample_rate: float, steps: int) -> float:
     return accountant.get_epsilon(delta=1e-5)
 
 
-def check_dp_rows(table, size: int, steps_per_epoch: int) -> None:
+def check_dp_rows(table, size: int, steps_per_epoch: int, epochs: int = 8) -> None:
     """Every DP row of a shipped reserve table: gain retained recomputed from the table's own utilities and inside
     its interval; green; the σ its ρ implies spends, by Opacus' accountant, the ε the table says and no more than its
-    target (8 epochs of ``steps_per_epoch`` steps, sampling rate 1/steps_per_epoch)."""
+    target (``epochs`` epochs of ``steps_per_epoch`` steps, sampling rate 1/steps_per_epoch)."""
     plain = table[table["strategy"] == "clm"]["heldout_utility"].item()
     for _, row in table[table["dp"].astype(bool)].iterrows():
         where = f"{row['strategy']} at ε = {row['epsilon']}"
@@ -285,7 +289,7 @@ def check_dp_rows(table, size: int, steps_per_epoch: int) -> None:
         assert low < row["heldout_gain_retained"] < high, where
         assert row["verdict"] == "green", where
         sigma = sigma_from_rho(row["strategy"], row["noise_to_signal"], size / steps_per_epoch)
-        eps = rdp_epsilon(sigma, 1 / steps_per_epoch, 8 * steps_per_epoch)
+        eps = rdp_epsilon(sigma, 1 / steps_per_epoch, epochs * steps_per_epoch)
         assert eps == pytest.approx(row["accountant_epsilon"], rel=1e-3), where
         assert row["accountant_epsilon"] <= row["epsilon"], where
 
@@ -313,12 +317,36 @@ def test_the_shipped_reserve_frontier_reads_back():
 
 
 def test_the_shipped_1000_table_recomputes():
-    """docs/data/frontier_reserve/reserve1000 (docs/results.md, twelfth and thirteenth sessions): PDP-SGD with the
-    reserve at 1,000 individuals at ε = 1, 8 and 16, each row checked by :func:`check_dp_rows` (E[B] = 1000/63, 504
-    steps)."""
+    """docs/data/frontier_reserve/reserve1000 (docs/results.md, twelfth to fourteenth sessions): PDP-SGD with the
+    reserve at 1,000 individuals at ε = 1, 8 and 16, GEP and DP-LoRA at ε = 8, each row checked by
+    :func:`check_dp_rows` (E[B] = 1000/63, 504 steps)."""
     from toolkit.results.frontier import load_frontier_result
 
     t = load_frontier_result(ROOT / "docs" / "data" / "frontier_reserve" / "reserve1000").table
-    assert sorted((r.strategy, float(r.epsilon)) for r in t.itertuples()) == [
-        ("clm", float("inf"))] + [("clm_dp_pdp", e) for e in EPSILONS_1000]
+    assert sorted((r.strategy, float(r.epsilon)) for r in t.itertuples()) == sorted(
+        [("clm", float("inf")), ("clm_dp_gep", 8.0), ("clm_dp_lora", 8.0)]
+        + [("clm_dp_pdp", e) for e in EPSILONS_1000])
     check_dp_rows(t, 1000, 63)
+
+
+def test_the_shipped_steps_table_recomputes():
+    """docs/data/frontier_reserve/steps (docs/results.md, fourteenth session): the search over PDP-SGD's rate and
+    epochs scored every grid point on the reserve and chose its argmax (both keys at the grid's top, named as such);
+    the run trained that choice — 32 epochs, whose σ the accountant (Opacus', from the table's ρ) says spends ε = 8
+    over 224 steps — and its row is checked by :func:`check_dp_rows`."""
+    from toolkit.results.frontier import load_frontier_result
+
+    data = ROOT / "docs" / "data" / "frontier_reserve" / "steps"
+    t = load_frontier_result(data).table
+    assert sorted((r.strategy, float(r.epsilon)) for r in t.itertuples()) == [("clm", float("inf")),
+                                                                                ("clm_dp_pdp", 8.0)]
+    check_dp_rows(t, 100, 7, epochs=32)
+    found = json.loads((data / "hp_search.json").read_text())["sizes"]["100"]["clm_dp_pdp"]
+    grid = [(s["learning_rate"], s["epochs"]) for s in found["scores"]]
+    assert grid == [(5e-5, 8), (5e-5, 32), (1.5e-4, 8), (1.5e-4, 32)]
+    best = max(found["scores"], key=lambda s: s["validation_utility"])
+    assert found["chosen"] == {"learning_rate": best["learning_rate"], "epochs": best["epochs"]}
+    assert found["at_edge"] == {k: "highest" for k in found["chosen"]} == {"learning_rate": "highest",
+                                                                            "epochs": "highest"}
+    assert json.loads((data / "frontier.json").read_text())["hp_search"]["chosen"]["100"]["clm_dp_pdp"] == \
+        found["chosen"]
