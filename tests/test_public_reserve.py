@@ -324,7 +324,8 @@ def test_the_shipped_1000_table_recomputes():
 
     t = load_frontier_result(ROOT / "docs" / "data" / "frontier_reserve" / "reserve1000").table
     assert sorted((r.strategy, float(r.epsilon)) for r in t.itertuples()) == sorted(
-        [("clm", float("inf"))] + [("clm_dp_pdp", e) for e in EPSILONS_1000])
+        [("clm", float("inf")), ("clm_dp_gep", 8.0), ("clm_dp_lora", 8.0)]
+        + [("clm_dp_pdp", e) for e in EPSILONS_1000])
     check_dp_rows(t, 1000, 63)
 
 
