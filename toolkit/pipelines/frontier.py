@@ -238,7 +238,7 @@ def experiment_for(cfg: FrontierConfig, size: int, epsilon: float, strategies: l
         raise ToolkitError(f"{where}: {stray[0]!r} is not among the frontier's strategies")
     for name, values in given.items():
         if not isinstance(values, dict):
-            raise ToolkitError(f"{where}.{name}: must be a mapping (learning_rate, batch_size, dp)")
+            raise ToolkitError(f"{where}.{name}: must be a mapping (learning_rate, batch_size, epochs, dp)")
     own = {name: {**(given.get(name) or {}), **(schedules or {}).get(name, {})}
            for name in strategies if name in given or name in (schedules or {})}
     if own:
