@@ -283,11 +283,13 @@ def test_the_train_step_key_holds_the_public_split_for_subspace_strategies_only(
     """The basis is computed from the public split: its fingerprint enters the key of these strategies' train step,
     and only theirs (every other strategy's key unchanged)."""
     from toolkit.pipelines.registry import TrainInputs, key_inputs
+    from toolkit.training import TrainConfig
 
     fp, public = {"sha256": "members"}, {"sha256": "public"}
     for name in ("clm_dp_pdp", "clm_dp_gep", "ppclm_surrogate_dp_gep"):
-        assert key_inputs(TrainInputs.of(get_strategy(name), {}, "base", fp, "ids", public))["public"] == public
+        inputs = TrainInputs.of(get_strategy(name), TrainConfig(), "base", fp, "ids", public)
+        assert key_inputs(inputs)["public"] == public
     for name in ("clm", "clm_dp", "ppclm_surrogate_dp", "clm_dp_lora"):
-        with_public = key_inputs(TrainInputs.of(get_strategy(name), {}, "base", fp, "ids", public))
+        with_public = key_inputs(TrainInputs.of(get_strategy(name), TrainConfig(), "base", fp, "ids", public))
         assert "public" not in with_public and with_public == key_inputs(
-            TrainInputs.of(get_strategy(name), {}, "base", fp, "ids"))
+            TrainInputs.of(get_strategy(name), TrainConfig(), "base", fp, "ids"))

@@ -167,6 +167,7 @@ def load_frontier(path: str | Path) -> FrontierConfig:
         from toolkit.pipelines.hp_search import hp_search_config
 
         search = hp_search_config(raw["hp_search"], str(p), [s for s in strategies if STRATEGIES[s].dp])
+    _check_own_schedules(experiment, strategies, p)
     bases = ints("bases") if "bases" in raw else ()
     if bases and (experiment.get("corpus") or {}).get("n_public") is not None:
         raise ToolkitError(f"{p}: bases and experiment.corpus.n_public both set the public split's size: give one")
@@ -182,6 +183,25 @@ def load_frontier(path: str | Path) -> FrontierConfig:
         raise ToolkitError(f"{p}: the frontier needs {cfg.plain} (the utility reference) and .inf among the "
                            f"epsilons")
     return cfg
+
+
+def _check_own_schedules(experiment: dict, strategies: list[str], source: Path) -> None:
+    """The template's ``training.strategy_schedules`` (a DP strategy's own values, e.g. a search's result of another
+    size; :func:`experiment_for` gives each run those of the strategies it trains): a mapping of the frontier's
+    strategies to mappings — their keys are checked with each run's experiment config."""
+    training = experiment.get("training")
+    given = training.get("strategy_schedules") if isinstance(training, dict) else None
+    if given is None:
+        return
+    where = f"{source}: experiment.training.strategy_schedules"
+    if not isinstance(given, dict):
+        raise ToolkitError(f"{where}: must be a mapping of DP strategy to its values")
+    stray = sorted(set(given) - set(strategies))
+    if stray:
+        raise ToolkitError(f"{where}: {stray[0]!r} is not among the frontier's strategies")
+    for name, values in given.items():
+        if not isinstance(values, dict):
+            raise ToolkitError(f"{where}.{name}: must be a mapping (learning_rate, batch_size, epochs, dp)")
 
 
 def with_base(cfg: FrontierConfig, n_public: int) -> FrontierConfig:
@@ -212,8 +232,7 @@ def experiment_for(cfg: FrontierConfig, size: int, epsilon: float, strategies: l
     """The :class:`~toolkit.config.experiment.ExperimentConfig` of one run of the frontier (module docstring);
     ``schedules``: a DP strategy's own values (the search's choice) as ``training.strategy_schedules``, over the
     template's own ``training.strategy_schedules`` (values the config names, e.g. a search's result of another size);
-    a run gets those of the strategies it trains. :class:`ToolkitError` for a template schedule of a strategy the
-    frontier lacks."""
+    a run gets those of the strategies it trains."""
     import copy
 
     from toolkit.config.experiment import experiment_from_dict
@@ -227,20 +246,11 @@ def experiment_for(cfg: FrontierConfig, size: int, epsilon: float, strategies: l
         raw["training"]["dp"] = {**(raw["training"].get("dp") or {}), "epsilon": float(epsilon)}
     if prebuilt is not None:
         raw.setdefault("model", {})["prebuilt"] = str(Path(prebuilt).resolve())
-    # a DP strategy's own values: the template's (``experiment.training.strategy_schedules``, e.g. a search's result
-    # of another size), then the search's over them; each run gets those of the strategies it trains
-    given = raw["training"].pop("strategy_schedules", None) or {}
-    where = f"{cfg.source}: experiment.training.strategy_schedules"
-    if not isinstance(given, dict):
-        raise ToolkitError(f"{where}: must be a mapping of DP strategy to its values")
-    stray = sorted(set(given) - set(cfg.strategies))
-    if stray:
-        raise ToolkitError(f"{where}: {stray[0]!r} is not among the frontier's strategies")
-    for name, values in given.items():
-        if not isinstance(values, dict):
-            raise ToolkitError(f"{where}.{name}: must be a mapping (learning_rate, batch_size, epochs, dp)")
-    own = {name: {**(given.get(name) or {}), **(schedules or {}).get(name, {})}
-           for name in strategies if name in given or name in (schedules or {})}
+    # a DP strategy's own values: the template's (checked by load_frontier), then the search's over them; each run
+    # gets those of the strategies it trains
+    given, searched = raw["training"].pop("strategy_schedules", None) or {}, schedules or {}
+    own = {name: {**given.get(name, {}), **searched.get(name, {})}
+           for name in strategies if name in given or name in searched}
     if own:
         raw["training"]["strategy_schedules"] = own
     return experiment_from_dict(raw, source=cfg.source)

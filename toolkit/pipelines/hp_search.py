@@ -169,11 +169,17 @@ def _rates(n_units: int, batch: int) -> dict[str, Any]:
             "expected_batch": n_units / steps}
 
 
+def _train_values(values: dict[str, float]) -> dict[str, Any]:
+    """A grid point's TrainConfig fields: every key but DPConfig's clipping norm, ``epochs`` as the checkpoint list
+    (one: the candidate trains that many passes)."""
+    return {k: [int(v)] if k == "epochs" else v for k, v in values.items() if k != "max_grad_norm"}
+
+
 def candidate_config(target, candidate: dict[str, float], n_target: int, n_search: int):
     """The TrainConfig of one candidate: ``target`` (the strategy's DP recipe) with the candidate's values and the
     matched batch size (:func:`matched_batch_size`). Returns ``(search config, target config)``: the latter is what
     the frontier's run would train with if the candidate were chosen."""
-    values = {k: [int(v)] if k == "epochs" else v for k, v in candidate.items() if k != "max_grad_norm"}
+    values = _train_values(candidate)
     dp = replace(target.dp, max_grad_norm=candidate["max_grad_norm"]) if "max_grad_norm" in candidate else target.dp
     chosen = replace(target, **values, dp=dp)
     return replace(chosen, batch_size=matched_batch_size(n_target, chosen.batch_size, n_search)), chosen
@@ -215,8 +221,7 @@ class SearchResult:
 
     def schedule(self) -> dict[str, Any]:
         """The chosen values as ``training.strategy_schedules.<strategy>`` takes them (the frontier's DP runs)."""
-        out: dict[str, Any] = {k: [int(v)] if k == "epochs" else v for k, v in self.chosen.items()
-                               if k != "max_grad_norm"}
+        out: dict[str, Any] = _train_values(self.chosen)
         if "max_grad_norm" in self.chosen:
             out["dp"] = {"max_grad_norm": self.chosen["max_grad_norm"]}
         return out

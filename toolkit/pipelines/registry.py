@@ -22,7 +22,7 @@ before a run resumes) is :class:`toolkit.training.provenance.TrainingInputs`, in
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, is_dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -178,8 +178,7 @@ class TrainInputs:
         from toolkit.training import DPConfig
 
         reads = strategy.protect or strategy.text != "original"  # only these strategies read positions / spans
-        plain = not strategy.dp and is_dataclass(train)
-        return cls(strategy.name, replace(train, dp=DPConfig()) if plain else train, base, members,
+        return cls(strategy.name, train if strategy.dp else replace(train, dp=DPConfig()), base, members,
                    identifiers if reads else ABSENT, public if strategy.subspace and public is not None else ABSENT)
 
 
