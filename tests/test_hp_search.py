@@ -98,13 +98,23 @@ def test_public_split_by_seed_disjoint_and_complete(tiny):
 
     _, corpus, _ = tiny
     public = load_data(experiment(corpus)).public
-    pseudo, val = split_public(public, 0.25, seed=0)
+    pseudo, val, anchors = split_public(public, 0.25, seed=0)
     assert set(pseudo.person_ids) | set(val.person_ids) == set(public.person_ids)
     assert not set(pseudo.person_ids) & set(val.person_ids) and len(val.person_ids) == 2
+    assert anchors is pseudo  # anchor_share 0: the pseudo-members are the anchors
     people = sorted(public.person_ids)  # the rule, recomputed: the first round(share·n) of the seed's permutation
-    assert set(val.person_ids) == {people[i] for i in np.random.default_rng(0).permutation(8)[:2]}
+    order = np.random.default_rng(0).permutation(8)
+    assert set(val.person_ids) == {people[i] for i in order[:2]}
     with pytest.raises(ToolkitError, match="too few"):
         split_public(public, 0.9, seed=0)
+    # the three-way split: the same validation set, the next round(0.25·8) = 2 of the order the anchors, 4 left
+    pseudo3, val3, anchors3 = split_public(public, 0.25, seed=0, anchor_share=0.25)
+    assert set(val3.person_ids) == set(val.person_ids)
+    assert set(anchors3.person_ids) == {people[i] for i in order[2:4]}
+    assert set(pseudo3.person_ids) == {people[i] for i in order[4:]}
+    assert [d.doc_id for d in anchors3] == [d.doc_id for d in public if d.person_id in set(anchors3.person_ids)]
+    with pytest.raises(ToolkitError, match="too few.*as anchors"):
+        split_public(public, 0.25, seed=0, anchor_share=0.6)
 
 
 def run_search(tmp: Path, corpus: Path, base: Path, monkeypatch):
@@ -235,6 +245,8 @@ def frontier_yaml(tmp_path: Path, search) -> Path:
     ({"grid": {"epochs": [2.5]}}, "hp_search.grid.epochs"),
     ({"grid": {"learning_rate": [1e-4]}, "strategies": ["clm"]}, "hp_search.strategies"),
     ({"grid": {"learning_rate": [1e-4]}, "validation_share": 1.0}, "hp_search.validation_share"),
+    ({"grid": {"learning_rate": [1e-4]}, "anchor_share": -0.1}, "hp_search.anchor_share"),
+    ({"grid": {"learning_rate": [1e-4]}, "validation_share": 0.5, "anchor_share": 0.5}, "hp_search.anchor_share"),
     ({"grid": {"learning_rate": [1e-4]}, "epsilon": ".inf"}, "hp_search.epsilon"),
     ({"grid": {"learning_rate": [1e-4]}, "colour": 1}, "hp_search: unknown key 'colour'"),
     ([1, 2], "hp_search: must be a mapping"),

@@ -126,10 +126,11 @@ def test_the_run_pretrains_the_base_on_its_public_split_and_anchors_on_the_reser
     assert datasets["public_reserve"] == json.loads(json.dumps(corpus_fingerprint(load_data(cfg).reserve)))
 
 
-def test_the_search_trains_and_validates_on_the_reserve_only(corpus, tmp_path, monkeypatch):
+@pytest.mark.parametrize("anchor_share", [0.0, 0.25])
+def test_the_search_trains_and_validates_on_the_reserve_only(corpus, tmp_path, monkeypatch, anchor_share):
     """Every document the search reads (training, identifiers, scoring) is a reserve patient's: not one of the base's
-    public patients, not a member or non-member; a subspace strategy's anchors are the pseudo-members, never the
-    validation individuals."""
+    public patients, not a member or non-member; a subspace strategy's anchors are never the validation individuals:
+    the pseudo-members (anchor_share 0), or reserve patients neither trained on nor scored (the three-way split)."""
     import toolkit.pipelines.hp_search as hp
     import toolkit.training as training
     from _search_spies import spy_identifiers_and_scoring
@@ -153,16 +154,22 @@ def test_the_search_trains_and_validates_on_the_reserve_only(corpus, tmp_path, m
 
     monkeypatch.setattr(training, "train", spy_train)
     spy_identifiers_and_scoring(monkeypatch, seen)
-    search = hp.HpSearchConfig(grid=(("learning_rate", (1e-3,)),), validation_share=0.25, epsilon=8.0)
+    search = hp.HpSearchConfig(grid=(("learning_rate", (1e-3,)),), validation_share=0.25, epsilon=8.0,
+                               anchor_share=anchor_share)
     hp.experiment_search(experiment(corpus, strategies=("clm_dp_pdp",)), search, ["clm_dp_pdp"], base, "tiny",
                          tmp_path / "search")
     reserve = set(data.reserve.person_ids)
     assert {what for what, _ in seen} == {"train", "anchors", "identifiers", "score"}
     assert all(people and people <= reserve for _, people in seen), seen
-    # the anchors are the pseudo-members it trains on, never the validation individuals it is scored on
     (trained,), (anchors,) = ({frozenset(p) for w, p in seen if w == kind} for kind in ("train", "anchors"))
     scored = set().union(*(p for w, p in seen if w == "score" and p != reserve))
-    assert anchors == trained and not anchors & scored and anchors | scored == reserve
+    if not anchor_share:  # the anchors are the pseudo-members it trains on, never the validation individuals
+        assert anchors == trained and not anchors & scored and anchors | scored == reserve
+    else:  # three disjoint sets covering the reserve; the validation set the same as without anchors
+        assert not anchors & trained and not anchors & scored and not trained & scored
+        assert anchors | trained | scored == reserve
+        assert len(anchors) == round(0.25 * len(reserve)) and scored == set(hp.split_public(
+            data.reserve, 0.25, seed=0)[1].person_ids)
 
 
 def test_the_frontier_command_generates_the_bases_patients_and_the_reserve(tmp_path, monkeypatch):
@@ -222,6 +229,22 @@ def test_the_steps_config_is_the_reserve_frontier_with_epochs_searched():
     assert set(dict(cfg.hp_search.grid)["learning_rate"]) < set(dict(full.hp_search.grid)["learning_rate"])
 
 
+def test_the_anchors_config_is_the_steps_config_with_a_three_way_split():
+    """configs/frontier_reserve_anchors.yaml (docs/results.md, fifteenth session): the steps frontier with the search's
+    subspace anchors apart from its pseudo-members (anchor_share 0.3) — nothing else, so the two searches differ by
+    where the anchors come from (and the pseudo-members they leave), and score on the same validation patients."""
+    import dataclasses
+
+    from toolkit.pipelines.frontier import load_frontier
+
+    steps = load_frontier(ROOT / "configs" / "frontier_reserve_steps.yaml")
+    cfg = load_frontier(ROOT / "configs" / "frontier_reserve_anchors.yaml")
+    assert (steps.hp_search.anchor_share, cfg.hp_search.anchor_share) == (0.0, 0.3)
+    assert dataclasses.replace(cfg.hp_search, anchor_share=0.0) == steps.hp_search
+    assert dataclasses.replace(cfg, name=steps.name, description=steps.description, source=steps.source,
+                               hp_search=steps.hp_search) == steps
+
+
 def test_the_shipped_1000_config_is_the_reserve_frontier_with_its_stated_changes():
     """docs/data/frontier_reserve/frontier_reserve1000.yaml (docs/results.md, twelfth to fourteenth sessions):
     frontier_reserve.yaml at size 1000 without DP-SGD, ε ∈ {1, 8, 16, ∞}, no search, and each DP strategy's rate the
@@ -236,7 +259,7 @@ def test_the_shipped_1000_config_is_the_reserve_frontier_with_its_stated_changes
     cfg = load_frontier(data / "frontier_reserve1000.yaml")
     assert (tuple(cfg.sizes), cfg.hp_search) == ((1000,), None)
     assert tuple(cfg.strategies) == ("clm", "clm_dp_pdp", "clm_dp_gep", "clm_dp_lora")
-    assert sorted(cfg.epsilons) == [1.0, 8.0, 16.0, math.inf] and cfg.generate_seed == full.generate_seed
+    assert sorted(cfg.epsilons) == [1.0, 4.0, 8.0, 16.0, math.inf] and cfg.generate_seed == full.generate_seed
     mine, theirs = copy.deepcopy(cfg.experiment), copy.deepcopy(full.experiment)
     rates = {"clm_dp_pdp": mine["training"]["dp_schedule"].pop("learning_rate")}
     rates.update({name: s.pop("learning_rate") for name, s in mine["training"]["strategy_schedules"].items()})

@@ -285,7 +285,9 @@ def search_size(cfg: FrontierConfig, size: int, corpus: str | Path, plain_dir: P
     saved = {"search": {**cfg.hp_search.to_dict(), "strategies": cfg.searched,
                         "data": (f"the public reserve only ({exp.corpus.public_reserve} public individuals the base "
                                  "was not pre-trained on)" if exp.corpus.public_reserve else "the public split only")
-                                + ": pseudo-members and validation individuals"},
+                                + ": pseudo-members and validation individuals"
+                                + (", and the subspace strategies' anchors apart from both"
+                                   if cfg.hp_search.anchor_share else "")},
              "sizes": {**(saved.get("sizes") or {}), str(size): {n: r.to_dict() for n, r in found.items()}},
              "seconds": {**(saved.get("seconds") or {}), str(size): round(time.perf_counter() - t0, 1)}}
     atomic_write_json(saved, path)

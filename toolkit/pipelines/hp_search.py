@@ -11,7 +11,9 @@ count ``N`` (the corpus size the config names, which fixes the sampling rate; no
 **Procedure** (:func:`search_strategy`, per DP strategy and corpus size):
 
 1. The public individuals are split by the seed (:func:`split_public`): a share ``validation_share`` of them
-   (shuffled with ``numpy.random.default_rng(seed)``) is the validation set ``V``, the rest the pseudo-members ``P``.
+   (shuffled with ``numpy.random.default_rng(seed)``) is the validation set ``V``; with ``anchor_share`` > 0 the next
+   share of the same order is the anchor set ``A`` (the subspace strategies' public anchors, below), the rest the
+   pseudo-members ``P``.
 2. For every candidate ``h`` of the grid (the cartesian product of ``grid``'s lists, in the order written): the
    strategy's whole DP recipe of the target run — its TrainConfig at the search's ε, with δ, the privacy unit, the
    optimiser and the schedule unchanged — with ``h``'s values set, is trained on ``P`` from the same base
@@ -55,10 +57,15 @@ fresh non-members: the search's differences are compressed (≤ 0.0015 between h
 session), and its strongest signal is the damage a rate does (the utility of ``V`` falling below the base's when the
 noisy updates move the weights too far), which is the failure the search exists to avoid (docs/results.md, seventh
 session: PDP-SGD below its base at 5·10⁻⁴); that and the noisier steps of 3 push the search towards smaller rates.
-The subspace strategies' anchors in the search are the pseudo-members ``P`` — never ``V``, whose own gradients in the
-subspace would aim the candidates at the notes they are scored on — so their projected signal is larger than the
-members' is in the target run, whose anchors are other individuals, which may favour larger rates than the run
-would (docs/methods.md §3, *Limits*).
+**The subspace strategies' anchors** are never ``V`` (whose own gradients in the subspace would aim the candidates
+at the notes they are scored on). With ``anchor_share: 0`` (the default, and the shipped searches') they are the
+pseudo-members ``P`` themselves, so a candidate's projected signal is larger than the members' is in the target run,
+whose anchors are other individuals (the reserve; the members are not among them): measured, this favours
+aggressive recipes (docs/results.md, fourteenth session: the search chose 1.5·10⁻⁴ and 32 epochs, 16.1% of the gain
+in the run, against 19.4% for 5·10⁻⁵ and 32 epochs). With ``anchor_share`` > 0 (a three-way split) the anchors are
+``A``, individuals neither trained on nor scored, as in the run: the price is fewer pseudo-members (a smaller
+expected batch at the matched rate, 3) and fewer anchor examples (``m`` is at most ``A``'s chunks). Every searched
+strategy trains on the same ``P``, so the candidates of a search stay comparable (docs/methods.md §3, *Limits*).
 """
 
 from __future__ import annotations
@@ -77,19 +84,22 @@ from toolkit.errors import ToolkitError
 GRID_KEYS = ("learning_rate", "max_grad_norm", "batch_size", "epochs")
 #: the grid's keys whose values are whole numbers
 INTEGER_KEYS = ("batch_size", "epochs")
-_BLOCK_KEYS = {"grid", "strategies", "validation_share", "epsilon"}
+_BLOCK_KEYS = {"grid", "strategies", "validation_share", "anchor_share", "epsilon"}
 
 
 @dataclass(frozen=True)
 class HpSearchConfig:
     """The frontier's ``hp_search:`` block: ``grid`` (key → candidate values, keys of :data:`GRID_KEYS`), the DP
     ``strategies`` searched (empty: every DP strategy of the frontier), ``validation_share`` of the public
-    individuals, the ``epsilon`` the candidates are trained at (the chosen values serve every ε of the frontier)."""
+    individuals, the ``epsilon`` the candidates are trained at (the chosen values serve every ε of the frontier),
+    ``anchor_share`` of the public individuals set apart as the subspace strategies' anchors (0: the pseudo-members
+    are the anchors; module docstring)."""
 
     grid: tuple[tuple[str, tuple[float, ...]], ...]
     strategies: tuple[str, ...] = ()
     validation_share: float = 0.3
     epsilon: float = 8.0
+    anchor_share: float = 0.0
 
     def candidates(self) -> list[dict[str, float]]:
         """The grid's points, in the order written (the last key varies fastest)."""
@@ -98,7 +108,7 @@ class HpSearchConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return {"grid": {k: list(v) for k, v in self.grid}, "strategies": list(self.strategies),
-                "validation_share": self.validation_share, "epsilon": self.epsilon}
+                "validation_share": self.validation_share, "anchor_share": self.anchor_share, "epsilon": self.epsilon}
 
 
 def hp_search_config(raw: Any, source: str, dp_strategies: list[str]) -> HpSearchConfig:
@@ -134,26 +144,36 @@ def hp_search_config(raw: Any, source: str, dp_strategies: list[str]) -> HpSearc
     share = raw.get("validation_share", 0.3)
     if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share < 1:
         raise ToolkitError(f"{where}.validation_share: must be a number strictly between 0 and 1, got {share!r}")
+    anchors = raw.get("anchor_share", 0.0)
+    if isinstance(anchors, bool) or not isinstance(anchors, (int, float)) or not 0 <= anchors < 1 - share:
+        raise ToolkitError(f"{where}.anchor_share: must be a number ≥ 0 and below 1 − validation_share "
+                           f"({1 - share:g}), got {anchors!r}")
     eps = raw.get("epsilon", 8.0)
     if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not 0 < eps < math.inf:
         raise ToolkitError(f"{where}.epsilon: must be a finite number > 0, got {eps!r}")
-    return HpSearchConfig(tuple(out), tuple(strategies), float(share), float(eps))
+    return HpSearchConfig(tuple(out), tuple(strategies), float(share), float(eps), float(anchors))
 
 
-def split_public(public: Corpus, share: float, seed: int) -> tuple[Corpus, Corpus]:
-    """``(pseudo-members, validation)``: the public individuals shuffled by ``seed``, the first ``round(share·n)``
-    (at least 1, leaving at least 2 pseudo-members) the validation set."""
+def split_public(public: Corpus, share: float, seed: int, anchor_share: float = 0.0) -> tuple[Corpus, Corpus, Corpus]:
+    """``(pseudo-members, validation, anchors)``: the public individuals (sorted) shuffled by ``seed``; the first
+    ``round(share·n)`` (at least 1) the validation set, the next ``round(anchor_share·n)`` (at least 1 when
+    ``anchor_share`` > 0) the anchors, the rest (at least 2) the pseudo-members. With ``anchor_share = 0`` the
+    anchors are the pseudo-members (the same object)."""
     import numpy as np
 
     people = sorted(public.person_ids)
     n_val = max(1, round(share * len(people)))
-    if len(people) - n_val < 2:
+    n_anchor = max(1, round(anchor_share * len(people))) if anchor_share > 0 else 0
+    if len(people) - n_val - n_anchor < 2:
         raise ToolkitError(f"the public split has {len(people)} individuals: too few to hold out "
-                           f"{share:g} of them and train on at least 2 (hp_search.validation_share)")
+                           f"{share:g} of them for validation{f' and {anchor_share:g} as anchors' if n_anchor else ''}"
+                           " and train on at least 2 (hp_search.validation_share, hp_search.anchor_share)")
     order = np.random.default_rng(seed).permutation(len(people))
     validation = {people[i] for i in order[:n_val]}
-    return (public.filter(person_ids=[p for p in people if p not in validation]),
-            public.filter(person_ids=[p for p in people if p in validation]))
+    anchors = {people[i] for i in order[n_val:n_val + n_anchor]}
+    pseudo = public.filter(person_ids=[p for p in people if p not in validation and p not in anchors])
+    return (pseudo, public.filter(person_ids=[p for p in people if p in validation]),
+            public.filter(person_ids=[p for p in people if p in anchors]) if n_anchor else pseudo)
 
 
 def matched_batch_size(n_target: int, batch_target: int, n_search: int) -> int:
@@ -263,8 +283,9 @@ def search_strategy(strategy: str, target, n_target: int, public: Corpus, base, 
     from toolkit.training import checkpoint_dirs, corpus_fingerprint, train
 
     out = Path(out_dir)
-    pseudo, validation = split_public(public, search.validation_share, seed)
-    fp = {"pseudo": corpus_fingerprint(pseudo), "validation": corpus_fingerprint(validation)}
+    pseudo, validation, anchors = split_public(public, search.validation_share, seed, search.anchor_share)
+    fp = {"pseudo": corpus_fingerprint(pseudo), "validation": corpus_fingerprint(validation),
+          "anchors": corpus_fingerprint(anchors)}
     ids, id_keys = {}, {}
     for part, docs in (("pseudo_members", pseudo), ("public", public)):
         inputs = IdentifiersInputs.of(identifiers, corpus_fingerprint(docs))
@@ -291,11 +312,11 @@ def search_strategy(strategy: str, target, n_target: int, public: Corpus, base, 
     for candidate in search.candidates():
         cfg, _ = candidate_config(target, candidate, n_target, n_search)
         d = out / _label(candidate)
-        # a subspace strategy's anchors: the pseudo-members, never the validation individuals it is scored on
-        inputs = TrainInputs.of(strat, cfg, base_key, fp["pseudo"], id_keys["pseudo_members"], fp["pseudo"])
+        # a subspace strategy's anchors: A (or P with anchor_share 0), never the validation individuals it is scored on
+        inputs = TrainInputs.of(strat, cfg, base_key, fp["pseudo"], id_keys["pseudo_members"], fp["anchors"])
         kw = dict(corpus=pseudo, base=base, run_dir=d / "train", strategy=strategy, config=cfg,
                   positions=ids["pseudo_members"]["positions"], spans=ids["pseudo_members"]["spans"],
-                  progress=progress, **({"public": pseudo} if strat.subspace else {}))
+                  progress=progress, **({"public": anchors} if strat.subspace else {}))
         run_step(None, "train", inputs, lambda kw=kw: train(**kw), out_dir=d / "train", name=f"train/{strategy}")
         epoch, path = checkpoint_dirs(d / "train")[-1]
         scores.append({**candidate, "validation_utility": score(key("train", inputs, f"train/{strategy}"), path,
