@@ -286,6 +286,9 @@ def test_frontier_trains_the_dp_runs_with_the_chosen_values(tmp_path, monkeypatc
 
     def fake_search(exp, search, strategies, base, base_key, out_dir, progress=False):
         searched.append((exp.training.schedule["dp"]["epsilon"], tuple(strategies), str(base)))
+        for name, status, sec in (("a/train", "done", 3.5), ("a/score", "done", 10.25), ("b/train", "running", 99.0)):
+            Path(out_dir, name).mkdir(parents=True, exist_ok=True)  # the steps a search leaves, as it leaves them
+            Path(out_dir, name, "step.json").write_text(json.dumps({"status": status, "seconds": sec}))
         return {"clm_dp_pdp": SearchResult("clm_dp_pdp", {"learning_rate": 5e-5, "max_grad_norm": 0.1},
                                            [{"learning_rate": 5e-5, "max_grad_norm": 0.1, "validation_utility": 0.5}],
                                            0.4)}
@@ -313,6 +316,11 @@ def test_frontier_trains_the_dp_runs_with_the_chosen_values(tmp_path, monkeypatc
     assert set(saved["seconds"]) == {"size-100/eps-inf", "size-100/eps-8"}  # runs only; the search's time apart
     search = json.loads((tmp_path / "out" / "hp_search.json").read_text())
     assert set(search["seconds"]) == {"100"} and search["sizes"]["100"]["clm_dp_pdp"]["chosen"]["learning_rate"] == 5e-5
+    # the search's compute: its finished steps' own seconds (3.5 + 10.25), not the invocation's wall time — the same
+    # when a later invocation finds every step cached
+    assert search["seconds"]["100"] == 13.8
+    frontier.run_frontier(cfg, tmp_path / "out", corpus_path=NOTES, progress=False, echo=False)
+    assert json.loads((tmp_path / "out" / "hp_search.json").read_text())["seconds"] == {"100": 13.8}
 
 
 def test_experiment_config_checks_a_strategy_schedule(tmp_path):

@@ -373,3 +373,32 @@ def test_the_shipped_steps_table_recomputes():
                                                                             "epochs": "highest"}
     assert json.loads((data / "frontier.json").read_text())["hp_search"]["chosen"]["100"]["clm_dp_pdp"] == \
         found["chosen"]
+
+
+def test_the_shipped_anchors_search_and_table_recompute():
+    """docs/data/frontier_reserve/anchors (docs/results.md, fifteenth session): the steps search again with the
+    anchors apart (anchor_share 0.3): it scored the same 30 validation patients (the base's score is the steps
+    search's to the last digit), trained 40 pseudo-members (100 − 30 − 30) at the rate matched to the target's 7 steps
+    per epoch, chose its argmax over all four grid points, and the run trained that choice, whose row
+    :func:`check_dp_rows` checks (32 epochs, 224 steps)."""
+    from toolkit.results.frontier import load_frontier_result
+
+    data = ROOT / "docs" / "data" / "frontier_reserve"
+    mine = json.loads((data / "anchors" / "hp_search.json").read_text())
+    steps = json.loads((data / "steps" / "hp_search.json").read_text())
+    assert mine["search"]["anchor_share"] == 0.3 and "anchors apart" in mine["search"]["data"]
+    assert {k: v for k, v in mine["search"].items() if k not in ("anchor_share", "data")} == {
+        k: v for k, v in steps["search"].items() if k != "data"}
+    found, before = mine["sizes"]["100"]["clm_dp_pdp"], steps["sizes"]["100"]["clm_dp_pdp"]
+    assert found["base_validation_utility"] == before["base_validation_utility"]
+    assert (found["search"]["n_units"], found["search"]["steps_per_epoch"]) == (40, 7)
+    assert (before["search"]["n_units"], before["search"]["steps_per_epoch"]) == (70, 7)
+    grid = [(s["learning_rate"], s["epochs"]) for s in found["scores"]]
+    assert sorted(grid) == sorted((lr, e) for lr in (5e-5, 1.5e-4) for e in (8, 32))
+    best = max(found["scores"], key=lambda s: s["validation_utility"])
+    assert found["chosen"] == {"learning_rate": best["learning_rate"], "epochs": best["epochs"]}
+    assert found["chosen"] == {"learning_rate": 5e-5, "epochs": 32}
+    t = load_frontier_result(data / "anchors").table
+    assert sorted((r.strategy, float(r.epsilon), int(r.epoch)) for r in t.itertuples()) == [
+        ("clm", float("inf"), 8), ("clm_dp_pdp", 8.0, 32)]
+    check_dp_rows(t, 100, 7, epochs=32)

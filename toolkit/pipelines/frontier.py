@@ -260,8 +260,9 @@ def search_size(cfg: FrontierConfig, size: int, corpus: str | Path, plain_dir: P
                 progress: bool = False) -> dict[str, Any]:
     """The hyper-parameter search of ``size`` (:func:`toolkit.pipelines.hp_search.experiment_search`, at
     ``hp_search.epsilon``, from the base model of the size's ε = ∞ run in ``plain_dir``) into
-    ``out/hp_search/size-N/``; its result and its seconds (this invocation's: cached steps cost nothing) are added
-    to ``out/hp_search.json``. Returns ``{strategy: result}``."""
+    ``out/hp_search/size-N/``; its result and its compute seconds are added to ``out/hp_search.json``: the seconds
+    every step of the search recorded when it ran (its ``step.json``), each step once — so a search resumed after a
+    kill, or found cached, reports what it cost, not the last invocation's wall time. Returns ``{strategy: result}``."""
     from toolkit.config.experiment import resolved_settings
     from toolkit.io import atomic_write_json
     from toolkit.pipelines.cache import read_step
@@ -277,7 +278,6 @@ def search_size(cfg: FrontierConfig, size: int, corpus: str | Path, plain_dir: P
         if not step or step.get("status") != "done":
             raise ToolkitError(f"{cfg.source}: hp_search: the base model of size {size} is not built ({base})")
         base_key = step["key"]
-    t0 = time.perf_counter()
     found = experiment_search(exp, cfg.hp_search, cfg.searched, base, base_key, out / "hp_search" / f"size-{size}",
                               progress=progress)
     path = out / "hp_search.json"
@@ -289,9 +289,19 @@ def search_size(cfg: FrontierConfig, size: int, corpus: str | Path, plain_dir: P
                                 + (", and the subspace strategies' anchors apart from both"
                                    if cfg.hp_search.anchor_share else "")},
              "sizes": {**(saved.get("sizes") or {}), str(size): {n: r.to_dict() for n, r in found.items()}},
-             "seconds": {**(saved.get("seconds") or {}), str(size): round(time.perf_counter() - t0, 1)}}
+             "seconds": {**(saved.get("seconds") or {}),
+                         str(size): _search_seconds(out / "hp_search" / f"size-{size}")}}
     atomic_write_json(saved, path)
     return found
+
+
+def _search_seconds(folder: Path) -> float:
+    """The compute seconds of a search's finished steps: the ``seconds`` of every ``step.json`` under ``folder`` whose
+    status is done (a step is one folder, so each counts once)."""
+    from toolkit.pipelines.cache import read_step
+
+    steps = (read_step(f.parent) for f in sorted(folder.rglob("step.json")))
+    return round(sum(float(s.get("seconds") or 0) for s in steps if s and s.get("status") == "done"), 1)
 
 
 def _name_search(out: Path) -> None:
