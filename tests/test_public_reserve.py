@@ -245,6 +245,23 @@ def test_the_anchors_config_is_the_steps_config_with_a_three_way_split():
                                hp_search=steps.hp_search) == steps
 
 
+def test_the_pdp_rates_config_is_the_reserve_frontier_for_pdp_with_a_three_way_split():
+    """configs/frontier_reserve_pdp_rates.yaml (docs/results.md, fifteenth session): frontier_reserve.yaml's corpus,
+    sizes, experiment and rate grid, for PDP-SGD alone at ε = 8 with anchor_share 0.3 — nothing else, so its search
+    differs from the reserve frontier's PDP-SGD search by where the anchors come from (and the pseudo-members left)."""
+    import dataclasses
+    import math
+
+    from toolkit.pipelines.frontier import load_frontier
+
+    full = load_frontier(ROOT / "configs" / "frontier_reserve.yaml")
+    cfg = load_frontier(ROOT / "configs" / "frontier_reserve_pdp_rates.yaml")
+    assert (tuple(cfg.strategies), sorted(cfg.epsilons)) == (("clm", "clm_dp_pdp"), [8.0, math.inf])
+    assert (cfg.sizes, cfg.generate_seed, cfg.experiment) == (full.sizes, full.generate_seed, full.experiment)
+    assert (full.hp_search.anchor_share, cfg.hp_search.anchor_share) == (0.0, 0.3)
+    assert dataclasses.replace(cfg.hp_search, anchor_share=0.0) == full.hp_search
+
+
 def test_the_shipped_1000_config_is_the_reserve_frontier_with_its_stated_changes():
     """docs/data/frontier_reserve/frontier_reserve1000.yaml (docs/results.md, twelfth to fourteenth sessions):
     frontier_reserve.yaml at size 1000 without DP-SGD, ε ∈ {1, 8, 16, ∞}, no search, and each DP strategy's rate the
