@@ -420,3 +420,28 @@ def test_the_shipped_anchors_search_and_table_recompute():
     assert sorted((r.strategy, float(r.epsilon), int(r.epoch)) for r in t.itertuples()) == [
         ("clm", float("inf"), 8), ("clm_dp_pdp", 8.0, 32)]
     check_dp_rows(t, 100, 7, epochs=32)
+
+
+def test_the_shipped_pdp_rates_search_and_table_recompute():
+    """docs/data/frontier_reserve/pdp_rates (docs/results.md, fifteenth session): PDP-SGD's rate searched on the
+    reserve split three ways: the reserve frontier's six rates, the same 30 validation patients as its two-way search
+    (the base's score to the last digit), 40 pseudo-members; the choice is the argmax (1.5e-4, where the two-way
+    search chose 5e-5), and the run of it is checked by :func:`check_dp_rows`."""
+    from toolkit.results.frontier import load_frontier_result
+
+    data = ROOT / "docs" / "data" / "frontier_reserve"
+    mine = json.loads((data / "pdp_rates" / "hp_search.json").read_text())
+    two_way = json.loads((data / "hp_search.json").read_text())
+    found, before = mine["sizes"]["100"]["clm_dp_pdp"], two_way["sizes"]["100"]["clm_dp_pdp"]
+    assert mine["search"]["anchor_share"] == 0.3 and mine["search"]["grid"] == two_way["search"]["grid"]
+    assert found["base_validation_utility"] == before["base_validation_utility"]
+    assert (found["search"]["n_units"], before["search"]["n_units"]) == (40, 70)
+    rates = [s["learning_rate"] for s in found["scores"]]
+    assert rates == [s["learning_rate"] for s in before["scores"]]
+    best = max(found["scores"], key=lambda s: s["validation_utility"])
+    assert found["chosen"] == {"learning_rate": best["learning_rate"]} == {"learning_rate": 1.5e-4}
+    assert before["chosen"] == {"learning_rate": 5e-5} and found["at_edge"] == {}
+    t = load_frontier_result(data / "pdp_rates").table
+    assert sorted((r.strategy, float(r.epsilon)) for r in t.itertuples()) == [("clm", float("inf")),
+                                                                                ("clm_dp_pdp", 8.0)]
+    check_dp_rows(t, 100, 7)
