@@ -88,6 +88,29 @@ def test_reserve_errors_name_the_key_and_counts_never_a_text(corpus):
         experiment(corpus, reserve=0)
 
 
+def test_the_reserve_can_start_after_a_larger_base_so_every_base_shares_it(corpus):
+    """``corpus.public_reserve_start``: the reserve is the public individuals from that index on, whatever the base's
+    size — the same four patients behind a base of 6 and a base of 8 — and never inside the base's (refused below
+    n_public, and without a reserve to place)."""
+    from toolkit.pipelines.data import load_data
+
+    order = public_order(corpus)
+    for n_public in (6, 8):
+        data = load_data(experiment(corpus, n_public=n_public, public_reserve_start=8))
+        assert list(data.public.person_ids) == order[:n_public] and list(data.reserve.person_ids) == order[8:12]
+    data = load_data(experiment(corpus, n_public=6))  # without it: right after the base's, as before
+    assert list(data.reserve.person_ids) == order[6:10]
+    cfg = experiment(corpus, n_public=6, public_reserve_start=8)
+    assert "individuals 9–12 of the split" in cfg.summary()["base model"]
+    with pytest.raises(ToolkitError, match=r"corpus.public_reserve_start.*7 is below corpus.n_public \(8\)"):
+        experiment(corpus, public_reserve_start=7)
+    with pytest.raises(ToolkitError, match=r"corpus.public_reserve_start.*needs corpus.public_reserve"):
+        experiment(corpus, reserve=None, public_reserve_start=8)
+    with pytest.raises(ToolkitError, match=r"split 'public' has 2 individuals after its first 10 "
+                                           r"\(corpus.public_reserve_start\), 4 asked"):
+        load_data(experiment(corpus, public_reserve_start=10))
+
+
 def test_the_run_pretrains_the_base_on_its_public_split_and_anchors_on_the_reserve(corpus, tmp_path, monkeypatch):
     """Spies on the base step and on training: the base is pre-trained on the first 8 public patients only, the
     subspace strategy's anchors are the reserve's documents, and the train step's key holds the reserve's
@@ -260,6 +283,48 @@ def test_the_pdp_rates_config_is_the_reserve_frontier_for_pdp_with_a_three_way_s
     assert (cfg.sizes, cfg.generate_seed, cfg.experiment) == (full.sizes, full.generate_seed, full.experiment)
     assert (full.hp_search.anchor_share, cfg.hp_search.anchor_share) == (0.0, 0.3)
     assert dataclasses.replace(cfg.hp_search, anchor_share=0.0) == full.hp_search
+
+
+def test_the_bases_reserve_config_is_the_pdp_rates_frontier_with_two_bases_and_one_reserve(corpus, tmp_path,
+                                                                                         monkeypatch):
+    """configs/frontier_bases_reserve.yaml (docs/results.md, sixteenth session): frontier_reserve_pdp_rates.yaml's
+    experiment, seed and three-way search at 100 individuals, with DP-SGD beside PDP-SGD, four of its rates, bases of
+    100 and 1,000 public patients (so no n_public of its own) and the reserve placed after the larger base; the command
+    generates 1,100 public patients, and both bases read the same reserve (patients 1,001-1,100)."""
+    import copy
+    import dataclasses
+    import math
+
+    import toolkit.cli.frontier as cli
+    from toolkit.pipelines.frontier import experiment_for, load_frontier, with_base
+
+    rates = load_frontier(ROOT / "configs" / "frontier_reserve_pdp_rates.yaml")
+    cfg = load_frontier(ROOT / "configs" / "frontier_bases_reserve.yaml")
+    assert (cfg.sizes, cfg.bases, sorted(cfg.epsilons)) == ((100,), (100, 1000), [8.0, math.inf])
+    assert tuple(cfg.strategies) == ("clm", "clm_dp", "clm_dp_pdp") and cfg.generate_seed == rates.generate_seed
+    (_, mine), = cfg.hp_search.grid
+    (_, theirs), = rates.hp_search.grid
+    assert set(mine) < set(theirs) and dataclasses.replace(cfg.hp_search, grid=rates.hp_search.grid) == rates.hp_search
+    template = copy.deepcopy(cfg.experiment)
+    assert template["corpus"].pop("public_reserve_start") == 1000
+    theirs = copy.deepcopy(rates.experiment)
+    assert theirs["corpus"].pop("n_public") == 100 and template == theirs
+    for n_public in cfg.bases:
+        exp = experiment_for(with_base(cfg, n_public), 100, 8.0, ["clm_dp_pdp"], corpus)  # any file: not read
+        assert (exp.corpus.n_public, exp.corpus.public_reserve_start, exp.corpus.public_reserve) == (n_public, 1000, 100)
+    asked = []
+
+    class Stop(Exception):
+        pass
+
+    monkeypatch.setattr(cli, "generated_corpus", lambda out, n_members, n_public, seed: asked.append(
+        (n_members, n_public, seed)) or tmp_path / "notes.jsonl")
+    monkeypatch.setattr(cli, "_one_frontier", lambda *a, **kw: (_ for _ in ()).throw(Stop()))
+    from toolkit.cli import main
+
+    with pytest.raises(Stop):
+        main(["frontier", str(ROOT / "configs" / "frontier_bases_reserve.yaml"), "--out", str(tmp_path)])
+    assert asked == [(100, 1000 + 100, 27)]
 
 
 def test_the_shipped_1000_config_is_the_reserve_frontier_with_its_stated_changes():

@@ -103,7 +103,8 @@ def cmd_frontier(args: argparse.Namespace) -> int:
         template = cfg.experiment.get("corpus") or {}
         n_public = max(full.bases) if full.bases else int(template.get("n_public") or max(full.sizes))
         # the public reserve (corpus.public_reserve): public patients after the base's, held back from it
-        corpus = generated_corpus(out, max(full.sizes), n_public + int(template.get("public_reserve") or 0),
+        start = max(n_public, int(template.get("public_reserve_start") or 0))  # the reserve's first patient
+        corpus = generated_corpus(out, max(full.sizes), start + int(template.get("public_reserve") or 0),
                                   int(cfg.generate_seed or 0))
     if not cfg.bases:
         _one_frontier(cfg, out, corpus, args)

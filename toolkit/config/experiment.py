@@ -58,7 +58,10 @@ class ExperimentConfig:
             "base model": self.model.base or f"profile {self.profile!r} ({self.model.kind})"
                           + (f", built from split {c.public_split!r}" if c.public_split else "")
                           + (f" ({c.n_public} individuals; the next {c.public_reserve} held back from it)"
-                             if c.public_reserve else ""),
+                             if c.public_reserve and c.public_reserve_start is None else "")
+                          + (f" ({c.n_public} individuals; {c.public_reserve} held back from it: individuals "
+                             f"{c.public_reserve_start + 1}–{c.public_reserve_start + c.public_reserve} of the split)"
+                             if c.public_reserve and c.public_reserve_start is not None else ""),
             "identifiers": f"detector {self.identifiers.detector}, k = {self.identifiers.k}, n = {self.identifiers.n}",
             "strategies": ", ".join(t.strategies),
             "checkpoint epochs": ", ".join(map(str, t.schedule.get("epochs", []))) or f"profile {self.profile!r}",
@@ -180,6 +183,15 @@ def experiment_from_dict(raw: dict[str, Any], *, source: str | Path = "<config>"
     if c.get("public_reserve") is not None and (c.get("public_split", "public") is None or c.get("n_public") is None):
         raise where.error("corpus.public_reserve", "needs corpus.public_split and corpus.n_public (the reserve is the "
                                                    "public individuals after the first n_public)")
+    c["public_reserve_start"] = where.integer(c.get("public_reserve_start"), "corpus.public_reserve_start", minimum=0,
+                                              allow_none=True)
+    if c["public_reserve_start"] is not None:
+        if c.get("public_reserve") is None:
+            raise where.error("corpus.public_reserve_start", "needs corpus.public_reserve (where that reserve starts)")
+        if c["public_reserve_start"] < c["n_public"]:
+            raise where.error("corpus.public_reserve_start",
+                              f"{c['public_reserve_start']} is below corpus.n_public ({c['n_public']}): the reserve "
+                              "would hold patients of the base's pre-training data")
     for key in ("member_split", "nonmember_split"):
         if key in c and not isinstance(c[key], str):
             raise where.error(f"corpus.{key}", f"must be a split name, got {c[key]!r}")

@@ -17,7 +17,9 @@ class CorpusSection:
     of the public split (None: all). ``public_reserve``: that many individuals of the public split *after* the first
     ``n_public``, held back from the base model (never in its pre-training data): the public patients a gradient-
     subspace strategy takes its anchors from and the DP hyper-parameter search trains and validates on (methods.md
-    §3); None: those use the base's own public split.
+    §3); None: those use the base's own public split. ``public_reserve_start``: where the reserve starts among the
+    public split's individuals (None: right after the first ``n_public``); never below ``n_public``, so the reserve is
+    never in the base's data. A base-strength frontier sets it to its largest base, so every base has the same reserve.
     """
 
     path: list[str]
@@ -28,6 +30,7 @@ class CorpusSection:
     n_individuals: int | None = None
     n_public: int | None = None
     public_reserve: int | None = None
+    public_reserve_start: int | None = None
 
 
 @dataclass

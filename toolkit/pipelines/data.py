@@ -73,12 +73,14 @@ def load_data(cfg: ExperimentConfig) -> ExperimentData:
     if cfg.corpus.public_split is not None and (cfg.models is None or cfg.corpus.public_split in corpus.splits):
         public = _select(corpus, cfg.corpus.public_split, cfg.corpus.n_public, "public_split", src)
         if cfg.corpus.public_reserve:
+            start = cfg.corpus.n_public if cfg.corpus.public_reserve_start is None else cfg.corpus.public_reserve_start
+            after = "corpus.n_public" if cfg.corpus.public_reserve_start is None else "corpus.public_reserve_start"
             reserve = _select(corpus, cfg.corpus.public_split, cfg.corpus.public_reserve, "public_split", src,
-                              skip=cfg.corpus.n_public)
+                              skip=start)
             if len(reserve.person_ids) < cfg.corpus.public_reserve:
                 raise ToolkitError(f"{src}: corpus.public_reserve: split {cfg.corpus.public_split!r} has "
-                                   f"{len(reserve.person_ids)} individuals after its first {cfg.corpus.n_public} "
-                                   f"(corpus.n_public), {cfg.corpus.public_reserve} asked")
+                                   f"{len(reserve.person_ids)} individuals after its first {start} "
+                                   f"({after}), {cfg.corpus.public_reserve} asked")
             _refuse_shared(src, reserve.person_ids, [*members.person_ids, *nonmembers.person_ids],
                            "of the public reserve are members or non-members")
     return ExperimentData(corpus, public, members, nonmembers, reserve=reserve)
