@@ -311,7 +311,8 @@ def test_the_bases_reserve_config_is_the_pdp_rates_frontier_with_two_bases_and_o
     assert theirs["corpus"].pop("n_public") == 100 and template == theirs
     for n_public in cfg.bases:
         exp = experiment_for(with_base(cfg, n_public), 100, 8.0, ["clm_dp_pdp"], corpus)  # any file: not read
-        assert (exp.corpus.n_public, exp.corpus.public_reserve_start, exp.corpus.public_reserve) == (n_public, 1000, 100)
+        c = exp.corpus
+        assert (c.n_public, c.public_reserve_start, c.public_reserve) == (n_public, 1000, 100)
     asked = []
 
     class Stop(Exception):
