@@ -289,7 +289,7 @@ def test_the_bases_reserve_config_is_the_pdp_rates_frontier_with_two_bases_and_o
                                                                                          monkeypatch):
     """configs/frontier_bases_reserve.yaml (docs/results.md, sixteenth session): frontier_reserve_pdp_rates.yaml's
     experiment, seed and three-way search at 100 individuals, with DP-SGD beside PDP-SGD, four of its rates, bases of
-    100 and 1,000 public patients (so no n_public of its own) and the reserve placed after the larger base; the command
+    100, 300 and 1,000 public patients (so no n_public of its own) and the reserve placed after the largest base; the command
     generates 1,100 public patients, and both bases read the same reserve (patients 1,001-1,100)."""
     import copy
     import dataclasses
@@ -300,7 +300,7 @@ def test_the_bases_reserve_config_is_the_pdp_rates_frontier_with_two_bases_and_o
 
     rates = load_frontier(ROOT / "configs" / "frontier_reserve_pdp_rates.yaml")
     cfg = load_frontier(ROOT / "configs" / "frontier_bases_reserve.yaml")
-    assert (cfg.sizes, cfg.bases, sorted(cfg.epsilons)) == ((100,), (100, 1000), [8.0, math.inf])
+    assert (cfg.sizes, cfg.bases, sorted(cfg.epsilons)) == ((100,), (100, 300, 1000), [8.0, math.inf])
     assert tuple(cfg.strategies) == ("clm", "clm_dp", "clm_dp_pdp") and cfg.generate_seed == rates.generate_seed
     (_, mine), = cfg.hp_search.grid
     (_, theirs), = rates.hp_search.grid
