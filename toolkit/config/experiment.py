@@ -51,17 +51,18 @@ class ExperimentConfig:
                                    f"n = {self.identifiers.n}",
                     "audited models": ", ".join(self.models or []), "reference": a.reference or "from run.json",
                     "seed": self.seed}
+        start = c.public_reserve_start
+        reserve = ("" if not c.public_reserve
+                   else f" ({c.n_public} individuals; the next {c.public_reserve} held back from it)" if start is None
+                   else f" ({c.n_public} individuals; {c.public_reserve} held back from it: individuals {start + 1}–"
+                        f"{start + c.public_reserve} of the split)")
         return {
             "corpus": ", ".join(Path(p).name for p in c.path),
             "members / non-members": f"split {c.member_split!r} / {c.nonmember_split!r}, "
                                      + (f"first {c.n_individuals} individuals each" if c.n_individuals else "all"),
             "base model": self.model.base or f"profile {self.profile!r} ({self.model.kind})"
                           + (f", built from split {c.public_split!r}" if c.public_split else "")
-                          + (f" ({c.n_public} individuals; the next {c.public_reserve} held back from it)"
-                             if c.public_reserve and c.public_reserve_start is None else "")
-                          + (f" ({c.n_public} individuals; {c.public_reserve} held back from it: individuals "
-                             f"{c.public_reserve_start + 1}–{c.public_reserve_start + c.public_reserve} of the split)"
-                             if c.public_reserve and c.public_reserve_start is not None else ""),
+                          + reserve,
             "identifiers": f"detector {self.identifiers.detector}, k = {self.identifiers.k}, n = {self.identifiers.n}",
             "strategies": ", ".join(t.strategies),
             "checkpoint epochs": ", ".join(map(str, t.schedule.get("epochs", []))) or f"profile {self.profile!r}",
