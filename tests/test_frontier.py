@@ -587,6 +587,52 @@ def test_table_gives_the_gain_retained_its_interval_from_the_runs_predictions(tm
     assert bare["heldout_gain_retained_low"].isna().all() and bare["heldout_gain_retained_high"].isna().all()
 
 
+def test_gain_retained_is_undefined_where_plain_fine_tuning_did_not_significantly_beat_the_base(tmp_path):
+    """Plain's held-out words drawn at the base's rate (its gain ≈ 0, not significant at 95%): every row of the size
+    has no gain retained and no interval — not a ratio over noise — the report says why, and bases_table then names
+    the DP row with the highest held-out utility. Another size, where plain clearly gains, keeps its figures."""
+    from toolkit.report.frontier import base_sentence
+    from toolkit.results.frontier import GAIN_UNDEFINED, bases_table, gain_retained
+    from toolkit.results.layout import BASE, RunLayout
+
+    assert math.isnan(gain_retained(0.7746, 0.7729, 0.7716))  # plain below the base (docs/results.md, base 300)
+    rng = __import__("numpy").random.default_rng(1)
+    members, held = [f"m{i}" for i in range(10)], [f"h{i}" for i in range(30)]
+
+    def preds(rate: float) -> pd.DataFrame:
+        people = [p for p in members + held for _ in range(20)]
+        ok = rng.random(len(people)) < rate
+        return pd.DataFrame({"person_id": people, "original": "w", "predicted": ["w" if o else "x" for o in ok],
+                             "protected": False})
+
+    pts = []
+    for size, plain_rate in ((100, 0.6), (200, 0.8)):
+        for run, name, rate, eps in ((f"s{size}-inf", "clm", plain_rate, math.inf),
+                                     (f"s{size}-8", "clm_dp", 0.62, 8.0), (f"s{size}-8", "clm_dp_pdp", 0.64, 8.0)):
+            for model, r in ((name, rate), (BASE, 0.6)):
+                d = RunLayout(tmp_path / run).audit(model, None if model == BASE else 8)
+                if not d.is_dir():
+                    d.mkdir(parents=True)
+                    t = preds(r)
+                    t.to_parquet(d / "mia_predictions.parquet")
+                    t[t["person_id"].isin(members)].to_parquet(d / "predictions.parquet")
+            held_u = float((pd.read_parquet(RunLayout(tmp_path / run).audit(name, 8) / "mia_predictions.parquet")
+                            .query("person_id in @held")["predicted"] == "w").mean())
+            p = point(size, eps, name, held_u, verdict="green" if eps < math.inf else "red",
+                      spent=None if eps == math.inf else 7.9)
+            p.run_dir, p.base_heldout_utility = str(tmp_path / run), 0.6
+            pts.append(p)
+    t = frontier_table(pts)
+    small, large = t[t["size"] == 100], t[t["size"] == 200]
+    assert small[["heldout_gain_retained", "heldout_gain_retained_low", "heldout_gain_retained_high"]].isna().all().all()
+    assert large["heldout_gain_retained"].notna().all() and large.query("dp")["heldout_gain_retained_low"].notna().all()
+    assert f"(gain retained {GAIN_UNDEFINED})" in base_sentence(small, "clm")
+    assert "undefined" not in base_sentence(large, "clm")
+    row = bases_table({300: small}).iloc[0]
+    assert row["best_gain_retained"] is None and row["best_green"]
+    assert row["best_private"] == small.query("dp").set_index("strategy")["heldout_utility"].idxmax()
+
+
 def _expected_rho(name: str, sigma: float, expected_batch: float) -> float:
     """A DP row's ρ by hand: σ·√D / E[B] with D its noised coordinates (DP-LoRA r = 8: 32,768; PDP-SGD k = 64; the
     others every weight, 941,568), GEP's with its residual at C₁ = 0.4·C and σ_r = √2·σ. The mean over an

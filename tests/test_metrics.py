@@ -406,3 +406,38 @@ def test_heldout_gain_interval_point_by_hand_and_interval_against_scipy():
     # undefined where plain gained nothing, or no held-out word
     assert all(np.isnan(heldout_gain_interval(tables["model"], tables["base"], tables["base"], people)))
     assert all(np.isnan(heldout_gain_interval(tables["model"], tables["base"], tables["plain"], ["nobody"])))
+
+
+@pytest.mark.parametrize("lift", [-0.1, 0.004, 0.08])
+def test_heldout_gain_is_undefined_where_plain_gain_is_not_significant(lift):
+    """G = (U − U_base) / (U_plain − U_base) has no bounded interval where its denominator may be 0 (Fieller): nan
+    exactly where plain's own gain, bootstrapped the same way, is not above 0 at 95% — checked against scipy's
+    percentile bootstrap of U_plain − U_base over the same individuals (below the base, a small lift, a clear one)."""
+    import scipy.stats
+
+    from toolkit.metrics.probing import heldout_gain_interval
+
+    rng = np.random.default_rng(5)
+    people = [f"p{i:02d}" for i in range(60)]
+    sizes = {p: int(rng.integers(20, 60)) for p in people}
+    skill = {p: rng.uniform(0.3, 0.7) for p in people}
+    base, plain, model = ({p: list(rng.random(sizes[p]) < skill[p] + d) for p in people} for d in (0, lift, 0.01))
+    tables = {m: _held_predictions(d) for m, d in (("base", base), ("plain", plain), ("model", model))}
+    g, lo, hi = heldout_gain_interval(tables["model"], tables["base"], tables["plain"], people, seed=0)
+
+    counts = {m: np.array([[sum(d[p]), len(d[p])] for p in people], float)
+              for m, d in (("base", base), ("plain", plain))}
+
+    def plain_gain(idx):
+        idx = np.asarray(idx, int)
+        return (counts["plain"][idx, 0].sum() / counts["plain"][idx, 1].sum()
+                - counts["base"][idx, 0].sum() / counts["base"][idx, 1].sum())
+
+    ref = scipy.stats.bootstrap((np.arange(len(people)),), plain_gain, vectorized=False, n_resamples=4000,
+                                method="percentile", random_state=np.random.default_rng(2)).confidence_interval
+    if lift == 0.08:
+        assert ref.low > 0.02 and np.isfinite([g, lo, hi]).all() and lo < g < hi
+    elif lift > 0:  # the small lift is positive in this sample, but its interval holds 0
+        assert plain_gain(range(len(people))) > 0 and ref.low < 0 < ref.high and all(np.isnan([g, lo, hi]))
+    else:  # plain below the base: no gain to retain (a negative denominator would flip G's sign)
+        assert ref.high < 0 and all(np.isnan([g, lo, hi]))

@@ -119,9 +119,11 @@ def cmd_frontier(args: argparse.Namespace) -> int:
     for r in table.itertuples(index=False):
         best = "-" if r.best_private is None else \
             f"{r.best_private} (ε={_cell(r.best_epsilon, 'g')}, {'green' if r.best_green else 'no green'})"
+        gain = _cell(r.best_gain_retained, ".0%")
+        gain = "undefined (plain did not beat the base significantly)" if gain == "-" and best != "-" else gain
         print(f"  base {r.n_public:>5}  size {r.size:>5}  base {_cell(r.base_heldout_utility, '.3f')}  plain "
-              f"{_cell(r.plain_heldout_utility, '.3f')}  best private {best}: gain retained "
-              f"{_cell(r.best_gain_retained, '.0%')}, {_cell(r.best_vs_plain, '.2f', '×')} plain")
+              f"{_cell(r.plain_heldout_utility, '.3f')}  best private {best}: gain retained {gain}, "
+              f"{_cell(r.best_vs_plain, '.2f', '×')} plain")
     return 0
 
 

@@ -173,7 +173,12 @@ def heldout_gain_interval(model: pd.DataFrame, base: pd.DataFrame, plain: pd.Dat
     individuals of ``person_ids`` with replacement — one draw for all three models, so the comparison is paired and
     the words of one patient's notes move together (they are not independent) — and recomputes G; the interval is the
     resamples' (1 − confidence)/2 and (1 + confidence)/2 quantiles (a resample with U_plain = U_base is left out).
-    Returns ``(G, low, high)``; all ``nan`` where G is undefined (no scored word, or U_plain = U_base).
+    Returns ``(G, low, high)``; all ``nan`` where G is undefined (no scored word, or U_plain ≤ U_base) or not
+    estimable: where plain fine-tuning's own gain U_plain − U_base, resampled the same way, is not above 0 at that
+    confidence (its (1 − confidence)/2 quantile ≤ 0). A ratio whose denominator may be 0 has an unbounded confidence
+    set (Fieller, 1954), and its point swings from large negative to large positive values: a base pre-trained on
+    300 patients, which plain fine-tuning on 100 did not improve (0.7716 against 0.7729), gave DP models "gains
+    retained" of 67% and −128%, their intervals 9 and 24 times as wide (docs/results.md, sixteenth session).
 
     Why: the frontier's DP rows keep a few percent of the gain at these sizes, and whether two of them differ, or
     one from zero, is a question of the held-out sample (methods.md §4; the frontier, docs/results.md).
@@ -182,19 +187,22 @@ def heldout_gain_interval(model: pd.DataFrame, base: pd.DataFrame, plain: pd.Dat
     counts = [_heldout_counts(t, people) for t in (model, base, plain)]
     (c, n), (cb, nb), (cp, npl) = counts
 
-    def gain(w: np.ndarray) -> np.ndarray:
+    def gain(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """G and plain's gain U_plain − U_base, per row of weights."""
         with np.errstate(divide="ignore", invalid="ignore"):
             u, ub, up = ((w @ x) / (w @ y) for x, y in ((c, n), (cb, nb), (cp, npl)))
-            return (u - ub) / (up - ub)
+            return (u - ub) / (up - ub), up - ub
 
-    point = float(gain(np.ones((1, len(people))))[0]) if people else math.nan
-    if not math.isfinite(point):
+    point, plain_gain = (float(x[0]) for x in gain(np.ones((1, len(people))))) if people else (math.nan, math.nan)
+    if not math.isfinite(point) or not plain_gain > 0:
         return math.nan, math.nan, math.nan
     rng = np.random.default_rng(seed)
     weights = rng.multinomial(len(people), np.full(len(people), 1 / len(people)), size=n_bootstrap).astype(float)
-    draws = gain(weights)
-    draws = draws[np.isfinite(draws)]
+    draws, plain_draws = gain(weights)
     tail = (1 - confidence) / 2
+    if not np.quantile(plain_draws[np.isfinite(plain_draws)], tail) > 0:  # plain's gain not significant: no ratio
+        return math.nan, math.nan, math.nan
+    draws = draws[np.isfinite(draws)]
     return point, float(np.quantile(draws, tail)), float(np.quantile(draws, 1 - tail))
 
 

@@ -88,14 +88,17 @@ def _float(v) -> float | None:
 
 def base_sentence(frontier: pd.DataFrame, plain: str) -> str:
     """The base model's held-out utility per corpus size (what the gain retained starts from), and why the gain is
-    undefined at a size where plain fine-tuning's equals it or where the base's is not recorded."""
+    undefined at a size where plain fine-tuning's is not (significantly) above it or where the base's is not
+    recorded."""
     parts = []
     for size, g in frontier.groupby("size"):
         base = g["base_heldout_utility"].dropna() if "base_heldout_utility" in g else []
-        plain_u = g[g["strategy"] == plain]["heldout_utility"].dropna()
+        plain_rows = g[g["strategy"] == plain]
+        plain_u = plain_rows["heldout_utility"].dropna()
+        undefined = len(plain_u) and "heldout_gain_retained" in g and plain_rows["heldout_gain_retained"].isna().all()
         if not len(base):
             parts.append(f"{size} individuals: not recorded (no gain retained)")
-        elif len(plain_u) and float(plain_u.iloc[0]) == float(base.iloc[0]):
+        elif undefined:
             parts.append(f"{size} individuals: {float(base.iloc[0]):.3f} (gain retained {GAIN_UNDEFINED})")
         elif len(plain_u) and plain_u.iloc[0]:
             b = float(base.iloc[0])

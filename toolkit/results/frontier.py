@@ -109,8 +109,8 @@ def _strongest(battery: dict[str, Any]) -> tuple[str | None, float | None]:
 
 
 #: why :func:`gain_retained` is undefined when plain fine-tuning gained nothing over the base model
-GAIN_UNDEFINED = ("undefined: plain fine-tuning's held-out utility equals the base model's, so there is no gain to "
-                  "retain")
+GAIN_UNDEFINED = ("undefined: plain fine-tuning's held-out utility is not above the base model's (or not "
+                  "significantly, where the runs' predictions are at hand), so there is no gain to retain")
 
 
 def gain_retained(u: float | None, u_base: float | None, u_plain: float | None) -> float:
@@ -129,11 +129,13 @@ def gain_retained(u: float | None, u_base: float | None, u_plain: float | None) 
     Its interval (the table's ``heldout_gain_retained_low`` / ``_high``) needs the three models' per-word predictions:
     :func:`toolkit.metrics.probing.heldout_gain_interval`, a paired bootstrap over the held-out individuals, which
     :func:`frontier_table` runs where the runs' ``audit/<model>/mia_predictions.parquet`` are at hand. Undefined —
-    ``nan``, never a division error — where ``U_plain == U_base`` (:data:`GAIN_UNDEFINED`) or any of the three is
-    missing (None / nan).
+    ``nan``, never a division error — where ``U_plain ≤ U_base`` (:data:`GAIN_UNDEFINED`: no gain to retain, and a
+    negative denominator would read a model above the base as a negative share) or any of the three is missing
+    (None / nan). :func:`frontier_table` also leaves it undefined where plain's gain is positive but not significant
+    (the interval's bootstrap, :func:`toolkit.metrics.probing.heldout_gain_interval`).
     """
     u, u_base, u_plain = _num(u), _num(u_base), _num(u_plain)
-    if u is None or u_base is None or u_plain is None or u_plain == u_base:
+    if u is None or u_base is None or u_plain is None or not u_plain > u_base:
         return math.nan
     return (u - u_base) / (u_plain - u_base)
 
@@ -226,9 +228,10 @@ def frontier_table(points: list[FrontierPoint], plain: str = "clm") -> pd.DataFr
     plain_heldout = {r["size"]: r["heldout_utility"] for r in rows if r["strategy"] == plain}
     table["heldout_gain_retained"] = [gain_retained(r["heldout_utility"], b, plain_heldout.get(r["size"]))
                                       for r, b in zip(rows, table["base_heldout_utility"])]
-    intervals = _gain_intervals(points, plain)
+    intervals, unsure = _gain_intervals(points, plain)
     table["heldout_gain_retained_low"] = [lo for lo, _ in intervals]
     table["heldout_gain_retained_high"] = [hi for _, hi in intervals]
+    table.loc[table["size"].isin(unsure), "heldout_gain_retained"] = math.nan  # plain's gain not significant
     if not len(table):
         return table.reindex(columns=list(COLUMNS))
     return table[list(COLUMNS)].sort_values(["size", "strategy", "epsilon"], ignore_index=True)
@@ -238,12 +241,14 @@ def frontier_table(points: list[FrontierPoint], plain: str = "clm") -> pd.DataFr
 GAIN_BOOTSTRAP = 2000
 
 
-def _gain_intervals(points: list[FrontierPoint], plain: str) -> list[tuple[float, float]]:
+def _gain_intervals(points: list[FrontierPoint], plain: str) -> tuple[list[tuple[float, float]], set[int]]:
     """Per point, the 95% interval of its gain retained (:func:`toolkit.metrics.probing.heldout_gain_interval`) from
     the held-out predictions of the model, the base model audited in its run, and ``plain`` at the same size; ``nan``
-    where a file is missing (a table read from points without run directories, a run without a base audit). Each
-    run's non-members are the people of its ``mia_predictions`` who are not in its member ``predictions`` (as the
-    audit counts them, :func:`toolkit.pipelines.steps.audit_checkpoint`)."""
+    where a file is missing (a table read from points without run directories, a run without a base audit) or where
+    the gain is not estimable. Each run's non-members are the people of its ``mia_predictions`` who are not in its
+    member ``predictions`` (as the audit counts them, :func:`toolkit.pipelines.steps.audit_checkpoint`). Also the
+    sizes whose gain retained is not estimable: plain's gain over the base, in plain's run, is not above 0 at 95%
+    (``heldout_gain_interval`` with plain as the model returns nan exactly then)."""
     from toolkit.metrics.probing import heldout_gain_interval
     from toolkit.results.layout import BASE, RunLayout
 
@@ -251,23 +256,30 @@ def _gain_intervals(points: list[FrontierPoint], plain: str) -> list[tuple[float
         d = RunLayout(Path(p.run_dir)).audit(name, epoch)
         return d / "mia_predictions.parquet", d / "predictions.parquet"
 
-    plain_at = {p.size: p for p in points if p.strategy == plain}
-    out = []
-    for p in points:
-        ref = plain_at.get(p.size)
-        if p.strategy == plain:  # 100% by definition
-            out.append((math.nan, math.nan))
-            continue
-        paths = [files(p, p.strategy, p.epoch), files(p, BASE, None)] + ([files(ref, plain, ref.epoch)] if ref else [])
-        if not p.run_dir or ref is None or not all(m.is_file() for m, _ in paths) or not paths[0][1].is_file():
-            out.append((math.nan, math.nan))
-            continue
+    def interval(p: FrontierPoint, ref: FrontierPoint) -> tuple[float, float, float] | None:
+        """heldout_gain_interval of ``p`` against ``ref`` (plain) and ``p``'s run's base; None without the files."""
+        if not p.run_dir or not ref.run_dir:
+            return None
+        paths = [files(p, p.strategy, p.epoch), files(p, BASE, None), files(ref, plain, ref.epoch)]
+        if not all(m.is_file() for m, _ in paths) or not paths[0][1].is_file():
+            return None
         model, base, plain_preds = (pd.read_parquet(m) for m, _ in paths)
         members = set(pd.read_parquet(paths[0][1], columns=["person_id"])["person_id"])
         held = set(model["person_id"]) - members
-        _, lo, hi = heldout_gain_interval(model, base, plain_preds, held, n_bootstrap=GAIN_BOOTSTRAP, seed=0)
-        out.append((lo, hi))
-    return out
+        return heldout_gain_interval(model, base, plain_preds, held, n_bootstrap=GAIN_BOOTSTRAP, seed=0)
+
+    plain_at = {p.size: p for p in points if p.strategy == plain}
+    unsure = set()
+    for size, ref in plain_at.items():  # plain's own gain: G = 1 wherever it is estimable
+        own = interval(ref, ref)
+        if own is not None and math.isnan(own[0]):
+            unsure.add(int(size))
+    out = []
+    for p in points:
+        ref = plain_at.get(p.size)
+        got = None if p.strategy == plain or ref is None else interval(p, ref)  # plain: 100% by definition
+        out.append((math.nan, math.nan) if got is None else got[1:])
+    return out, unsure
 
 
 def best_recipes(table: pd.DataFrame, *, min_utility: float = 0.9) -> dict[int, dict[str, Any]]:
@@ -302,15 +314,18 @@ def bases_table(results: dict[int, pd.DataFrame], plain: str = "clm") -> pd.Data
     ``(n_public, size)``: the base's held-out utility, plain fine-tuning's (``plain``) and its gain over the base
     (``plain_gain`` = U_plain − U_base), and the best private recipe — of the DP rows, the green one that kept the
     most of that gain (:func:`gain_retained`), else, without a green DP row, the DP row that kept the most
-    (``best_green`` False) — with its ε, gain retained, ratio to plain, strongest attack AUC and verdict."""
+    (``best_green`` False) — with its ε, gain retained, ratio to plain, strongest attack AUC and verdict. Where the
+    gain retained is undefined (plain's gain over the base not significant: ``best_gain_retained`` nan) the best
+    is the one with the highest held-out utility."""
     rows = []
     for n_public, table in sorted(results.items()):
         for size, g in table.groupby("size"):
             private = g[g["dp"].astype(bool)]
             green = private[private["verdict"] == "green"]
             pool = green if len(green) else private
-            ranked = pool.assign(_g=pool["heldout_gain_retained"].astype(float).fillna(-math.inf))
-            best = ranked.sort_values("_g", ascending=False, kind="stable").iloc[0] if len(ranked) else None
+            ranked = pool.assign(_g=pool["heldout_gain_retained"].astype(float).fillna(-math.inf),
+                                 _u=pool["heldout_utility"].astype(float).fillna(-math.inf))
+            best = ranked.sort_values(["_g", "_u"], ascending=False, kind="stable").iloc[0] if len(ranked) else None
             known = g["base_heldout_utility"].dropna()
             u_base = _num(known.iloc[0]) if len(known) else None
             plain_rows = g[g["strategy"] == plain]["heldout_utility"].dropna()
