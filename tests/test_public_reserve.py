@@ -513,3 +513,49 @@ def test_the_shipped_pdp_rates_search_and_table_recompute():
     assert sorted((r.strategy, float(r.epsilon)) for r in t.itertuples()) == [("clm", float("inf")),
                                                                                 ("clm_dp_pdp", 8.0)]
     check_dp_rows(t, 100, 7)
+
+
+def test_the_shipped_bases_tables_recompute():
+    """docs/data/frontier_bases_reserve (docs/results.md, sixteenth session): per base, DP-SGD and PDP-SGD at ε = 8 at
+    the rate its own search chose on the shared reserve (the argmax of every candidate the grid holds). Base 100: each
+    row checked by :func:`check_dp_rows`. Bases 300 and 1,000: plain fine-tuning's held-out utility is below the
+    base's, so no row has a gain retained or an interval (undefined, not a ratio over a negative denominator); each DP
+    row green, at the ε the accountant gives its σ. bases.csv is bases_table of the three tables."""
+    import math
+
+    import pandas as pd
+
+    from toolkit.pipelines.frontier import load_frontier
+    from toolkit.results.frontier import bases_table, load_frontier_result
+
+    data = ROOT / "docs" / "data" / "frontier_bases_reserve"
+    cfg = load_frontier(ROOT / "configs" / "frontier_bases_reserve.yaml")
+    tables = {}
+    for n in cfg.bases:
+        t = tables[n] = load_frontier_result(data / f"base-{n}").table
+        assert {(r.strategy, float(r.epsilon)) for r in t.itertuples()} == {("clm", math.inf), ("clm_dp", 8.0),
+                                                                            ("clm_dp_pdp", 8.0)}
+        plain = t[t["strategy"] == "clm"]["heldout_utility"].item()
+        if n == 100:
+            check_dp_rows(t, 100, 7)
+        else:
+            assert plain < t["base_heldout_utility"].iloc[0]
+            gains = t[["heldout_gain_retained", "heldout_gain_retained_low", "heldout_gain_retained_high"]]
+            assert gains.isna().all().all(), n
+            for _, row in t[t["dp"].astype(bool)].iterrows():
+                sigma = sigma_from_rho(row["strategy"], row["noise_to_signal"], 100 / 7)
+                assert rdp_epsilon(sigma, 1 / 7, 56) == pytest.approx(row["accountant_epsilon"], rel=1e-3)
+                assert row["verdict"] == "green" and row["accountant_epsilon"] <= 8
+        search = json.loads((data / f"base-{n}" / "hp_search.json").read_text())
+        named = json.loads((data / f"base-{n}" / "frontier.json").read_text())["hp_search"]["chosen"]["100"]
+        assert set(search["sizes"]["100"]) == set(named) == {"clm_dp", "clm_dp_pdp"}
+        for name, found in search["sizes"]["100"].items():
+            assert [s["learning_rate"] for s in found["scores"]] == list(cfg.hp_search.grid[0][1])
+            best = max(found["scores"], key=lambda s: s["validation_utility"])
+            assert found["chosen"]["learning_rate"] == best["learning_rate"] == named[name]["learning_rate"]
+    shipped = pd.read_csv(data / "bases.csv")
+    again = bases_table(tables)
+    assert list(shipped["best_private"]) == list(again["best_private"])
+    pd.testing.assert_frame_equal(shipped.drop(columns=["best_private", "best_verdict"]),
+                                  again.drop(columns=["best_private", "best_verdict"]).astype(float),
+                                  check_dtype=False)
