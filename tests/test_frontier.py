@@ -547,6 +547,17 @@ def test_levers_config_is_the_full_frontier_with_fewer_strategies():
         assert mine == theirs and set(names) <= set(all_names)
 
 
+MEMBERS, HELD = [f"m{i}" for i in range(10)], [f"h{i}" for i in range(30)]
+
+
+def word_predictions(rng, rate: float) -> pd.DataFrame:
+    """A probe's prediction table: 20 words for each of MEMBERS and HELD, each right with probability ``rate``."""
+    people = [p for p in MEMBERS + HELD for _ in range(20)]
+    ok = rng.random(len(people)) < rate
+    return pd.DataFrame({"person_id": people, "original": "w", "predicted": ["w" if o else "x" for o in ok],
+                         "protected": False})
+
+
 def test_table_gives_the_gain_retained_its_interval_from_the_runs_predictions(tmp_path):
     """Where the runs' per-word predictions are at hand, the table's interval is heldout_gain_interval's on the
     model's, its run's base model's and plain's (at the same size) held-out words; the report shows it in the cell."""
@@ -555,20 +566,14 @@ def test_table_gives_the_gain_retained_its_interval_from_the_runs_predictions(tm
     from toolkit.results.layout import BASE, RunLayout
 
     rng = __import__("numpy").random.default_rng(0)
-    members, held = [f"m{i}" for i in range(10)], [f"h{i}" for i in range(30)]
-
-    def preds(rate: float) -> pd.DataFrame:
-        people = [p for p in members + held for _ in range(20)]
-        ok = rng.random(len(people)) < rate
-        return pd.DataFrame({"person_id": people, "original": "w", "predicted": ["w" if o else "x" for o in ok],
-                             "protected": False})
+    members, held = MEMBERS, HELD
 
     files = {}
     for run, name, epoch, rate in (("eps-inf", "clm", 8, 0.8), ("eps-inf", BASE, None, 0.6),
                                    ("eps-8", "clm_dp", 8, 0.62), ("eps-8", BASE, None, 0.6)):
         d = RunLayout(tmp_path / run).audit(name, epoch)
         d.mkdir(parents=True)
-        files[(run, name)] = t = preds(rate)
+        files[(run, name)] = t = word_predictions(rng, rate)
         t.to_parquet(d / "mia_predictions.parquet")
         t[t["person_id"].isin(members)].to_parquet(d / "predictions.parquet")
     pts = [point(100, math.inf, "clm", 0.8), point(100, 8.0, "ppclm_surrogate_dp", 0.62, spent=7.9)]
@@ -597,13 +602,7 @@ def test_gain_retained_is_undefined_where_plain_fine_tuning_did_not_significantl
 
     assert math.isnan(gain_retained(0.7746, 0.7729, 0.7716))  # plain below the base (docs/results.md, base 300)
     rng = __import__("numpy").random.default_rng(1)
-    members, held = [f"m{i}" for i in range(10)], [f"h{i}" for i in range(30)]
-
-    def preds(rate: float) -> pd.DataFrame:
-        people = [p for p in members + held for _ in range(20)]
-        ok = rng.random(len(people)) < rate
-        return pd.DataFrame({"person_id": people, "original": "w", "predicted": ["w" if o else "x" for o in ok],
-                             "protected": False})
+    members, held = MEMBERS, HELD
 
     pts = []
     for size, plain_rate in ((100, 0.6), (200, 0.8)):
@@ -613,7 +612,7 @@ def test_gain_retained_is_undefined_where_plain_fine_tuning_did_not_significantl
                 d = RunLayout(tmp_path / run).audit(model, None if model == BASE else 8)
                 if not d.is_dir():
                     d.mkdir(parents=True)
-                    t = preds(r)
+                    t = word_predictions(rng, r)
                     t.to_parquet(d / "mia_predictions.parquet")
                     t[t["person_id"].isin(members)].to_parquet(d / "predictions.parquet")
             held_u = float((pd.read_parquet(RunLayout(tmp_path / run).audit(name, 8) / "mia_predictions.parquet")
