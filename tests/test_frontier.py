@@ -602,8 +602,6 @@ def test_gain_retained_is_undefined_where_plain_fine_tuning_did_not_significantl
 
     assert math.isnan(gain_retained(0.7746, 0.7729, 0.7716))  # plain below the base (docs/results.md, base 300)
     rng = __import__("numpy").random.default_rng(1)
-    members, held = MEMBERS, HELD
-
     pts = []
     for size, plain_rate in ((100, 0.6), (200, 0.8)):
         for run, name, rate, eps in ((f"s{size}-inf", "clm", plain_rate, math.inf),
@@ -614,16 +612,17 @@ def test_gain_retained_is_undefined_where_plain_fine_tuning_did_not_significantl
                     d.mkdir(parents=True)
                     t = word_predictions(rng, r)
                     t.to_parquet(d / "mia_predictions.parquet")
-                    t[t["person_id"].isin(members)].to_parquet(d / "predictions.parquet")
+                    t[t["person_id"].isin(MEMBERS)].to_parquet(d / "predictions.parquet")
             held_u = float((pd.read_parquet(RunLayout(tmp_path / run).audit(name, 8) / "mia_predictions.parquet")
-                            .query("person_id in @held")["predicted"] == "w").mean())
+                            .query("person_id in @HELD")["predicted"] == "w").mean())
             p = point(size, eps, name, held_u, verdict="green" if eps < math.inf else "red",
                       spent=None if eps == math.inf else 7.9)
             p.run_dir, p.base_heldout_utility = str(tmp_path / run), 0.6
             pts.append(p)
     t = frontier_table(pts)
     small, large = t[t["size"] == 100], t[t["size"] == 200]
-    assert small[["heldout_gain_retained", "heldout_gain_retained_low", "heldout_gain_retained_high"]].isna().all().all()
+    gains = ["heldout_gain_retained", "heldout_gain_retained_low", "heldout_gain_retained_high"]
+    assert small[gains].isna().all().all()
     assert large["heldout_gain_retained"].notna().all() and large.query("dp")["heldout_gain_retained_low"].notna().all()
     assert f"(gain retained {GAIN_UNDEFINED})" in base_sentence(small, "clm")
     assert "undefined" not in base_sentence(large, "clm")

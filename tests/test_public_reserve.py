@@ -288,9 +288,9 @@ def test_the_pdp_rates_config_is_the_reserve_frontier_for_pdp_with_a_three_way_s
 def test_the_bases_reserve_config_is_the_pdp_rates_frontier_with_two_bases_and_one_reserve(corpus, tmp_path,
                                                                                          monkeypatch):
     """configs/frontier_bases_reserve.yaml (docs/results.md, sixteenth session): frontier_reserve_pdp_rates.yaml's
-    experiment, seed and three-way search at 100 individuals, with DP-SGD beside PDP-SGD, five of its rates, bases of
-    100, 300 and 1,000 public patients (so no n_public of its own) and the reserve placed after the largest base; the command
-    generates 1,100 public patients, and both bases read the same reserve (patients 1,001-1,100)."""
+    experiment, seed and three-way search at 100 individuals, with DP-SGD beside PDP-SGD, five of its rates, bases
+    of 100, 300 and 1,000 public patients (so no n_public of its own) and the reserve placed after the largest base;
+    the command generates 1,100 public patients, and every base reads the same reserve (patients 1,001-1,100)."""
     import copy
     import dataclasses
     import math
