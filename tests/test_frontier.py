@@ -710,3 +710,22 @@ def test_shipped_levers1000_config_and_table():
     _assert_gains_recompute(t, ["clm_dp_lora", "clm_dp_gep"])
     for name in ("clm_dp_lora", "clm_dp_gep"):
         assert t.loc[name, "noise_to_signal"] == pytest.approx(_expected_rho(name, 0.644, 1000 / 63), rel=1e-3)
+
+
+def test_a_frontier_without_attacks_says_why_its_table_is_empty(tmp_path, capsys):
+    """With experiment.audit.attacks.enabled false no model gets a verdict, so the table has no row: the command says
+    so instead of printing an empty table (a utility-only diagnostic, docs/results.md, sixteenth session)."""
+    import yaml
+
+    from toolkit.cli import main
+
+    raw = yaml.safe_load((ROOT / "configs" / "frontier_reserve.yaml").read_text())
+    raw["experiment"]["audit"]["attacks"] = {"enabled": False}
+    cfg = tmp_path / "utility_only.yaml"
+    cfg.write_text(yaml.safe_dump(raw))
+    assert main(["frontier", str(cfg), "--out", str(tmp_path / "out"), "--table-only"]) == 0
+    assert "no model in the table: its rows are models with a verdict" in capsys.readouterr().out
+    raw["experiment"]["audit"]["attacks"] = {"enabled": True}
+    cfg.write_text(yaml.safe_dump(raw))
+    assert main(["frontier", str(cfg), "--out", str(tmp_path / "out2"), "--table-only"]) == 0
+    assert "no model in the table" not in capsys.readouterr().out

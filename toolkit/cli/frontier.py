@@ -140,6 +140,9 @@ def _one_frontier(cfg, out: Path, corpus, args):
     t = result.table
     print(f"{cfg.name}: {len(result.runs)} runs, {len(t)} models in {sum(result.seconds.values()):.0f} s; "
           f"wrote {out / 'frontier.csv'}, frontier.json, frontier.html")
+    if not len(t) and ((cfg.experiment.get("audit") or {}).get("attacks") or {}).get("enabled") is False:
+        print("  no model in the table: its rows are models with a verdict, and experiment.audit.attacks.enabled is "
+              "false (each run's audit/<model>/metrics.json holds the model's utility)")
     for r in t.itertuples(index=False):
         eps = epsilon_text(r.epsilon)
         ratio, gain = _cell(r.heldout_utility_vs_plain, ".2f", "×"), _cell(r.heldout_gain_retained, ".0%")
