@@ -559,3 +559,23 @@ def test_the_shipped_bases_tables_recompute():
     pd.testing.assert_frame_equal(shipped.drop(columns=["best_private", "best_verdict"]),
                                   again.drop(columns=["best_private", "best_verdict"]).astype(float),
                                   check_dtype=False)
+
+
+def test_the_bases_1000_diagnostic_config_uses_the_searches_choice():
+    """docs/data/frontier_bases_reserve/bases1000_utility.yaml (docs/results.md, sixteenth session): bases of 100 and
+    300 at 1,000 individuals, attacks off, the reserve after the larger base, and PDP-SGD's rate the one every base's
+    search of frontier_bases_reserve chose (read from the shipped searches, which read public patients only)."""
+    import math
+
+    from toolkit.pipelines.frontier import load_frontier
+
+    data = ROOT / "docs" / "data" / "frontier_bases_reserve"
+    cfg = load_frontier(data / "bases1000_utility.yaml")
+    assert (cfg.sizes, cfg.bases, sorted(cfg.epsilons), tuple(cfg.strategies)) == \
+        ((1000,), (100, 300), [8.0, math.inf], ("clm", "clm_dp_pdp"))
+    assert cfg.hp_search is None and cfg.experiment["audit"]["attacks"] == {"enabled": False}
+    corpus = cfg.experiment["corpus"]
+    assert (corpus["public_reserve"], corpus["public_reserve_start"]) == (100, max(cfg.bases))
+    chosen = {json.loads((data / f"base-{n}" / "hp_search.json").read_text())["sizes"]["100"]["clm_dp_pdp"]["chosen"]
+              ["learning_rate"] for n in (100, 300, 1000)}
+    assert chosen == {cfg.experiment["training"]["dp_schedule"]["learning_rate"]}
