@@ -73,8 +73,8 @@ def load_data(cfg: ExperimentConfig) -> ExperimentData:
     if cfg.corpus.public_split is not None and (cfg.models is None or cfg.corpus.public_split in corpus.splits):
         public = _select(corpus, cfg.corpus.public_split, cfg.corpus.n_public, "public_split", src)
         if cfg.corpus.public_reserve:
-            start = cfg.corpus.n_public if cfg.corpus.public_reserve_start is None else cfg.corpus.public_reserve_start
-            after = "corpus.n_public" if cfg.corpus.public_reserve_start is None else "corpus.public_reserve_start"
+            start, after = ((cfg.corpus.n_public, "corpus.n_public") if cfg.corpus.public_reserve_start is None
+                            else (cfg.corpus.public_reserve_start, "corpus.public_reserve_start"))
             reserve = _select(corpus, cfg.corpus.public_split, cfg.corpus.public_reserve, "public_split", src,
                               skip=start)
             if len(reserve.person_ids) < cfg.corpus.public_reserve:

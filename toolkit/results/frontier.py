@@ -249,8 +249,12 @@ def _gain_intervals(points: list[FrontierPoint], plain: str) -> tuple[list[tuple
     member ``predictions`` (as the audit counts them, :func:`toolkit.pipelines.steps.audit_checkpoint`). Also the
     sizes whose gain retained is not estimable: plain's gain over the base, in plain's run, is not above 0 at 95%
     (``heldout_gain_interval`` with plain as the model returns nan exactly then)."""
+    from functools import cache
+
     from toolkit.metrics.probing import heldout_gain_interval
     from toolkit.results.layout import BASE, RunLayout
+
+    read = cache(pd.read_parquet)  # plain's and a run's base predictions serve every point of their size: read once
 
     def files(p: FrontierPoint, name: str, epoch: int | None) -> tuple[Path, Path]:
         d = RunLayout(Path(p.run_dir)).audit(name, epoch)
@@ -263,7 +267,7 @@ def _gain_intervals(points: list[FrontierPoint], plain: str) -> tuple[list[tuple
         paths = [files(p, p.strategy, p.epoch), files(p, BASE, None), files(ref, plain, ref.epoch)]
         if not all(m.is_file() for m, _ in paths) or not paths[0][1].is_file():
             return None
-        model, base, plain_preds = (pd.read_parquet(m) for m, _ in paths)
+        model, base, plain_preds = (read(m) for m, _ in paths)
         members = set(pd.read_parquet(paths[0][1], columns=["person_id"])["person_id"])
         held = set(model["person_id"]) - members
         return heldout_gain_interval(model, base, plain_preds, held, n_bootstrap=GAIN_BOOTSTRAP, seed=0)
