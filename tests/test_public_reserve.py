@@ -354,6 +354,34 @@ def test_the_shipped_1000_config_is_the_reserve_frontier_with_its_stated_changes
     assert rates["clm_dp_pdp"] == 5e-5
 
 
+def test_the_1000_rates_config_is_the_1000_config_with_dp_sgd_and_pdp_at_the_three_way_rate():
+    """docs/data/frontier_reserve/frontier_reserve1000_rates.yaml (docs/results.md, seventeenth session):
+    frontier_reserve1000.yaml with DP-SGD at the reserve search's rate, PDP-SGD at the three-way search's rate, ε = 8
+    and ∞ — nothing else (so its ε = ∞ run and base are frontier_reserve1000's steps)."""
+    import copy
+    import math
+
+    from toolkit.pipelines.frontier import load_frontier
+
+    data = ROOT / "docs" / "data" / "frontier_reserve"
+    first = load_frontier(data / "frontier_reserve1000.yaml")
+    cfg = load_frontier(data / "frontier_reserve1000_rates.yaml")
+    assert (cfg.name, tuple(cfg.sizes), cfg.hp_search, cfg.generate_seed) == (first.name, (1000,), None,
+                                                                             first.generate_seed)
+    assert tuple(cfg.strategies) == ("clm", "clm_dp", "clm_dp_pdp") and sorted(cfg.epsilons) == [8.0, math.inf]
+    mine, theirs = copy.deepcopy(cfg.experiment), copy.deepcopy(first.experiment)
+    rates = {"clm_dp_pdp": mine["training"]["dp_schedule"].pop("learning_rate"),
+             "clm_dp": mine["training"].pop("strategy_schedules").pop("clm_dp")["learning_rate"]}
+    theirs["training"]["dp_schedule"].pop("learning_rate")
+    theirs["training"].pop("strategy_schedules")
+    assert mine == theirs
+    two_way = json.loads((data / "hp_search.json").read_text())["sizes"]["100"]
+    three_way = json.loads((data / "pdp_rates" / "hp_search.json").read_text())["sizes"]["100"]
+    assert rates == {"clm_dp": two_way["clm_dp"]["chosen"]["learning_rate"],
+                     "clm_dp_pdp": three_way["clm_dp_pdp"]["chosen"]["learning_rate"]} == {"clm_dp": 5e-4,
+                                                                                             "clm_dp_pdp": 1.5e-4}
+
+
 EPSILONS_1000 = (1.0, 4.0, 8.0, 16.0)  # PDP-SGD's ε measured at 1,000 individuals
 EPSILONS_1000_GEP = (4.0, 8.0)
 EPSILONS_1000_LORA = (4.0, 8.0, 16.0)
@@ -387,10 +415,15 @@ def rdp_epsilon(sigma: float, sample_rate: float, steps: int) -> float:
 def check_dp_rows(table, size: int, steps_per_epoch: int, epochs: int = 8) -> None:
     """Every DP row of a shipped reserve table: gain retained recomputed from the table's own utilities and inside
     its interval; green; the σ its ρ implies spends, by Opacus' accountant, the ε the table says and no more than its
-    target (``epochs`` epochs of ``steps_per_epoch`` steps, sampling rate 1/steps_per_epoch)."""
-    plain = table[table["strategy"] == "clm"]["heldout_utility"].item()
+    target (``epochs`` epochs of ``steps_per_epoch`` steps, sampling rate 1/steps_per_epoch). Plain's utility is the
+    one the row was computed against (its held-out utility over its ratio to plain): the table's plain row, or, for
+    rows added from a rebuilt ε = ∞ run (docs/data/frontier_reserve/README.md), that run's plain, which may differ
+    from the table's by float rounding only (< 10⁻⁴)."""
+    table_plain = table[table["strategy"] == "clm"]["heldout_utility"].item()
     for _, row in table[table["dp"].astype(bool)].iterrows():
         where = f"{row['strategy']} at ε = {row['epsilon']}"
+        plain = row["heldout_utility"] / row["heldout_utility_vs_plain"]
+        assert plain == pytest.approx(table_plain, abs=1e-4), where
         gain = (row["heldout_utility"] - row["base_heldout_utility"]) / (plain - row["base_heldout_utility"])
         assert row["heldout_gain_retained"] == pytest.approx(gain), where
         low, high = row["heldout_gain_retained_low"], row["heldout_gain_retained_high"]
