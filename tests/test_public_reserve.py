@@ -382,9 +382,7 @@ def test_the_1000_rates_config_is_the_1000_config_with_dp_sgd_and_pdp_at_the_thr
                                                                                              "clm_dp_pdp": 1.5e-4}
 
 
-EPSILONS_1000 = (1.0, 4.0, 8.0, 16.0)  # PDP-SGD's ε measured at 1,000 individuals
-EPSILONS_1000_GEP = (4.0, 8.0)
-EPSILONS_1000_LORA = (4.0, 8.0, 16.0)
+EPSILONS_1000 = (1.0, 4.0, 8.0, 16.0)  # every finite ε of frontier_reserve1000.yaml, measured for each DP strategy
 
 #: the coordinates each DP strategy's noise is drawn in on the CPU profile's tiny GPT-2 (training_log.json's
 #: ``noised_parameters``): every weight (DP-SGD), the k = 64 subspace (PDP-SGD), LoRA's rank-8 adapters on attention
@@ -458,16 +456,14 @@ def test_the_shipped_reserve_frontier_reads_back():
 
 
 def test_the_shipped_1000_table_recomputes():
-    """docs/data/frontier_reserve/reserve1000 (docs/results.md, twelfth to fifteenth sessions): PDP-SGD with the
-    reserve at 1,000 individuals at ε = 1, 4, 8 and 16, GEP at ε = 4 and 8, DP-LoRA at 4, 8 and 16, each row checked by
-    :func:`check_dp_rows` (E[B] = 1000/63, 504 steps)."""
+    """docs/data/frontier_reserve/reserve1000 (docs/results.md, twelfth to seventeenth sessions): PDP-SGD, GEP and
+    DP-LoRA with the reserve at 1,000 individuals at ε = 1, 4, 8 and 16, each row checked by :func:`check_dp_rows`
+    (E[B] = 1000/63, 504 steps)."""
     from toolkit.results.frontier import load_frontier_result
 
     t = load_frontier_result(ROOT / "docs" / "data" / "frontier_reserve" / "reserve1000").table
     assert sorted((r.strategy, float(r.epsilon)) for r in t.itertuples()) == sorted(
-        [("clm", float("inf"))] + [("clm_dp_gep", e) for e in EPSILONS_1000_GEP]
-        + [("clm_dp_lora", e) for e in EPSILONS_1000_LORA]
-        + [("clm_dp_pdp", e) for e in EPSILONS_1000])
+        [("clm", float("inf"))] + [(s, e) for s in ("clm_dp_gep", "clm_dp_lora", "clm_dp_pdp") for e in EPSILONS_1000])
     check_dp_rows(t, 1000, 63)
 
 
