@@ -467,6 +467,23 @@ def test_the_shipped_1000_table_recomputes():
     check_dp_rows(t, 1000, 63)
 
 
+def test_the_shipped_1000_rates_table_recomputes():
+    """docs/data/frontier_reserve/rates1000 (docs/results.md, seventeenth session): DP-SGD and PDP-SGD at the rates of
+    frontier_reserve1000_rates.yaml at ε = 8, beside plain fine-tuning, each DP row checked by :func:`check_dp_rows`;
+    its plain and base are the reserve1000 table's (the same steps: float rounding apart)."""
+    from toolkit.results.frontier import load_frontier_result
+
+    data = ROOT / "docs" / "data" / "frontier_reserve"
+    t = load_frontier_result(data / "rates1000").table
+    assert sorted((r.strategy, float(r.epsilon)) for r in t.itertuples()) == [
+        ("clm", float("inf")), ("clm_dp", 8.0), ("clm_dp_pdp", 8.0)]
+    check_dp_rows(t, 1000, 63)
+    first = load_frontier_result(data / "reserve1000").table
+    for col in ("heldout_utility", "base_heldout_utility"):
+        assert t[t["strategy"] == "clm"][col].item() == pytest.approx(first[first["strategy"] == "clm"][col].item(),
+                                                                      abs=1e-4)
+
+
 def test_the_shipped_steps_table_recomputes():
     """docs/data/frontier_reserve/steps (docs/results.md, fourteenth session): the search over PDP-SGD's rate and
     epochs scored every grid point on the reserve and chose its argmax (both keys at the grid's top, named as such);
@@ -590,21 +607,45 @@ def test_the_shipped_bases_tables_recompute():
                                   check_dtype=False)
 
 
-def test_the_bases_1000_diagnostic_config_uses_the_searches_choice():
-    """docs/data/frontier_bases_reserve/bases1000_utility.yaml (docs/results.md, sixteenth session): bases of 100 and
-    300 at 1,000 individuals, attacks off, the reserve after the larger base, and PDP-SGD's rate the one every base's
-    search of frontier_bases_reserve chose (read from the shipped searches, which read public patients only)."""
+def test_the_bases_1000_config_uses_the_searches_choice_and_the_bases_attacks():
+    """docs/data/frontier_bases_reserve/bases1000.yaml (docs/results.md, sixteenth and seventeenth sessions): bases
+    of 100 and 300 at 1,000 individuals, the reserve after the larger base, the audit (attacks included) of
+    configs/frontier_bases_reserve.yaml, and PDP-SGD's rate the one every base's search of frontier_bases_reserve
+    chose (read from the shipped searches, which read public patients only)."""
     import math
 
     from toolkit.pipelines.frontier import load_frontier
 
     data = ROOT / "docs" / "data" / "frontier_bases_reserve"
-    cfg = load_frontier(data / "bases1000_utility.yaml")
+    cfg = load_frontier(data / "bases1000.yaml")
     assert (cfg.sizes, cfg.bases, sorted(cfg.epsilons), tuple(cfg.strategies)) == \
         ((1000,), (100, 300), [8.0, math.inf], ("clm", "clm_dp_pdp"))
-    assert cfg.hp_search is None and cfg.experiment["audit"]["attacks"] == {"enabled": False}
+    at_100 = load_frontier(ROOT / "configs" / "frontier_bases_reserve.yaml")
+    assert cfg.hp_search is None and cfg.experiment["audit"] == at_100.experiment["audit"]
     corpus = cfg.experiment["corpus"]
     assert (corpus["public_reserve"], corpus["public_reserve_start"]) == (100, max(cfg.bases))
     chosen = {json.loads((data / f"base-{n}" / "hp_search.json").read_text())["sizes"]["100"]["clm_dp_pdp"]["chosen"]
               ["learning_rate"] for n in (100, 300, 1000)}
     assert chosen == {cfg.experiment["training"]["dp_schedule"]["learning_rate"]}
+
+
+def test_the_shipped_bases_1000_tables_recompute():
+    """docs/data/frontier_bases_reserve/bases1000 (docs/results.md, seventeenth session): from either base plain
+    fine-tuning gains significantly at 1,000 individuals, so every PDP-SGD row has a gain retained, checked by
+    :func:`check_dp_rows` (E[B] = 1000/63, 504 steps); bases.csv is bases_table of the two."""
+    import pandas as pd
+
+    from toolkit.results.frontier import bases_table, load_frontier_result
+
+    data = ROOT / "docs" / "data" / "frontier_bases_reserve" / "bases1000"
+    tables = {n: load_frontier_result(data / f"base-{n}").table for n in (100, 300)}
+    for n, t in tables.items():
+        assert {(r.strategy, float(r.epsilon)) for r in t.itertuples()} == {("clm", float("inf")),
+                                                                            ("clm_dp_pdp", 8.0)}, n
+        check_dp_rows(t, 1000, 63)
+    shipped = pd.read_csv(data / "bases.csv")
+    again = bases_table(tables)
+    assert list(shipped["best_private"]) == list(again["best_private"]) == ["clm_dp_pdp", "clm_dp_pdp"]
+    pd.testing.assert_frame_equal(shipped.drop(columns=["best_private", "best_verdict"]),
+                                  again.drop(columns=["best_private", "best_verdict"]).astype(float),
+                                  check_dtype=False)
