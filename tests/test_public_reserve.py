@@ -561,6 +561,21 @@ def test_the_shipped_pdp_rates_search_and_table_recompute():
     check_dp_rows(t, 100, 7)
 
 
+def check_bases_csv(data: Path, tables: dict) -> list[str]:
+    """``data/bases.csv`` is :func:`toolkit.results.frontier.bases_table` of ``tables`` (base size → frontier table);
+    returns its best private recipe per row."""
+    import pandas as pd
+
+    from toolkit.results.frontier import bases_table
+
+    shipped, again = pd.read_csv(data / "bases.csv"), bases_table(tables)
+    assert list(shipped["best_private"]) == list(again["best_private"])
+    pd.testing.assert_frame_equal(shipped.drop(columns=["best_private", "best_verdict"]),
+                                  again.drop(columns=["best_private", "best_verdict"]).astype(float),
+                                  check_dtype=False)
+    return list(shipped["best_private"])
+
+
 def test_the_shipped_bases_tables_recompute():
     """docs/data/frontier_bases_reserve (docs/results.md, sixteenth session): per base, DP-SGD and PDP-SGD at ε = 8 at
     the rate its own search chose on the shared reserve (the argmax of every candidate the grid holds). Base 100: each
@@ -569,10 +584,8 @@ def test_the_shipped_bases_tables_recompute():
     row green, at the ε the accountant gives its σ. bases.csv is bases_table of the three tables."""
     import math
 
-    import pandas as pd
-
     from toolkit.pipelines.frontier import load_frontier
-    from toolkit.results.frontier import bases_table, load_frontier_result
+    from toolkit.results.frontier import load_frontier_result
 
     data = ROOT / "docs" / "data" / "frontier_bases_reserve"
     cfg = load_frontier(ROOT / "configs" / "frontier_bases_reserve.yaml")
@@ -599,12 +612,7 @@ def test_the_shipped_bases_tables_recompute():
             assert [s["learning_rate"] for s in found["scores"]] == list(cfg.hp_search.grid[0][1])
             best = max(found["scores"], key=lambda s: s["validation_utility"])
             assert found["chosen"]["learning_rate"] == best["learning_rate"] == named[name]["learning_rate"]
-    shipped = pd.read_csv(data / "bases.csv")
-    again = bases_table(tables)
-    assert list(shipped["best_private"]) == list(again["best_private"])
-    pd.testing.assert_frame_equal(shipped.drop(columns=["best_private", "best_verdict"]),
-                                  again.drop(columns=["best_private", "best_verdict"]).astype(float),
-                                  check_dtype=False)
+    check_bases_csv(data, tables)
 
 
 def test_the_bases_1000_config_uses_the_searches_choice_and_the_bases_attacks():
@@ -633,9 +641,7 @@ def test_the_shipped_bases_1000_tables_recompute():
     """docs/data/frontier_bases_reserve/bases1000 (docs/results.md, seventeenth session): from either base plain
     fine-tuning gains significantly at 1,000 individuals, so every PDP-SGD row has a gain retained, checked by
     :func:`check_dp_rows` (E[B] = 1000/63, 504 steps); bases.csv is bases_table of the two."""
-    import pandas as pd
-
-    from toolkit.results.frontier import bases_table, load_frontier_result
+    from toolkit.results.frontier import load_frontier_result
 
     data = ROOT / "docs" / "data" / "frontier_bases_reserve" / "bases1000"
     tables = {n: load_frontier_result(data / f"base-{n}").table for n in (100, 300)}
@@ -643,9 +649,4 @@ def test_the_shipped_bases_1000_tables_recompute():
         assert {(r.strategy, float(r.epsilon)) for r in t.itertuples()} == {("clm", float("inf")),
                                                                             ("clm_dp_pdp", 8.0)}, n
         check_dp_rows(t, 1000, 63)
-    shipped = pd.read_csv(data / "bases.csv")
-    again = bases_table(tables)
-    assert list(shipped["best_private"]) == list(again["best_private"]) == ["clm_dp_pdp", "clm_dp_pdp"]
-    pd.testing.assert_frame_equal(shipped.drop(columns=["best_private", "best_verdict"]),
-                                  again.drop(columns=["best_private", "best_verdict"]).astype(float),
-                                  check_dtype=False)
+    assert check_bases_csv(data, tables) == ["clm_dp_pdp", "clm_dp_pdp"]
