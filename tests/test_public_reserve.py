@@ -357,7 +357,7 @@ def test_the_shipped_1000_config_is_the_reserve_frontier_with_its_stated_changes
 def test_the_1000_rates_config_is_the_1000_config_with_dp_sgd_and_pdp_at_the_three_way_rate():
     """docs/data/frontier_reserve/frontier_reserve1000_rates.yaml (docs/results.md, seventeenth session):
     frontier_reserve1000.yaml with DP-SGD at the reserve search's rate, PDP-SGD at the three-way search's rate, ε = 1,
-    8, 16 and ∞ — nothing else (so its ε = ∞ run and base are frontier_reserve1000's steps)."""
+    4, 8, 16 and ∞ — nothing else (so its ε = ∞ run and base are frontier_reserve1000's steps)."""
     import copy
     import math
 
@@ -368,8 +368,8 @@ def test_the_1000_rates_config_is_the_1000_config_with_dp_sgd_and_pdp_at_the_thr
     cfg = load_frontier(data / "frontier_reserve1000_rates.yaml")
     assert (cfg.name, tuple(cfg.sizes), cfg.hp_search, cfg.generate_seed) == (first.name, (1000,), None,
                                                                              first.generate_seed)
-    assert tuple(cfg.strategies) == ("clm", "clm_dp", "clm_dp_pdp") and sorted(cfg.epsilons) == [1.0, 8.0, 16.0,
-                                                                                                 math.inf]
+    assert tuple(cfg.strategies) == ("clm", "clm_dp", "clm_dp_pdp") and sorted(cfg.epsilons) == [1.0, 4.0, 8.0,
+                                                                                                 16.0, math.inf]
     mine, theirs = copy.deepcopy(cfg.experiment), copy.deepcopy(first.experiment)
     rates = {"clm_dp_pdp": mine["training"]["dp_schedule"].pop("learning_rate"),
              "clm_dp": mine["training"].pop("strategy_schedules").pop("clm_dp")["learning_rate"]}
@@ -469,15 +469,15 @@ def test_the_shipped_1000_table_recomputes():
 
 
 def test_the_shipped_1000_rates_table_recomputes():
-    """docs/data/frontier_reserve/rates1000 (docs/results.md, seventeenth session): DP-SGD at ε = 1, 8 and 16 and
-    PDP-SGD at ε = 8, at the rates of frontier_reserve1000_rates.yaml, beside plain fine-tuning, each DP row checked
+    """docs/data/frontier_reserve/rates1000 (docs/results.md, seventeenth session): DP-SGD at ε = 1, 4, 8 and 16
+    and PDP-SGD at ε = 8, at the rates of frontier_reserve1000_rates.yaml, beside plain fine-tuning, each DP row checked
     by :func:`check_dp_rows`; its plain and base are the reserve1000 table's (the same steps: float rounding apart)."""
     from toolkit.results.frontier import load_frontier_result
 
     data = ROOT / "docs" / "data" / "frontier_reserve"
     t = load_frontier_result(data / "rates1000").table
     assert sorted((r.strategy, float(r.epsilon)) for r in t.itertuples()) == [
-        ("clm", float("inf")), ("clm_dp", 1.0), ("clm_dp", 8.0), ("clm_dp", 16.0), ("clm_dp_pdp", 8.0)]
+        ("clm", float("inf"))] + [("clm_dp", e) for e in EPSILONS_1000] + [("clm_dp_pdp", 8.0)]
     check_dp_rows(t, 1000, 63)
     first = load_frontier_result(data / "reserve1000").table
     for col in ("heldout_utility", "base_heldout_utility"):
