@@ -566,8 +566,6 @@ def test_table_gives_the_gain_retained_its_interval_from_the_runs_predictions(tm
     from toolkit.results.layout import BASE, RunLayout
 
     rng = __import__("numpy").random.default_rng(0)
-    members, held = MEMBERS, HELD
-
     files = {}
     for run, name, epoch, rate in (("eps-inf", "clm", 8, 0.8), ("eps-inf", BASE, None, 0.6),
                                    ("eps-8", "clm_dp", 8, 0.62), ("eps-8", BASE, None, 0.6)):
@@ -575,14 +573,14 @@ def test_table_gives_the_gain_retained_its_interval_from_the_runs_predictions(tm
         d.mkdir(parents=True)
         files[(run, name)] = t = word_predictions(rng, rate)
         t.to_parquet(d / "mia_predictions.parquet")
-        t[t["person_id"].isin(members)].to_parquet(d / "predictions.parquet")
+        t[t["person_id"].isin(MEMBERS)].to_parquet(d / "predictions.parquet")
     pts = [point(100, math.inf, "clm", 0.8), point(100, 8.0, "ppclm_surrogate_dp", 0.62, spent=7.9)]
     pts[1].strategy = "clm_dp"
     for p, run in zip(pts, ("eps-inf", "eps-8")):
         p.run_dir, p.base_heldout_utility = str(tmp_path / run), 0.6
     t = frontier_table(pts).set_index("strategy")
     _, lo, hi = heldout_gain_interval(files[("eps-8", "clm_dp")], files[("eps-8", BASE)],
-                                      files[("eps-inf", "clm")], held, n_bootstrap=2000, seed=0)
+                                      files[("eps-inf", "clm")], HELD, n_bootstrap=2000, seed=0)
     assert (t.loc["clm_dp", "heldout_gain_retained_low"], t.loc["clm_dp", "heldout_gain_retained_high"]) == (lo, hi)
     assert lo < hi
     cell = shown_table(t.reset_index()).set_index("strategy").loc["clm_dp", "gain retained"]
