@@ -1,6 +1,6 @@
 """`make install`'s way against the obvious one, in one run: two fresh virtual environments, empty download caches.
 
-- **pip** (the Makefile before 2026-11-28, fifth session): ``pip install -c constraints.txt torch==2.13.0``, then
+- **pip** (the Makefile before `92265a9`, 2026-11-28): ``pip install -c constraints.txt torch==2.13.0``, then
   ``pip install -c constraints.txt -e ".[dev]"`` — pip resolves and downloads one package after the other and
   byte-compiles every module it installs;
 - **make install** (today): torch by pip without byte-compiling (``--no-compile``; Python compiles what it imports,

@@ -142,7 +142,7 @@ def audit_compare(run: Path, out: Path, copies: str) -> dict:
     seconds, dirs = {}, {}
     for side, k in (("estimator", copies), ("exact", "all")):
         dirs[side] = out / f"audit-{side}"
-        timed = dirs[side] / "benchmark_seconds.json"  # a side finished earlier (one side per session, if need be)
+        timed = dirs[side] / "benchmark_seconds.json"  # a side finished earlier (one side per invocation, if need be)
         if timed.is_file() and json.loads(timed.read_text(encoding="utf-8")).get("pll_copies") == k:
             seconds[side] = json.loads(timed.read_text(encoding="utf-8"))["seconds"]
             continue

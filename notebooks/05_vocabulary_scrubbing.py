@@ -164,7 +164,7 @@ candidates.head(25)[["token", "score", "n_sentences", "n_seen", "n_unseen", "bes
 # ### The review
 # The widget shows one candidate at a time (with the sentences that produced it) or a sortable table; buttons and keys
 # `n` name, `x` not a name, `u` unsure, `z` undo, `j`/`k` next/previous. Every decision is appended to the review
-# file at once, so a closed tab or a crash loses nothing and a second session resumes. In the headless run a scripted
+# file at once, so a closed tab or a crash loses nothing and a second review session resumes. In the headless run a scripted
 # review decides (from the gold spans, written to a CSV file first); interactively, set `scripted_review = None`,
 # review in the widget, then run the cells below.
 

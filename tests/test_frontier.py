@@ -664,7 +664,7 @@ def _levers_slice_rate(path: Path, strategies: tuple[str, ...]) -> float:
 
 
 def test_shipped_levers_frontier_reads_back_with_its_intervals():
-    """docs/data/frontier_levers (docs/results.md, tenth and eleventh sessions): every DP row's gain retained
+    """docs/data/frontier_levers (results.md, "levers"): every DP row's gain retained
     recomputes from the table's own utilities, lies inside its interval, and its ρ from σ = 1.0419, E[B] = 100/7 and
     its noised coordinates."""
     from toolkit.results.frontier import load_frontier_result
@@ -679,7 +679,7 @@ def test_shipped_levers_frontier_reads_back_with_its_intervals():
 
 
 def test_shipped_pdp1000_config_is_the_levers_frontier_with_its_stated_changes():
-    """docs/data/frontier_levers/frontier_pdp1000.yaml (docs/results.md, tenth session): frontier_levers.yaml at size
+    """docs/data/frontier_levers/frontier_pdp1000.yaml (results.md, "levers"): frontier_levers.yaml at size
     1000 with clm and clm_dp_pdp only, no search, and the DP rate the search chose at size 100 — nothing else."""
     data = ROOT / "docs" / "data" / "frontier_levers"
     rate = _levers_slice_rate(data / "frontier_pdp1000.yaml", ("clm", "clm_dp_pdp"))
@@ -694,7 +694,7 @@ def test_shipped_pdp1000_config_is_the_levers_frontier_with_its_stated_changes()
 
 
 def test_shipped_levers1000_config_and_table():
-    """docs/data/frontier_levers/frontier_levers1000.yaml (docs/results.md, eleventh session): frontier_levers.yaml at
+    """docs/data/frontier_levers/frontier_levers1000.yaml (results.md, "levers"): frontier_levers.yaml at
     size 1000 with clm, clm_dp_lora and clm_dp_gep only, no search, and the DP rate the search chose for both at size
     100 — nothing else; its table (levers1000/) recomputes its gains and ρ from σ = 0.644 and E[B] = 1000/63."""
     from toolkit.results.frontier import load_frontier_result
@@ -712,7 +712,7 @@ def test_shipped_levers1000_config_and_table():
 
 def test_a_frontier_without_attacks_says_why_its_table_is_empty(tmp_path, capsys):
     """With experiment.audit.attacks.enabled false no model gets a verdict, so the table has no row: the command says
-    so instead of printing an empty table (a utility-only diagnostic, docs/results.md, sixteenth session)."""
+    so instead of printing an empty table (a utility-only diagnostic, CHANGELOG.md, 2026-11-29)."""
     import yaml
 
     from toolkit.cli import main

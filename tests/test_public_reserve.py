@@ -235,7 +235,7 @@ def test_the_reserve_config_is_the_levers_frontier_with_a_reserve():
 
 
 def test_the_steps_config_is_the_reserve_frontier_with_epochs_searched():
-    """configs/frontier_reserve_steps.yaml (docs/results.md, fourteenth session): frontier_reserve.yaml's corpus, sizes
+    """configs/frontier_reserve_steps.yaml (results.md, "learning-rate search"): frontier_reserve.yaml's corpus, sizes
     and experiment, clm and clm_dp_pdp at ε = 8 and ∞, and a search of PDP-SGD over the epochs (8, 32) and the two
     rates around its choice there — nothing else, so its run shares frontier_reserve's corpus, base and members."""
     import math
@@ -253,7 +253,7 @@ def test_the_steps_config_is_the_reserve_frontier_with_epochs_searched():
 
 
 def test_the_anchors_config_is_the_steps_config_with_a_three_way_split():
-    """configs/frontier_reserve_anchors.yaml (docs/results.md, fifteenth session): the steps frontier with the search's
+    """configs/frontier_reserve_anchors.yaml (results.md, "learning-rate search"): the steps frontier with the search's
     subspace anchors apart from its pseudo-members (anchor_share 0.3) — nothing else, so the two searches differ by
     where the anchors come from (and the pseudo-members they leave), and score on the same validation patients."""
     import dataclasses
@@ -269,7 +269,7 @@ def test_the_anchors_config_is_the_steps_config_with_a_three_way_split():
 
 
 def test_the_pdp_rates_config_is_the_reserve_frontier_for_pdp_with_a_three_way_split():
-    """configs/frontier_reserve_pdp_rates.yaml (docs/results.md, fifteenth session): frontier_reserve.yaml's corpus,
+    """configs/frontier_reserve_pdp_rates.yaml (results.md, "learning-rate search"): frontier_reserve.yaml's corpus,
     sizes, experiment and rate grid, for PDP-SGD alone at ε = 8 with anchor_share 0.3 — nothing else, so its search
     differs from the reserve frontier's PDP-SGD search by where the anchors come from (and the pseudo-members left)."""
     import dataclasses
@@ -287,7 +287,7 @@ def test_the_pdp_rates_config_is_the_reserve_frontier_for_pdp_with_a_three_way_s
 
 def test_the_bases_reserve_config_is_the_pdp_rates_frontier_with_two_bases_and_one_reserve(corpus, tmp_path,
                                                                                          monkeypatch):
-    """configs/frontier_bases_reserve.yaml (docs/results.md, sixteenth session): frontier_reserve_pdp_rates.yaml's
+    """configs/frontier_bases_reserve.yaml (results.md, "base strength at 100"): frontier_reserve_pdp_rates.yaml's
     experiment, seed and three-way search at 100 individuals, with DP-SGD beside PDP-SGD, five of its rates, bases
     of 100, 300 and 1,000 public patients (so no n_public of its own) and the reserve placed after the largest base;
     the command generates 1,100 public patients, and every base reads the same reserve (patients 1,001-1,100)."""
@@ -329,7 +329,7 @@ def test_the_bases_reserve_config_is_the_pdp_rates_frontier_with_two_bases_and_o
 
 
 def test_the_shipped_1000_config_is_the_reserve_frontier_with_its_stated_changes():
-    """docs/data/frontier_reserve/frontier_reserve1000.yaml (docs/results.md, twelfth to fourteenth sessions):
+    """docs/data/frontier_reserve/frontier_reserve1000.yaml (results.md, "reserve frontier at 1,000"):
     frontier_reserve.yaml at size 1000 without DP-SGD, ε ∈ {1, 8, 16, ∞}, no search, and each DP strategy's rate the
     one the reserve search chose for it at size 100 — nothing else."""
     import copy
@@ -355,7 +355,7 @@ def test_the_shipped_1000_config_is_the_reserve_frontier_with_its_stated_changes
 
 
 def test_the_1000_rates_config_is_the_1000_config_with_dp_sgd_and_pdp_at_the_three_way_rate():
-    """docs/data/frontier_reserve/frontier_reserve1000_rates.yaml (docs/results.md, seventeenth session):
+    """docs/data/frontier_reserve/frontier_reserve1000_rates.yaml (results.md, "reserve frontier at 1,000"):
     frontier_reserve1000.yaml with DP-SGD at the reserve search's rate, PDP-SGD at the three-way search's rate, ε = 1,
     4, 8, 16 and ∞ — nothing else (so its ε = ∞ run and base are frontier_reserve1000's steps)."""
     import copy
@@ -442,7 +442,7 @@ def check_green_at_its_epsilon(row, size: int, steps_per_epoch: int, epochs: int
 
 
 def test_the_shipped_reserve_frontier_reads_back():
-    """docs/data/frontier_reserve (docs/results.md, twelfth and thirteenth sessions): DP-SGD, PDP-SGD, GEP and DP-LoRA
+    """docs/data/frontier_reserve (results.md, "reserve frontier at 100"): DP-SGD, PDP-SGD, GEP and DP-LoRA
     at every ε of the config, each row checked by :func:`check_dp_rows` (E[B] = 100/7, 56 steps); the rates are the
     reserve search's argmax, which read the reserve only."""
     from toolkit.pipelines.frontier import load_frontier
@@ -464,7 +464,7 @@ def test_the_shipped_reserve_frontier_reads_back():
 
 
 def test_the_shipped_1000_table_recomputes():
-    """docs/data/frontier_reserve/reserve1000 (docs/results.md, twelfth to seventeenth sessions): PDP-SGD, GEP and
+    """docs/data/frontier_reserve/reserve1000 (results.md, "reserve frontier at 1,000"): PDP-SGD, GEP and
     DP-LoRA with the reserve at 1,000 individuals at ε = 1, 4, 8 and 16, each row checked by :func:`check_dp_rows`
     (E[B] = 1000/63, 504 steps)."""
     from toolkit.results.frontier import load_frontier_result
@@ -476,7 +476,7 @@ def test_the_shipped_1000_table_recomputes():
 
 
 def test_the_shipped_1000_rates_table_recomputes():
-    """docs/data/frontier_reserve/rates1000 (docs/results.md, seventeenth session): DP-SGD at ε = 1, 4, 8 and 16
+    """docs/data/frontier_reserve/rates1000 (results.md, "reserve frontier at 1,000"): DP-SGD at ε = 1, 4, 8 and 16
     and PDP-SGD at ε = 8, at the rates of frontier_reserve1000_rates.yaml, beside plain fine-tuning, each DP row checked
     by :func:`check_dp_rows`; its plain and base are the reserve1000 table's (the same steps: float rounding apart)."""
     from toolkit.results.frontier import load_frontier_result
@@ -493,7 +493,7 @@ def test_the_shipped_1000_rates_table_recomputes():
 
 
 def test_the_shipped_steps_table_recomputes():
-    """docs/data/frontier_reserve/steps (docs/results.md, fourteenth session): the search over PDP-SGD's rate and
+    """docs/data/frontier_reserve/steps (results.md, "learning-rate search"): the search over PDP-SGD's rate and
     epochs scored every grid point on the reserve and chose its argmax (both keys at the grid's top, named as such);
     the run trained that choice — 32 epochs, whose σ the accountant (Opacus', from the table's ρ) says spends ε = 8
     over 224 steps — and its row is checked by :func:`check_dp_rows`."""
@@ -516,7 +516,7 @@ def test_the_shipped_steps_table_recomputes():
 
 
 def test_the_shipped_anchors_search_and_table_recompute():
-    """docs/data/frontier_reserve/anchors (docs/results.md, fifteenth session): the steps search again with the
+    """docs/data/frontier_reserve/anchors (results.md, "learning-rate search"): the steps search again with the
     anchors apart (anchor_share 0.3): it scored the same 30 validation patients (the base's score is the steps
     search's to the last digit), trained 40 pseudo-members (100 − 30 − 30) at the rate matched to the target's 7 steps
     per epoch, chose its argmax over all four grid points, and the run trained that choice, whose row
@@ -545,7 +545,7 @@ def test_the_shipped_anchors_search_and_table_recompute():
 
 
 def test_the_shipped_pdp_rates_search_and_table_recompute():
-    """docs/data/frontier_reserve/pdp_rates (docs/results.md, fifteenth session): PDP-SGD's rate searched on the
+    """docs/data/frontier_reserve/pdp_rates (results.md, "learning-rate search"): PDP-SGD's rate searched on the
     reserve split three ways: the reserve frontier's six rates, the same 30 validation patients as its two-way search
     (the base's score to the last digit), 40 pseudo-members; the choice is the argmax (1.5e-4, where the two-way
     search chose 5e-5), and the run of it is checked by :func:`check_dp_rows`."""
@@ -585,7 +585,7 @@ def check_bases_csv(data: Path, tables: dict) -> list[str]:
 
 
 def test_the_shipped_bases_tables_recompute():
-    """docs/data/frontier_bases_reserve (docs/results.md, sixteenth session): per base, DP-SGD and PDP-SGD at ε = 8 at
+    """docs/data/frontier_bases_reserve (results.md, "base strength at 100"): per base, DP-SGD and PDP-SGD at ε = 8 at
     the rate its own search chose on the shared reserve (the argmax of every candidate the grid holds). Base 100: each
     row checked by :func:`check_dp_rows`. Bases 300 and 1,000: plain fine-tuning's held-out utility is below the
     base's, so no row has a gain retained or an interval (undefined, not a ratio over a negative denominator); each DP
@@ -622,7 +622,7 @@ def test_the_shipped_bases_tables_recompute():
 
 
 def test_the_bases_1000_config_uses_the_searches_choice_and_the_bases_attacks():
-    """docs/data/frontier_bases_reserve/bases1000.yaml (docs/results.md, sixteenth and seventeenth sessions): bases
+    """docs/data/frontier_bases_reserve/bases1000.yaml (results.md, "base strength at 1,000"): bases
     of 100 and 300 at 1,000 individuals, the reserve after the larger base, the audit (attacks included) of
     configs/frontier_bases_reserve.yaml, and PDP-SGD's rate the one every base's search of frontier_bases_reserve
     chose (read from the shipped searches, which read public patients only)."""
@@ -644,7 +644,7 @@ def test_the_bases_1000_config_uses_the_searches_choice_and_the_bases_attacks():
 
 
 def test_the_shipped_bases_1000_tables_recompute():
-    """docs/data/frontier_bases_reserve/bases1000 (docs/results.md, seventeenth session): from either base plain
+    """docs/data/frontier_bases_reserve/bases1000 (results.md, "base strength at 1,000"): from either base plain
     fine-tuning gains significantly at 1,000 individuals, so every PDP-SGD row has a gain retained, checked by
     :func:`check_dp_rows` (E[B] = 1000/63, 504 steps); bases.csv is bases_table of the two."""
     from toolkit.results.frontier import load_frontier_result

@@ -63,7 +63,7 @@ def test_undo_restores_the_previous_decision_and_resumes(tmp_path):
     s.decide("name", "Mrs")
     s.decide("not_name", "Mrs")          # changed their mind
     s.decide("name", "okafor")
-    s2 = ReviewSession(candidates(), path, "alice")  # a second session: resumes, undo reaches the first's decisions
+    s2 = ReviewSession(candidates(), path, "alice")  # a second review session resumes; undo reaches the first's too
     assert s2.decisions == {"Mrs": "not_name", "okafor": "name"}
     assert s2.current == "Bowers"                     # first pending in score order
     assert s2.undo()["token"] == "okafor"

@@ -178,7 +178,7 @@ def heldout_gain_interval(model: pd.DataFrame, base: pd.DataFrame, plain: pd.Dat
     confidence (its (1 − confidence)/2 quantile ≤ 0). A ratio whose denominator may be 0 has an unbounded confidence
     set (Fieller, 1954), and its point swings from large negative to large positive values: a base pre-trained on
     300 patients, which plain fine-tuning on 100 did not improve (0.7716 against 0.7729), gave DP models "gains
-    retained" of 67% [−405%, 510%] and −128% [−1161%, 1223%] (docs/results.md, sixteenth session).
+    retained" of 67% [−405%, 510%] and −128% [−1161%, 1223%] (CHANGELOG.md, 2026-11-29, the defect fixed).
 
     Why: the frontier's DP rows keep a few percent of the gain at these sizes, and whether two of them differ, or
     one from zero, is a question of the held-out sample (methods.md §4; the frontier, docs/results.md).

@@ -53,17 +53,17 @@ patients held back from the base model's pre-training (:attr:`~toolkit.pipelines
 so fine-tuning on ``P`` teaches the base what fine-tuning on members does, and ``V`` gains as non-members would.
 Without a reserve they are the base's own public split: the pseudo-members and the validation individuals were both
 in its pre-training data, so fine-tuning on ``P`` gains less on ``V`` than fine-tuning on fresh members gains on
-fresh non-members: the search's differences are compressed (≤ 0.0015 between harmless rates, docs/results.md, tenth
-session), and its strongest signal is the damage a rate does (the utility of ``V`` falling below the base's when the
-noisy updates move the weights too far), which is the failure the search exists to avoid (docs/results.md, seventh
-session: PDP-SGD below its base at 5·10⁻⁴); that and the noisier steps of 3 push the search towards smaller rates.
+fresh non-members: the search's differences are compressed (≤ 0.0015 between harmless rates, docs/results.md,
+levers), and its strongest signal is the damage a rate does (the utility of ``V`` falling below the base's when the
+noisy updates move the weights too far), which is the failure the search exists to avoid (CHANGELOG.md, `fade1ed`:
+PDP-SGD below its base at 5·10⁻⁴); that and the noisier steps of 3 push the search towards smaller rates.
 **The subspace strategies' anchors** are never ``V`` (whose own gradients in the subspace would aim the candidates at
 the notes they are scored on). With ``anchor_share: 0`` (the default, as in the searches shipped before the option)
 they are the pseudo-members ``P`` themselves, so a candidate's projected signal is larger than the members' is in the
 target run, whose anchors are other individuals (the reserve; the members are not among them): measured, this favours
-aggressive recipes (docs/results.md, fourteenth session: the search chose 1.5·10⁻⁴ and 32 epochs, 16.1% of the gain in
+aggressive recipes (results.md, learning-rate search: the search chose 1.5·10⁻⁴ and 32 epochs, 16.1% of the gain in
 the run, against 19.4% for 5·10⁻⁵ and 32 epochs). With ``anchor_share`` > 0 (a three-way split) the anchors are ``A``,
-individuals neither trained on nor scored, as in the run (measured, fifteenth session: on the same grid it orders the
+individuals neither trained on nor scored, as in the run (measured, the same section: on the same grid it orders the
 four recipes as their runs do in five pairs of six, the two-way search in one): the price is fewer pseudo-members (a
 smaller expected batch at the matched rate, 3) and fewer anchor examples (``m`` is at most ``A``'s chunks). Every
 searched strategy trains on the same ``P``, so the candidates of a search stay comparable (docs/methods.md §3,

@@ -17,7 +17,7 @@
 fails (disk full, quota, I/O error) the file is truncated back to its length before the append and
 :class:`ReviewWriteError` is raised: nothing was recorded, the caller (the review session) keeps its previous state
 and the reviewer can decide again. So a crash, a killed kernel or a closed tab loses nothing that was acknowledged,
-and the next session replays the file and resumes.
+and the next review session replays the file and resumes.
 
 **Torn tails.** A crash (or a failure whose truncation failed too) can leave a last line without its newline; it was
 never acknowledged. Readers skip an unfinished last line with a :class:`ReviewFileWarning`; **every** append first
@@ -27,7 +27,7 @@ lacks only its newline is kept (readers count it) and gets its newline. A damage
 a **newer** ``format_version`` than this toolkit writes, is a :class:`~toolkit.errors.ToolkitError` naming the file
 and line (never silently skipped).
 
-One file holds one review (one reviewer, possibly over several sessions); reviews are compared and merged by
+One file holds one review (one reviewer, possibly over several review sessions); reviews are compared and merged by
 :mod:`toolkit.review.compare`, and :class:`~toolkit.review.session.ReviewSession` is the review state over a file.
 """
 

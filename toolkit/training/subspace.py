@@ -6,7 +6,7 @@ spanned by the gradients of *public* examples — the public reserve (``corpus.p
 back from the base model) when the corpus has one, else the public split the base was pre-trained on; never a
 member's data — so the subspace costs no privacy. Which public data matters: the base's own pre-training patients'
 gradients at its weights are what it still gets wrong on text it was trained on, and hold almost none of what
-fine-tuning on new patients teaches; patients it has not seen do (docs/results.md, twelfth session).
+fine-tuning on new patients teaches; patients it has not seen do (docs/results.md, "PDP-SGD's subspace").
 
 **The subspace.** At the current weights θ, the per-example gradients ``a_1 … a_m ∈ R^P`` of ``m`` fixed public
 anchor examples (:func:`anchor_gradients`: Opacus' per-sample gradients of the same per-example loss as training,
