@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import re
 import shlex
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -222,3 +223,82 @@ def test_readme_and_performance_state_the_newest_measurement():
     perf = _text(ROOT / "docs" / "performance.md").splitlines()
     for command, row in measure.performance_rows(newest).items():
         assert row in perf, f"docs/performance.md does not state the newest `{command}` measurement: {row}"
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# the documents speak of the software, not of its making (issue 55)
+# ------------------------------------------------------------------------------------------------------------------
+
+_ORDINALS = ("first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth|eleventh|twelfth|[a-z]+teenth|"
+             "twentieth|[0-9]+(?:st|nd|rd|th)")
+#: A development session named by its place or its relation to another one (an ordinal, "this", "an earlier", …).
+DEV_SESSION = re.compile(rf"\b(?:{_ORDINALS}|this|earlier|previous|next|last|one|an?|that|same|every|each|later)"
+                         r" sessions?\b", re.IGNORECASE)
+#: The product's and the tools' own sessions: a vocabulary review session, a browser's, a kernel's, an HTTP client's.
+PRODUCT_SESSION = re.compile(r"review sessions?|vocabulary sessions?|jupyter|kernel|browser|requests\.session|selenium",
+                             re.IGNORECASE)
+
+
+def _development_wording(line: str) -> bool:
+    return bool(DEV_SESSION.search(line)) and not PRODUCT_SESSION.search(line)
+
+
+def _tracked_text_files() -> list[Path]:
+    """Every file git tracks that reads as UTF-8 text (no NUL byte)."""
+    try:
+        out = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip("not a git checkout")
+    files = []
+    for name in sorted(n for n in out.decode().split("\0") if n):
+        path = ROOT / name
+        if not path.is_file():
+            continue
+        data = path.read_bytes()
+        if b"\0" in data:
+            continue
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        files.append(path)
+    return files
+
+
+def test_the_pattern_finds_development_wording_and_spares_the_product():
+    """The check below could pass by matching nothing: the pattern must flag sentences of the kind the project
+    held, and leave the review session and the browser's alone."""
+    said = "as measured in " + "the eighth" + " session"
+    assert _development_wording(said)
+    assert _development_wording("An earlier " + "session" + " found it")
+    assert _development_wording("docs/results.md, twelfth and thirteenth " + "sessions")
+    assert _development_wording("Not run this " + "session")
+    assert not _development_wording("a second review " + "session" + " resumes where the first stopped")
+    assert not _development_wording("the browser's " + "session" + " cookie")
+    assert not _development_wording("row['sessions'] counts the reviewer's sittings")
+
+
+def test_no_tracked_file_speaks_of_development_sessions():
+    """Nowhere in the project (docs, configs, data READMEs, code, tests, notebooks) does a sentence speak of how it
+    was developed: a reader has commits and dates."""
+    files = _tracked_text_files()
+    assert len(files) > 100 and ROOT / "README.md" in files, len(files)
+    found = []
+    for path in files:
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if _development_wording(line):
+                found.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()[:100]}")
+    assert not found, "development-session wording (give the commit and date instead):\n" + "\n".join(found)
+
+
+def test_results_opens_with_current_figures_not_a_diary():
+    """docs/results.md is one section per experiment, each naming its date and commit; its history is CHANGELOG.md's
+    (no section headed by a date, the diary's form)."""
+    text = _text(ROOT / "docs" / "results.md")
+    sections = re.split(r"^## ", text, flags=re.MULTILINE)[1:]
+    assert len(sections) >= 10, len(sections)
+    dated_heading = [s.splitlines()[0] for s in sections if re.match(r"\d{4}-\d{2}-\d{2}", s)]
+    assert not dated_heading, f"sections headed by a date (history goes to CHANGELOG.md): {dated_heading}"
+    missing = [s.splitlines()[0] for s in sections
+               if not (re.search(r"\b20\d\d-\d\d-\d\d\b", s) and re.search(r"`[0-9a-f]{7,40}`", s))]
+    assert not missing, f"docs/results.md sections without a date and a commit: {missing}"
