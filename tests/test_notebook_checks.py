@@ -141,7 +141,7 @@ def test_the_summary_page_lists_each_notebook_s_issues_and_demo_fails_on_a_trace
 
     monkeypatch.setattr(notebooks, "run_notebook", fake_run)
     args = argparse.Namespace(notebooks=str(nb_dir), out=str(tmp_path / "out"), only=None, profile="cpu",
-                              parameters=None)
+                              parameters=None, workshop=False, force=False)
     assert cmd_demo(args) == 1  # every notebook "ran", but 02_b's executed copy holds a traceback
     page = (tmp_path / "out" / "index.html").read_text(encoding="utf-8")
     assert "cell 1: log: 1 log line, first: [run] base" in page and "cell 1: traceback: KeyError raised" in page

@@ -41,9 +41,17 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from toolkit.pipelines.notebooks import read_demo_parameters, run_notebooks
 
+    shipped: set[str] = set()
+    if args.workshop:  # the shipped results copied into the work folders first; those notebooks only read them
+        from toolkit.pipelines.workshop import PARAMETERS, install
+
+        for name, what in install(only=args.only, force=args.force).items():
+            print(f"{name}: shipped results {what}", flush=True)
+            shipped.add(name)
+        args.parameters = args.parameters or str(PARAMETERS)
     own = read_demo_parameters(args.parameters) if args.parameters else None
     results = run_notebooks(Path(args.notebooks), Path(args.out), only=args.only, profile=args.profile,
-                            per_notebook=own)
+                            per_notebook=own, require_cached=shipped)
     # a traceback in an executed copy fails the demo even where the notebook went on (a caught, printed error)
     return 0 if all(r.ok and not r.traceback for r in results) else 1
 
@@ -83,4 +91,10 @@ def register(sub) -> None:
     s.add_argument("--profile", default="cpu", help="profile parameter passed to every notebook")
     s.add_argument("--parameters", metavar="YAML",
                    help="parameters per notebook over its defaults (make demo: notebooks/demo.yaml)")
+    s.add_argument("--workshop", action="store_true",
+                   help="workshop mode (make workshop): copy the shipped results (prebuilt/notebooks/) into the "
+                        "notebooks' work folders first, run those notebooks with every step required cached, "
+                        "parameters notebooks/workshop.yaml unless --parameters")
+    s.add_argument("--force", action="store_true",
+                   help="with --workshop: replace a work folder that holds another run's results")
     s.set_defaults(func=cmd_demo)

@@ -91,10 +91,14 @@ def read_demo_parameters(path: str | Path) -> dict[str, dict[str, Any]]:
 
 def run_notebooks(notebook_dir: Path, out_dir: Path, *, only: list[str] | None = None, profile: str = "cpu",
                   parameters: dict[str, Any] | None = None,
-                  per_notebook: dict[str, dict[str, Any]] | None = None) -> list[NotebookRun]:
+                  per_notebook: dict[str, dict[str, Any]] | None = None,
+                  require_cached: set[str] | frozenset[str] = frozenset()) -> list[NotebookRun]:
     """Run every ``*.ipynb`` in ``notebook_dir`` (sorted; filtered by name prefixes ``only``), owner-only.
     ``parameters`` go to every notebook, ``per_notebook[name]`` to that one (over them); a name of ``per_notebook``
-    that is no notebook of the folder is a :class:`ToolkitError` (a typo would silently run the defaults)."""
+    that is no notebook of the folder is a :class:`ToolkitError` (a typo would silently run the defaults).
+    ``require_cached``: notebooks whose kernel runs with
+    :data:`~toolkit.pipelines.cache.REQUIRE_CACHED` set (workshop mode: they read shipped results, a step that would
+    run fails the notebook)."""
     from toolkit.errors import ToolkitError
 
     names = {p.stem for p in notebook_dir.glob("*.ipynb")}
@@ -103,22 +107,35 @@ def run_notebooks(notebook_dir: Path, out_dir: Path, *, only: list[str] | None =
         raise ToolkitError(f"demo parameters for {unknown[0]!r}, which is no notebook of {notebook_dir}")
     with private_umask():  # the executed copies and everything the kernels write hold corpus text
         return _run_notebooks(notebook_dir, out_dir, only=only, profile=profile, parameters=parameters,
-                              per_notebook=per_notebook or {})
+                              per_notebook=per_notebook or {}, require_cached=set(require_cached))
 
 
 def _run_notebooks(notebook_dir: Path, out_dir: Path, *, only: list[str] | None, profile: str,
-                   parameters: dict[str, Any] | None, per_notebook: dict[str, dict[str, Any]]) -> list[NotebookRun]:
+                   parameters: dict[str, Any] | None, per_notebook: dict[str, dict[str, Any]],
+                   require_cached: set[str] = frozenset()) -> list[NotebookRun]:
+    import os
+
+    from toolkit.pipelines.cache import REQUIRE_CACHED
+
     paths = sorted(p for p in notebook_dir.glob("*.ipynb") if not only or any(p.name.startswith(o) for o in only))
     results: list[NotebookRun] = []
     for i, path in enumerate(paths, 1):
         own = per_notebook.get(path.stem, {})
         print(f"[{i}/{len(paths)}] {path.stem} ..." + (f" ({_settings(own)})" if own else ""), flush=True)
         t0 = time.perf_counter()
+        before = os.environ.get(REQUIRE_CACHED)
+        if path.stem in require_cached:
+            os.environ[REQUIRE_CACHED] = "1"  # the kernel inherits it
         try:
             run_notebook(path, out_dir, {"profile": profile, **(parameters or {}), **own})
             results.append(NotebookRun(path.stem, True, time.perf_counter() - t0))
         except Exception as exc:  # noqa: BLE001 — report and go on with the other notebooks
             results.append(NotebookRun(path.stem, False, time.perf_counter() - t0, f"{type(exc).__name__}: {exc}"))
+        finally:
+            if before is None:
+                os.environ.pop(REQUIRE_CACHED, None)
+            else:
+                os.environ[REQUIRE_CACHED] = before
         r = results[-1]
         r.issues = _output_issues(out_dir / path.name)
         print(f"[{i}/{len(paths)}] {path.stem}: {'done' if r.ok else 'FAILED'} in {r.seconds:.1f} s"
