@@ -53,10 +53,16 @@ def _open(browser, base: str, path: str) -> None:
 
 
 def _lab(tmp_path):
+    """Lab on a folder of its own, with its own settings: every cell in the page (no windowing: a cell far down is
+    otherwise not in the DOM until scrolled to), no news or update checks."""
     root = tmp_path / "root"
     root.mkdir()
-    return root, jupyter("lab", [f"--ServerApp.root_dir={root}", "--LabApp.news_url=", "--LabApp.check_for_updates_class="
-                                 "jupyterlab.NeverCheckForUpdate"], tmp_path / "lab.log")
+    settings = tmp_path / "lab-settings" / "@jupyterlab" / "notebook-extension"
+    settings.mkdir(parents=True)
+    (settings / "tracker.jupyterlab-settings").write_text(json.dumps({"windowingMode": "none"}), encoding="utf-8")
+    return root, jupyter("lab", [f"--ServerApp.root_dir={root}", "--LabApp.news_url=",
+                                 "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
+                         tmp_path / "lab.log", env={"JUPYTERLAB_SETTINGS_DIR": str(tmp_path / "lab-settings")})
 
 
 def test_notebook_01_k_slider_changes_the_read_out(tmp_path, browser):
@@ -99,11 +105,15 @@ def test_notebook_05_three_judgements_survive_a_reload(tmp_path, browser):
         "work_dir": str(work)})
 
     def run_review_cell():
+        # textContent, not the rendered text: Lab renders cells out of view lazily (content-visibility)
         cell = next(c for c in browser.find_elements(By.CSS_SELECTOR, ".jp-CodeCell")
-                    if "widget.widget" in c.find_element(By.CSS_SELECTOR, ".jp-InputArea").text)
+                    if "widget.widget" in (c.find_element(By.CSS_SELECTOR, ".jp-InputArea")
+                                           .get_attribute("textContent") or ""))
+        browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", cell)
         cell.find_element(By.CSS_SELECTOR, ".jp-InputPrompt").click()  # select it (command mode)
         return cell
 
+    browser.set_page_load_timeout(240)  # Lab with a notebook's outputs, on a loaded machine
     with server as base:
         _open(browser, base, path)
         cell = run_review_cell()
@@ -121,8 +131,7 @@ def test_notebook_05_three_judgements_survive_a_reload(tmp_path, browser):
         assert [r["decision"] for r in records] == ["name", "not_name", "unsure"]
         assert {r["reviewer"] for r in records} == {"tester"}
 
-        browser.refresh()  # the page reloaded; the review cell run again: a new session replays the review file
-        _open(browser, base, path)
+        _open(browser, base, path)  # the page loaded again; the review cell run again: a new session replays the file
         cell = run_review_cell()
         ActionChains(browser).key_down(Keys.SHIFT).send_keys(Keys.ENTER).key_up(Keys.SHIFT).perform()
         wait_text(browser, ".review-progress", f"3 / {total} decided", timeout=120)
