@@ -158,3 +158,24 @@ def test_every_notebook_has_two_to_four_exercises_each_with_a_solution(notebook)
         assert cells[i].cell_type == "markdown" and cells[i].source.lstrip().startswith(f"**Exercise {n}.**")
         nxt = cells[i + 1] if i + 1 < len(cells) else None
         assert nxt is not None and nxt.cell_type == "code" and "solution" in nxt.metadata.get("tags", [])
+
+
+def test_workshop_mode_runs_the_shipped_and_the_listed_notebooks_and_names_the_others(tmp_path, monkeypatch):
+    work = _fake_work(tmp_path)
+    into = tmp_path / "shipped"
+    monkeypatch.setattr(workshop, "default_work_dir", lambda name, *a: tmp_path / "outputs" / "work" / name)
+    workshop.ship("00_x", work_dir=work, into=into, parameters={})
+    shutil.rmtree(work)  # a fresh clone: no work folder yet
+    notebooks = tmp_path / "nb"
+    notebooks.mkdir()
+    for name in ("00_x", "01_y", "02_z"):
+        (notebooks / f"{name}.ipynb").write_text("{}")
+    listed = tmp_path / "workshop.yaml"
+    listed.write_text("01_y: {}\n")
+    plan = workshop.prepare_workshop(notebooks, parameters=listed, into=into)
+    assert plan.shipped == {"00_x"} and plan.run == ["00_x", "01_y"] and plan.parameters == listed
+    assert plan.lines == ["00_x: shipped results copied",
+                          "workshop mode: no shipped results for 02_z (run them live: make demo)"]
+    home = (notebooks / workshop.read_record(into / "00_x")["work_dir"]).resolve()  # relative to the notebooks
+    assert (home / "audit/clm/metrics.json").is_file()  # copied where the notebook's cache finds it
+    assert workshop.prepare_workshop(notebooks, parameters=listed, into=into, only=["02"]).run == []

@@ -44,24 +44,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
     shipped: set[str] = set()
     only = args.only
     if args.workshop:  # the shipped results copied into the work folders first; those notebooks only read them
-        from toolkit.pipelines.workshop import PARAMETERS, install
+        from toolkit.pipelines.workshop import prepare_workshop
 
-        for name, what in install(only=args.only, force=args.force).items():
-            print(f"{name}: shipped results {what}", flush=True)
-            shipped.add(name)
-        args.parameters = args.parameters or str(PARAMETERS)
-        # the notebooks with shipped results and those workshop.yaml lists (they run in seconds without); the
-        # others would train at their full size for an hour: left out, said so
-        listed = set(read_demo_parameters(args.parameters))
-        names = sorted(n for n in shipped | listed if not args.only or any(n.startswith(o) for o in args.only))
-        left = sorted(p.stem for p in Path(args.notebooks).glob("*.ipynb") if p.stem not in names
-                      and (not args.only or any(p.stem.startswith(o) for o in args.only)))
-        if left:
-            print(f"workshop mode: no shipped results for {', '.join(left)} (run them live: make demo)", flush=True)
-        if not names:
-            print("workshop mode: no notebook to run", flush=True)
+        plan = prepare_workshop(Path(args.notebooks), only=args.only, force=args.force, parameters=args.parameters)
+        print("\n".join(plan.lines), flush=True)
+        if not plan.run:
             return 1
-        only = names
+        shipped, only, args.parameters = plan.shipped, plan.run, str(plan.parameters)
     own = read_demo_parameters(args.parameters) if args.parameters else None
     results = run_notebooks(Path(args.notebooks), Path(args.out), only=only, profile=args.profile,
                             per_notebook=own, require_cached=shipped)

@@ -38,6 +38,7 @@ import sys
 import tempfile
 import time
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -258,6 +259,41 @@ def install(into: str | Path = SHIPPED, *, notebooks: str | Path = ROOT / "noteb
     return done
 
 
+@dataclass
+class WorkshopPlan:
+    """What ``toolkit demo --workshop`` runs (:func:`prepare_workshop`): the notebooks with shipped results
+    (``shipped``: run with every step required cached), every notebook to run (``run``), the parameters file, and one
+    line per notebook to print."""
+
+    shipped: set[str]
+    run: list[str]
+    parameters: Path
+    lines: list[str]
+
+
+def prepare_workshop(notebooks: Path, *, only: list[str] | None = None, force: bool = False,
+                     parameters: str | Path | None = None, into: str | Path = SHIPPED) -> WorkshopPlan:
+    """Install the shipped runs (:func:`install`; names starting with one of ``only``) and choose the notebooks of
+    workshop mode: those with shipped results and those ``parameters`` (default :data:`PARAMETERS`) lists — they run
+    in seconds; any other would train at its full size for up to an hour and is left out, said so."""
+    from toolkit.pipelines.notebooks import read_demo_parameters
+
+    def wanted(name: str) -> bool:
+        return not only or any(name.startswith(o) for o in only)
+
+    lines = [f"{name}: shipped results {what}" for name, what in install(into, notebooks=notebooks, force=force,
+                                                                          only=only).items()]
+    shipped = {line.split(":", 1)[0] for line in lines}
+    params = Path(parameters) if parameters else PARAMETERS
+    run = sorted(n for n in shipped | set(read_demo_parameters(params)) if wanted(n))
+    left = sorted(p.stem for p in Path(notebooks).glob("*.ipynb") if p.stem not in run and wanted(p.stem))
+    if left:
+        lines.append(f"workshop mode: no shipped results for {', '.join(left)} (run them live: make demo)")
+    if not run:
+        lines.append("workshop mode: no notebook to run")
+    return WorkshopPlan(shipped, run, params, lines)
+
+
 @contextmanager
 def require_cached():
     """Every step must be found done (:data:`~toolkit.pipelines.cache.REQUIRE_CACHED`) inside the block."""
@@ -371,4 +407,5 @@ if __name__ == "__main__":
 
 
 __all__ = ["LEFT_OUT_DIRS", "PARAMETERS", "RECORD", "SHIPPED", "TOKENIZER_FILES", "WEIGHT_SUFFIXES", "check_shipped",
-           "default_work_dir", "install", "read_record", "require_cached", "ship", "shipped", "shipped_config"]
+           "WorkshopPlan", "default_work_dir", "install", "prepare_workshop", "read_record", "require_cached", "ship",
+           "shipped", "shipped_config"]
