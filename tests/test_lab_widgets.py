@@ -104,11 +104,18 @@ def test_notebook_05_three_judgements_survive_a_reload(tmp_path, browser):
         "medroberta_sentences": str(ROOT / "data_external" / "medroberta_anonymization_testset.csv"),
         "work_dir": str(work)})
 
-    def run_review_cell():
+    def review_cell(d):
         # textContent, not the rendered text: Lab renders cells out of view lazily (content-visibility)
-        cell = next(c for c in browser.find_elements(By.CSS_SELECTOR, ".jp-CodeCell")
-                    if "widget.widget" in (c.find_element(By.CSS_SELECTOR, ".jp-InputArea")
-                                           .get_attribute("textContent") or ""))
+        return next((c for c in d.find_elements(By.CSS_SELECTOR, ".jp-CodeCell")
+                     if "widget.widget" in (c.find_element(By.CSS_SELECTOR, ".jp-InputArea")
+                                            .get_attribute("textContent") or "")), False)
+
+    def run_review_cell():
+        from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
+        from selenium.webdriver.support.ui import WebDriverWait
+
+        cell = WebDriverWait(browser, 120, poll_frequency=0.5, ignored_exceptions=(
+            StaleElementReferenceException, NoSuchElementException)).until(review_cell)  # the notebook's cells load
         browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", cell)
         cell.find_element(By.CSS_SELECTOR, ".jp-InputPrompt").click()  # select it (command mode)
         return cell

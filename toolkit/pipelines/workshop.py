@@ -7,7 +7,9 @@ attack scores, verdicts, regurgitation, the training logs and each checkpoint's 
 weights** (``*.safetensors``, ``*.bin``, the trainer's resume state; a checkpoint folder gets
 :data:`~toolkit.models.WEIGHTS_NOT_SHIPPED` instead), without the run's lock and manifest (the next run writes its
 own), with ``shipped.json``: the notebook, its work folder, the parameters it ran with (``notebooks/workshop.yaml``),
-the key of every step, the commit and date. A quick start ships in about 1 MB instead of 49.
+the key of every step, the commit and date. A step already under ``prebuilt/<key>/`` (a tiny base, RMIA's reference
+models, notebook 05's model) is not shipped twice: the notebook copies it from there, weights included, as on any
+first run. The quick start's 49 MB work folder ships in about 2 MB.
 
 :func:`install` (``make workshop``) copies each shipped folder into the notebook's work folder; the notebook then
 finds every step current by the one cache rule and only reads. ``make workshop`` runs the notebooks with
@@ -91,6 +93,13 @@ def _steps(folder: Path) -> dict[str, str]:
     return out
 
 
+def _prebuilt_keys(folder: Path = ROOT / "prebuilt") -> set[str]:
+    """The keys of the finished steps shipped under ``prebuilt/<key>/``."""
+    from toolkit.pipelines.cache import is_current
+
+    return {p.name for p in folder.iterdir() if p.is_dir() and is_current(p, p.name)} if folder.is_dir() else set()
+
+
 def _relative(value: Any, root: str, placeholder: str = _PLACEHOLDER) -> Any:
     """``value`` with every string under the folder ``root`` written ``placeholder/…`` (``{root}``: the repository;
     ``{work_dir}``: the work folder) — a shipped file holds no machine path."""
@@ -146,6 +155,11 @@ def ship(notebook: str, *, work_dir: str | Path | None = None, into: str | Path 
     steps = _steps(work)
     if not steps:
         raise ToolkitError(f"{work}: no cached step: nothing to ship")
+    # a step already under prebuilt/ by its key (a tiny base, RMIA's reference models, notebook 05's model) is not
+    # shipped twice: the notebook copies it from there, with its weights, as on any first run
+    prebuilt = _prebuilt_keys()
+    from_prebuilt = sorted(rel for rel, key in steps.items() if key in prebuilt)
+    steps = {rel: key for rel, key in steps.items() if rel not in from_prebuilt}
     if parameters is None:
         from toolkit.pipelines.notebooks import read_demo_parameters
 
@@ -160,7 +174,10 @@ def ship(notebook: str, *, work_dir: str | Path | None = None, into: str | Path 
         def ignore(d, names):
             nonlocal left_out
             weights = any(n.endswith(WEIGHT_SUFFIXES) for n in names)
-            skip = [n for n in names if n in LEFT_OUT_DIRS and (Path(d) / n).is_dir()
+            here = Path(d).resolve()
+            skip = [n for n in names if (here / n).is_dir() and os.path.relpath(here / n, work) in from_prebuilt]
+            names = [n for n in names if n not in skip]
+            skip += [n for n in names if n in LEFT_OUT_DIRS and (Path(d) / n).is_dir()
                     or n.endswith(WEIGHT_SUFFIXES) or (weights and n in TOKENIZER_FILES)
                     or (Path(d).resolve() == work and n in LEFT_OUT_FILES)]
             left_out += sum(1 for n in skip if n.endswith(WEIGHT_SUFFIXES))
@@ -182,7 +199,8 @@ def ship(notebook: str, *, work_dir: str | Path | None = None, into: str | Path 
                 p.write_text(json.dumps(new, indent=1) + "\n", encoding="utf-8")
         home = default_work_dir(notebook)  # where install() puts it back, whichever folder was shipped
         record: dict[str, Any] = {"notebook": notebook, "work_dir": os.path.relpath(home, ROOT / "notebooks"),
-                                  "parameters": parameters, "steps": steps, "commit": _commit(),
+                                  "parameters": parameters, "steps": steps, "from_prebuilt": from_prebuilt,
+                                  "commit": _commit(),
                                   "date": time.strftime("%Y-%m-%d"), "weights_left_out": left_out}
         config = work / "config.yaml"
         if config.is_file() and (work / "manifest.json").is_file():  # a run of toolkit.pipelines.lm_experiment
@@ -363,7 +381,7 @@ def check_shipped(folder: str | Path) -> float:
         with require_cached():
             result = run_experiment(cfg, work, progress=False, echo=False)
         seconds = time.perf_counter() - t0
-    ran = [s["name"] for s in result.manifest["steps"] if s["status"] not in ("cached", "external")
+    ran = [s["name"] for s in result.manifest["steps"] if s["status"] not in ("cached", "prebuilt", "external")
            and s["name"] != "data"]
     if ran:  # pragma: no cover - begin_step refuses first; kept as the rule's statement
         raise ToolkitError(f"{folder}: steps {', '.join(ran)} were not found cached")
