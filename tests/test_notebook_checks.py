@@ -198,3 +198,24 @@ def test_a_notebook_bar_closes_at_its_final_count_or_vanishes():
     assert "early:  30%" in early[0]["data"]["text/plain"]
     found = check_node(nb)
     assert [(i.kind, i.cell) for i in found] == [("progress", 3)]  # only the bar that did stop short
+
+
+def test_workshop_notebooks_run_with_every_step_required_cached_and_the_others_not(tmp_path, monkeypatch):
+    import os
+
+    from toolkit.pipelines.cache import REQUIRE_CACHED
+
+    nb_dir = tmp_path / "nb"
+    nb_dir.mkdir()
+    for name in ("00_a.ipynb", "01_b.ipynb"):
+        (nb_dir / name).write_text("{}", encoding="utf-8")
+    seen = {}
+
+    def fake_run(path, out_dir, parameters=None, **kw):
+        seen[path.stem] = os.environ.get(REQUIRE_CACHED)
+        return out_dir / path.name
+
+    monkeypatch.setattr(notebooks, "run_notebook", fake_run)
+    monkeypatch.delenv(REQUIRE_CACHED, raising=False)
+    notebooks.run_notebooks(nb_dir, tmp_path / "out", require_cached={"00_a"})
+    assert seen == {"00_a": "1", "01_b": None} and REQUIRE_CACHED not in os.environ
