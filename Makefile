@@ -16,7 +16,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 PIP    := $(PY) -m pip install --progress-bar off -c constraints.txt
 
-.PHONY: install test test-fast demo demo-full lab benchmark samples clean fuzz quickstart git-filters screenshots prebuilt measure
+.PHONY: install test test-fast demo demo-full workshop lab benchmark samples clean fuzz quickstart git-filters screenshots prebuilt measure
 
 # Notebooks are committed stripped. With this git filter (set up by `make install`), opening a notebook in Lab —
 # which adds the kernel's language_info, outputs and execution counts — does not make it show as modified.
@@ -63,6 +63,12 @@ test-fast: $(STAMP)
 # laptop), or at the notebooks' own defaults (demo-full: about an hour there)
 demo: $(STAMP)
 	$(PY) -m toolkit demo --notebooks notebooks --out outputs --profile cpu --parameters notebooks/demo.yaml
+
+# workshop mode (docs/workshop.md): the shipped results of finished runs (prebuilt/notebooks/) copied into outputs/work/
+# first, so each notebook that has them only reads (a step that would run stops with an error instead of training);
+# parameters notebooks/workshop.yaml; executed copies under outputs/workshop/
+workshop: $(STAMP)
+	$(PY) -m toolkit demo --workshop --notebooks notebooks --out outputs/workshop --profile cpu
 
 demo-full: $(STAMP)
 	$(PY) -m toolkit demo --notebooks notebooks --out outputs --profile cpu

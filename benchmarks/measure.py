@@ -1,10 +1,12 @@
 """What a newcomer waits for, measured as a newcomer gets it: a fresh clone of the current commit, empty caches,
-``make install``, ``make test``, ``make test-fast``, ``make demo`` and the quick start, one after the other on this
-machine; the figures and the commit go to docs/measurements.json (newest last), the rows of docs/performance.md and
-the lines of README.md that state them (tests/test_docs.py checks that they agree).
+``make install``, ``make test``, ``make test-fast``, ``make workshop``, ``make demo`` and the quick start, one after the
+other on this machine; the figures and the commit go to docs/measurements.json (newest last), the rows of
+docs/performance.md and the lines of README.md that state them (tests/test_docs.py checks that they agree), and each
+notebook's time in workshop mode to docs/workshop.md's table (its section "Measured times").
 
     python benchmarks/measure.py                  # or: make measure (about an hour on the 2-core machine)
     python benchmarks/measure.py --only test      # a subset (install is always run: a fresh clone has no .venv)
+    python benchmarks/measure.py --only workshop  # each notebook in workshop mode (make workshop), from a fresh clone
 
 "Empty caches": every cache the tools write (pip's wheels, Hugging Face, matplotlib's fonts, the toolkit's NER cache)
 goes under ``XDG_CACHE_HOME`` = a new empty folder; the pip configuration (indexes) is the machine's. The clone is
@@ -30,7 +32,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORDS = ROOT / "docs" / "measurements.json"
-STEPS = ("install", "quickstart", "test", "test-fast", "demo")
+#: workshop before demo: it copies the shipped results into the notebooks' work folders, which a demo's live run fills
+STEPS = ("install", "quickstart", "test", "test-fast", "workshop", "demo")
 #: Python settings of the measuring session that a newcomer's shell would not have
 _SESSION_PYTHON_VARS = ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONEXECUTABLE", "PYTHONUSERBASE")
 
@@ -39,6 +42,7 @@ COMMANDS = {"install": ["make", "install"],
                            "runs/quickstart", "--quiet"],
             "test": ["make", "test", "PYTEST_ARGS=--durations=40"],
             "test-fast": ["make", "test-fast"],
+            "workshop": ["make", "workshop"],
             "demo": ["make", "demo"]}
 
 
@@ -234,6 +238,23 @@ def write_docs(r: dict, root: Path = ROOT) -> None:
     if r["steps"].get("test", {}).get("durations"):
         text = _with_section(text, DURATIONS_HEADING, durations_section(r))
     perf.write_text(text, encoding="utf-8")
+    if "workshop" in r["steps"]:
+        plan = root / "docs" / "workshop.md"
+        plan.write_text(_with_section(plan.read_text(encoding="utf-8"), WORKSHOP_HEADING, workshop_section(r)),
+                        encoding="utf-8")
+
+
+WORKSHOP_HEADING = "## Measured times"
+
+
+def workshop_section(r: dict) -> str:
+    """docs/workshop.md's table of each notebook's seconds in workshop mode (``make workshop``, fresh clone)."""
+    w = r["steps"]["workshop"]
+    rows = "\n".join(f"| {name} | {'ok' if v['ok'] else 'FAILED'} | {v['seconds']:.1f} |"
+                      for name, v in sorted(w["notebooks"].items()))
+    return (f"{WORKSHOP_HEADING}\n\n`make workshop` from a fresh clone (`python benchmarks/measure.py --only workshop`): "
+            f"{duration(w['seconds'])} wall, {w['ok']}/{w['of']} notebooks ok; {_where(r)}; {_machine(r)}.\n\n"
+            f"| notebook | status | seconds in workshop mode |\n|---|---|---|\n{rows}\n")
 
 
 # ---- running ---------------------------------------------------------------------------------------------------------
@@ -254,7 +275,7 @@ def run_step(name: str, cwd: Path, env: dict, log_dir: Path) -> dict:
     out = {"seconds": round(seconds, 1), "exit_status": rc, "load_before": round(load, 2)}
     if name in ("test", "test-fast"):
         out.update(parse_pytest(text))
-    elif name == "demo":
+    elif name in ("demo", "workshop"):
         out.update(parse_demo(text))
     print(f"[measure] {name}: {duration(seconds)}, exit status {rc}", flush=True)
     return out

@@ -3,7 +3,15 @@ selenium-manager never downloads anything) and waits that treat a re-rendered el
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -39,7 +47,13 @@ def browser(tmp_path):
     driver.set_page_load_timeout(60)
     try:
         yield driver
+    except BaseException:
+        raise
     finally:
+        try:  # what the page showed last, for a failing test (under the test's tmp_path)
+            driver.save_screenshot(str(tmp_path / "last-page.png"))
+        except Exception:  # noqa: BLE001 — a browser already gone
+            pass
         driver.quit()
 
 
@@ -82,3 +96,53 @@ def click(driver, css: str, timeout: float = 30) -> None:
 
     WebDriverWait(driver, timeout, poll_frequency=0.2,
                   ignored_exceptions=(StaleElementReferenceException, NoSuchElementException)).until(press)
+
+
+@contextlib.contextmanager
+def jupyter(app: str, options: list[str], log: Path, env: dict[str, str] | None = None):
+    """``jupyter APP`` (``lab``, ``server``) with ``options`` on a free port behind token ``t``, in its own process
+    group (Lab and the kernels it starts), ``env`` added to the environment; yields its base URL once it answers,
+    then stops it (a minute to shut a kernel down, as that is slow on a loaded machine, then killed)."""
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "jupyter", app, *options, f"--port={port}", "--no-browser",
+                             "--IdentityProvider.token=t", "--allow-root"], env={**os.environ, **(env or {})},
+                            stdout=subprocess.DEVNULL, stderr=open(log, "wb"), cwd=log.parent, start_new_session=True)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                urllib.request.urlopen(f"{base}/api/status?token=t", timeout=5).close()
+                break
+            except (ConnectionError, urllib.error.URLError):
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise RuntimeError(log.read_text()[-2000:]) from None
+                time.sleep(0.3)
+        yield base
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+
+
+def lab_command(driver, menu: str, item: str, timeout: float = 60) -> None:
+    """Run a JupyterLab command from its menu bar: open ``menu`` ("Run"), click its item labelled ``item``
+    ("Run All Cells")."""
+    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    def press(d, css, label):
+        for el in d.find_elements(By.CSS_SELECTOR, css):
+            if el.text.strip() == label:
+                el.click()
+                return True
+        return False
+
+    WebDriverWait(driver, timeout, poll_frequency=0.3, ignored_exceptions=(StaleElementReferenceException,)).until(
+        lambda d: press(d, ".lm-MenuBar-item", menu))
+    WebDriverWait(driver, timeout, poll_frequency=0.3, ignored_exceptions=(StaleElementReferenceException,)).until(
+        lambda d: press(d, ".lm-Menu .lm-Menu-item", item))

@@ -92,3 +92,26 @@ def test_written_documents_state_the_record(tmp_path):
     readme2 = (tmp_path / "README.md").read_text(encoding="utf-8")
     assert perf2 == perf and readme2 == readme
     assert len(json.loads((tmp_path / "docs" / "measurements.json").read_text(encoding="utf-8"))) == 2
+
+
+def test_the_workshop_step_times_each_notebook_and_docs_workshop_states_it(tmp_path):
+    """``make workshop`` is a step of the measurement (before ``make demo``: a fresh clone's work folders); its table
+    is read like the demo's and written to docs/workshop.md's "Measured times", replaced on the next measurement."""
+    assert measure.STEPS.index("workshop") < measure.STEPS.index("demo")
+    assert measure.COMMANDS["workshop"] == ["make", "workshop"]
+    text = ("[1/2] 00_quickstart ...\n[1/2] 00_quickstart: done in 41.2 s\nnotebook  status  seconds  time\n"
+            "00_quickstart  ok  41.2  0:41\n01_identifier_analysis  FAILED  20.0  0:20\ntotal  1/2  61.2  1:01\n")
+    got = measure.parse_demo(text)
+    (tmp_path / "docs").mkdir()
+    for name in ("README.md", "docs/performance.md", "docs/workshop.md"):
+        shutil.copy(ROOT / name, tmp_path / name)
+    record = {"commit": "abcdef0123456789", "date": "2026-12-02", "machine": {"cores": 2, "memory_gib": 24},
+              "steps": {"install": {"seconds": 250.4, "load_before": 0.1},
+                        "workshop": {"seconds": 70.3, "load_before": 0.2, **got}}}
+    measure.write_docs(record, root=tmp_path)
+    plan = (tmp_path / "docs" / "workshop.md").read_text(encoding="utf-8")
+    assert "| 00_quickstart | ok | 41.2 |" in plan and "| 01_identifier_analysis | FAILED | 20.0 |" in plan
+    assert "1 min 10 s wall, 1/2 notebooks ok; commit `abcdef0`, 2026-12-02" in plan
+    measure.write_docs(record, root=tmp_path)
+    assert (tmp_path / "docs" / "workshop.md").read_text(encoding="utf-8") == plan
+    assert plan.count(measure.WORKSHOP_HEADING) == 1

@@ -172,6 +172,10 @@ def model_kind(model) -> str:
     raise ToolkitError(f"{name} is neither a masked nor a causal language model")
 
 
+#: the file a shipped result (:mod:`toolkit.pipelines.workshop`) leaves in a checkpoint folder whose weights it left out
+WEIGHTS_NOT_SHIPPED = "WEIGHTS_NOT_SHIPPED.txt"
+
+
 def load_model(name_or_path: str | Path, kind: str | None = None):
     """Load ``(model, tokenizer)`` from a Hugging Face id or a local directory, without network access by default.
 
@@ -191,6 +195,9 @@ def load_model(name_or_path: str | Path, kind: str | None = None):
         raise ToolkitError(f"{src}: no such model directory")
     if local and not (Path(src) / "config.json").is_file():
         raise ToolkitError(f"{src}: no config.json — not a saved Hugging Face model directory")
+    if local and (Path(src) / WEIGHTS_NOT_SHIPPED).is_file():
+        raise ToolkitError(f"{src}: a shipped result without its model weights (workshop mode, prebuilt/notebooks/): this "
+                           "step needs the model — run the notebook live (another work_dir, or make demo)")
     if local and not any((Path(src) / f).is_file() for f in TOKENIZER_FILES):
         raise ToolkitError(f"{src}: no tokenizer files (expected one of {', '.join(TOKENIZER_FILES)}); save the "
                            "tokenizer with the model (tokenizer.save_pretrained)")

@@ -50,10 +50,29 @@ def is_current(out_dir: str | Path, key: str, check: str | None = None) -> bool:
                 and (check is None or (Path(out_dir) / check).exists()))
 
 
+#: set (to any non-empty value) where every step must be found done — a notebook in workshop mode, which reads the
+#: shipped results of a finished run (:mod:`toolkit.pipelines.workshop`): a step that would run stops with a
+#: :class:`~toolkit.errors.ToolkitError` instead of training for minutes over a shipped result without its weights
+REQUIRE_CACHED = "TOOLKIT_REQUIRE_CACHED"
+
+
 def begin_step(name: str, out_dir: str | Path, key: str, inputs: dict[str, Any], *, resumable: bool = False) -> bool:
     """Prepare ``out_dir`` for a run of the step: stale output removed (kept when a resumable step with the same key
-    was interrupted), ``step.json`` marked running. Returns True when it resumes."""
+    was interrupted), ``step.json`` marked running. Returns True when it resumes. Where :data:`REQUIRE_CACHED` is set,
+    a :class:`~toolkit.errors.ToolkitError` naming the step instead (nothing removed)."""
+    import os
+
     out = Path(out_dir)
+    if os.environ.get(REQUIRE_CACHED):
+        from toolkit.errors import ToolkitError
+
+        old = read_step(out)
+        why = "not in the shipped results" if old is None else (
+            f"its key is {key[:12]}…, the shipped one {str(old.get('key'))[:12]}…" if old.get("key") != key
+            else f"its output is {old.get('status', 'unfinished')}")
+        raise ToolkitError(f"{out}: step {name} would run ({why}): the shipped results are not this code's or these "
+                           f"parameters' (re-ship them: python -m toolkit.pipelines.workshop --ship NOTEBOOK), or "
+                           f"run live without {REQUIRE_CACHED}")
     old = read_step(out)
     keep = resumable and old is not None and old.get("key") == key and old.get("status") == "running"
     if out.exists() and not keep:
@@ -181,5 +200,5 @@ class StepCache:
         self._say(f"[run] {name}: done in {seconds:.1f} s{where}")
 
 
-__all__ = ["STEP_VERSION", "StepCache", "begin_step", "cached_step", "copy_prebuilt", "finish_step", "is_current",
+__all__ = ["REQUIRE_CACHED", "STEP_VERSION", "StepCache", "begin_step", "cached_step", "copy_prebuilt", "finish_step", "is_current",
            "prebuilt_copy", "read_step", "step_key"]

@@ -129,8 +129,10 @@ def base_step(cfg: ExperimentConfig, settings: dict[str, Any], data: ExperimentD
 
 
 def run_experiment(cfg: ExperimentConfig, out_dir: str | Path, *, progress: bool = True,
-                   echo: bool = True) -> RunResult:
-    """Run ``cfg`` into ``out_dir`` (see the module docstring): every step skipped when up to date.
+                   echo: bool | None = None) -> RunResult:
+    """Run ``cfg`` into ``out_dir`` (see the module docstring): every step skipped when up to date. ``echo``: one
+    ``[run]`` line per step; by default on a terminal or in a log, not in a notebook kernel (a notebook shows the
+    manifest's step table instead; its executed copy must hold no log lines).
 
     Under ``accelerate launch`` (several processes) every process trains (the HF Trainer's data parallelism); the
     analysis runs on the main process first, the others then find it cached; audits and the manifest are written by
@@ -157,6 +159,10 @@ def run_experiment(cfg: ExperimentConfig, out_dir: str | Path, *, progress: bool
     from toolkit.strategies import get_strategy
     from toolkit.training import checkpoint_dirs, corpus_fingerprint
 
+    if echo is None:
+        from toolkit.progress import stream_kind
+
+        echo = stream_kind() != "notebook"
     with private_umask(), keyed_hashing(out_dir), ExitStack() as held:  # owner-only files; the run's hash key
         run_dir = make_private_dir(out_dir)
         layout = RunLayout(run_dir)
@@ -350,7 +356,7 @@ def run_experiment(cfg: ExperimentConfig, out_dir: str | Path, *, progress: bool
 
 
 def run(config: str | Path | ExperimentConfig, out_dir: str | Path | None = None, *,
-        overrides: dict[str, Any] | None = None, progress: bool = True, echo: bool = True) -> RunResult:
+        overrides: dict[str, Any] | None = None, progress: bool = True, echo: bool | None = None) -> RunResult:
     """Library entry point of ``python -m toolkit run``: load (a path, an example name or a config) and run.
     ``out_dir`` defaults to ``runs/NAME``."""
     cfg = config if isinstance(config, ExperimentConfig) else load_experiment(config, overrides)

@@ -157,9 +157,10 @@ def ner_shares(tokens: Sequence[str], examples: Sequence[Sequence[str]], config:
         return hits
     nlp = SpacyDetector(model=config.spacy_model).load()
     labels = set(config.ner_labels)
-    for (i, _, a, b), doc in zip(jobs, progress_bar(nlp.pipe((j[1] for j in jobs), batch_size=256),
-                                                    total=len(jobs), desc="NER on filled sentences", unit="sent",
-                                                    enabled=progress)):
+    # the bar wraps the shorter side of the zip (the jobs): zip stops on the first exhausted iterator, so a bar
+    # around nlp.pipe was never exhausted, never closed, and stayed at 0% in notebook 05's executed copy
+    for (i, _, a, b), doc in zip(progress_bar(jobs, desc="NER on filled sentences", unit="sent", enabled=progress),
+                                 nlp.pipe((j[1] for j in jobs), batch_size=256)):
         counts[i] += 1
         hits[i] += any(e.label_ in labels and e.start_char < b and a < e.end_char for e in doc.ents)
     return np.divide(hits, counts, out=np.zeros_like(hits), where=counts > 0)
