@@ -414,7 +414,8 @@ def check_spans(spans: Any, docs: list, *, source: str = "spans") -> list[list[S
     return out
 
 
-_DETECTORS = {"oracle": OracleDetector, "patterns": PatternDetector, "spacy": SpacyDetector}
+_DETECTORS = {"oracle": OracleDetector, "patterns": PatternDetector, "spacy": SpacyDetector, "clinical": None,
+              "presidio": None}
 
 
 def detector_names(spec: str) -> list[str]:
@@ -442,6 +443,15 @@ def make_detector(spec: str | Detector, *, spacy_model: str = DEFAULT_SPACY_MODE
                                        n_process=n_process, cache_dir=cache_dir, persist=ner_cache))
         elif p == "patterns":
             built.append(PatternDetector(n_process=n_process))
+        elif p == "clinical":
+            from toolkit.identifiers.clinical import ClinicalDetector
+
+            built.append(ClinicalDetector(model=spacy_model, n_process=n_process, batch_size=batch_size,
+                                          cache_dir=cache_dir, persist=ner_cache))
+        elif p == "presidio":
+            from toolkit.identifiers.presidio import PresidioDetector
+
+            built.append(PresidioDetector(model=spacy_model))
         else:
             built.append(_DETECTORS[p]())
     return built[0] if len(built) == 1 else CombinedDetector(built)
