@@ -33,7 +33,7 @@ import numpy as np
 
 from toolkit.corpus import Document, Span
 from toolkit.errors import ToolkitError
-from toolkit.identifiers.detectors import DEFAULT_SPACY_MODEL, Detector, pattern_processes
+from toolkit.identifiers.base import DEFAULT_SPACY_MODEL, Detector, pattern_processes
 from toolkit.identifiers.ner import PieceCache, pieces, processes
 from toolkit.identifiers.philter import PhilterRules, words_of
 from toolkit.progress import progress_bar

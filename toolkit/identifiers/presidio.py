@@ -20,7 +20,7 @@ from typing import Any
 
 from toolkit.corpus import Document, Span
 from toolkit.errors import ToolkitError
-from toolkit.identifiers.detectors import DEFAULT_SPACY_MODEL, Detector, merge_spans
+from toolkit.identifiers.base import DEFAULT_SPACY_MODEL, Detector, merge_spans
 from toolkit.progress import progress_bar
 
 PRESIDIO_LABELS = {"PERSON": "PERSON", "LOCATION": "LOC", "DATE_TIME": "DATE", "PHONE_NUMBER": "PHONE",
