@@ -62,6 +62,10 @@ CONTEXT_RULES: tuple[tuple[str, str], ...] = (
 )
 
 
+#: What may stand between two words of one label that make one span: at most two blanks or ``/ . , : -``.
+_JOIN = re.compile(r"[ \t/.,:-]{0,2}")
+
+
 @functools.lru_cache(maxsize=1)
 def _context_rules() -> tuple[tuple[str, re.Pattern[str]], ...]:
     return tuple((label, re.compile(rx)) for label, rx in CONTEXT_RULES)
@@ -70,7 +74,7 @@ def _context_rules() -> tuple[tuple[str, re.Pattern[str]], ...]:
 def clinical_spans(text: str, tags: Sequence[str]) -> list[Span]:
     """The clinical detector's spans of one text, given one Penn Treebank tag per Philter word
     (:func:`~toolkit.identifiers.philter.words_of`): Philter's PHI words, then the context rules; adjacent words of
-    one label separated by blanks only are one span."""
+    one label separated by at most two blanks or ``/ . , : -`` are one span."""
     words = words_of(text)
     found = PhilterRules().phi_spans(text, words, list(tags))
     label_of = {(s, e): lab for s, e, lab in found}
@@ -82,7 +86,7 @@ def clinical_spans(text: str, tags: Sequence[str]) -> list[Span]:
     merged: list[Span] = []
     for (s, e), lab in sorted(label_of.items()):
         prev = merged[-1] if merged else None
-        if prev is not None and prev.label == lab and text[prev.end:s].strip(" \t") == "" and s - prev.end <= 2:
+        if prev is not None and prev.label == lab and _JOIN.fullmatch(text, prev.end, s):
             merged[-1] = Span(prev.start, e, lab)
         else:
             merged.append(Span(s, e, lab))
