@@ -125,6 +125,19 @@ def markdown(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def publish(out: dict) -> None:
+    """The i2b2 sample's overall precision / recall and name recall per detector, as package data."""
+    res = next((r for r in out["corpora"] if r["corpus"] == "i2b2"), None)
+    if res is None or out["limit"]:
+        raise SystemExit("--publish needs the whole i2b2 corpus (--corpora with i2b2, no --limit)")
+    rows = {det: {"precision": row["word_level"]["all"]["precision"], "recall": row["word_level"]["all"]["recall"],
+                  "name_recall": row["word_level"].get("NAME", {}).get("recall")}
+            for det, row in res["detectors"].items()}
+    shipped = {"corpus": "the five i2b2-format notes Philter ships (data_external/i2b2_philter_sample)",
+               "commit": out["commit"], "date": out["date"][:10], "detectors": rows}
+    (ROOT / "toolkit" / "data" / "detection_quality.json").write_text(json.dumps(shipped, indent=1) + "\n")
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default="detection_quality.json")
@@ -132,6 +145,9 @@ def main(argv=None) -> None:
     ap.add_argument("--detectors", default=",".join(BASES))
     ap.add_argument("--limit", type=int, default=0, help="at most this many documents per corpus (0: all)")
     ap.add_argument("--markdown", action="store_true", help="print the tables as Markdown")
+    ap.add_argument("--publish", action="store_true",
+                    help="write the i2b2 sample's figures to toolkit/data/detection_quality.json (the report quotes "
+                         "them for runs without gold spans)")
     args = ap.parse_args(argv)
     detectors = [d for d in args.detectors.split(",") if d]
     if "presidio" in detectors:
@@ -148,6 +164,8 @@ def main(argv=None) -> None:
                                             "(each name is already replaced by <mask>)"},
            "corpora": results}
     Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
+    if args.publish:
+        publish(out)
     print(markdown(results) if args.markdown else json.dumps(out, indent=1))
 
 

@@ -360,3 +360,23 @@ def test_entity_scores_by_hand():
     # gold: "Anna Berg" half detected (not found), Oslo found, 2001 missed; detected: Anna, Oslo correct, "ok" not
     assert (s.loc["all", "recall"], s.loc["all", "precision"]) == (1 / 3, 2 / 3)
     assert (s.loc["NAME", "recall"], s.loc["DATE", "precision"], s.loc["DATE", "n_predicted"]) == (0.0, 0.5, 2)
+
+
+def test_shipped_quality_matches_a_recount_and_the_report_quotes_it(clinical_on_i2b2):
+    """toolkit/data/detection_quality.json (what the report prints for runs without gold spans) holds the clinical
+    detector's figures on the i2b2 sample as this test recounts them; the report's paragraph quotes them."""
+    from toolkit.identifiers.evaluation import measured_quality
+    from toolkit.report.coverage import coverage_blocks
+
+    docs, spans, _ = clinical_on_i2b2
+    c = Corpus(docs)
+    s = detector_scores(analyze(c, detector="oracle", progress=False).words, spans,
+                        [list(d.spans) for d in docs]).set_index("category")
+    q = measured_quality("Clinical")
+    assert q["recall"] == round(s.loc["all", "recall"], 4) and q["name_recall"] == round(s.loc["NAME", "recall"], 4)
+    assert q["precision"] == round(s.loc["all", "precision"], 4) and q["recall"] >= 0.95
+    text = coverage_blocks("clinical")[0]["body"]
+    assert f"{q['recall']:.3f} of gold PHI words" in text and "not those it missed" in text
+    assert "annotated (gold) identifiers" in coverage_blocks("oracle")[0]["body"]
+    assert "not measured" in coverage_blocks("patterns+oracle")[0]["body"]
+    assert coverage_blocks(None) == []

@@ -236,6 +236,29 @@ def detector_quality(result: Any, docs: Sequence[Document], *, tab_file: str | P
     return quality.summary(str(result.config.detector))
 
 
+#: The detectors' word-level figures on the nearest gold corpus of clinical notes, written by
+#: ``benchmarks/detection_quality.py --publish`` (package data; docs/results.md quotes the same run).
+MEASURED_QUALITY = "detection_quality.json"
+
+
+def measured_quality(detector: str) -> dict[str, Any] | None:
+    """The shipped measurement of a detector spec on a gold corpus: ``{"corpus", "commit", "date", "precision",
+    "recall", "name_recall"}``; None when that combination was not measured (``oracle``: the gold spans themselves).
+    The spec is normalised as :func:`~toolkit.identifiers.detectors.detector_names` does (``"Spacy + patterns"``)."""
+    from importlib import resources
+
+    from toolkit.identifiers.detectors import detector_names
+
+    key = "+".join(detector_names(detector))
+    try:
+        shipped = json.loads(resources.files("toolkit").joinpath("data", MEASURED_QUALITY).read_text("utf-8"))
+    except (FileNotFoundError, OSError, ValueError):
+        return None
+    row = shipped.get("detectors", {}).get(key)
+    return None if row is None else {"corpus": shipped["corpus"], "commit": shipped["commit"],
+                                     "date": shipped["date"], **row}
+
+
 def add_to_saved_summary(out_dir: str | Path, key: str, value: Any) -> None:
     """Put ``value`` under ``key`` in the ``summary.json`` of the identifier set in ``out_dir`` and swap the set in
     again with a fresh manifest (:class:`~toolkit.identifiers.storage.StagedIdentifiers`; the tables are hard-linked,
