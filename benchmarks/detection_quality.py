@@ -157,8 +157,10 @@ def main(argv=None) -> None:
             print("presidio-analyzer is not installed: presidio not measured")
             detectors.remove("presidio")
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    dirty = subprocess.run(["git", "status", "--porcelain", "toolkit", "benchmarks"], cwd=ROOT, capture_output=True,
+                           text=True).stdout.strip()
     results = [measure(c, args.limit, detectors) for c in args.corpora.split(",") if c]
-    out = {"commit": commit.stdout.strip(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    out = {"commit": commit.stdout.strip() + ("+uncommitted changes" if dirty else ""), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
            "machine": f"{platform.machine()}, {platform.processor() or platform.system()}", "limit": args.limit,
            "not_measurable": {"medroberta": "data_external/medroberta_anonymization_testset.csv has no gold spans "
                                             "(each name is already replaced by <mask>)"},
