@@ -380,3 +380,15 @@ def test_shipped_quality_matches_a_recount_and_the_report_quotes_it(clinical_on_
     assert "annotated (gold) identifiers" in coverage_blocks("oracle")[0]["body"]
     assert "not measured" in coverage_blocks("patterns+oracle")[0]["body"]
     assert coverage_blocks(None) == []
+
+
+def test_clinical_rules_in_worker_processes_give_the_same_spans(clinical_on_i2b2):
+    """The rule pass in two spawned processes returns what one process returns (each document's spans depend on its
+    text alone)."""
+    docs, spans, det = clinical_on_i2b2
+    two = make_detector("clinical", n_process=2, cache_dir=det.cache_dir)
+    try:
+        assert two.detect(docs, progress=False) == spans
+        assert two._pool is not None and two._pool[0] == 2
+    finally:
+        two.close()
