@@ -292,8 +292,9 @@ def test_clinical_tags_once_and_never_runs_ner(clinical_on_i2b2, tmp_path):
     assert "ner" not in det._nlp.pipe_names and "tagger" in det._nlp.pipe_names
     again = make_detector("clinical", cache_dir=det.cache_dir)
     assert again.detect(docs, progress=False) == spans
-    assert again._cache.hits == len({pc.key for d in docs for pc in __import__("toolkit.identifiers.ner", fromlist=[
-        "pieces"]).pieces(d.text, "line", 100_000)})
+    from toolkit.identifiers.ner import pieces
+
+    assert again._cache.hits == len({pc.key for d in docs for pc in pieces(d.text, "line", 100_000)})
 
 
 def test_clinical_combines_with_spacy_and_patterns(clinical_on_i2b2):
