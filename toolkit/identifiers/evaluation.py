@@ -100,6 +100,52 @@ def detector_scores(words: WordTable, predicted: list[list[Span]], gold: list[li
     return WordCounts().add(words, predicted, gold).frame()
 
 
+def entity_scores(words: WordTable, predicted: list[list[Span]], gold: list[list[Span]]) -> pd.DataFrame:
+    """Entity-level precision and recall per category: a gold span is **found** when every word it covers is
+    detected (the leak view: one visible word of a name is a leak; TAB's entity recall counts the same way); a
+    detected span is **correct** when one of its words is a gold word (the i2b2 2014 evaluation's relaxed overlap)::
+
+        recall_c    = |gold spans of c with all their words detected| / |gold spans of c covering a word|
+        precision_c = |detected spans of c covering a gold word| / |detected spans of c covering a word|
+
+    Rows ``all`` and one per category present, columns ``category, precision, recall, support, n_predicted,
+    n_found, n_correct`` (counts of spans). A span covering no word is not counted.
+    """
+    from toolkit.identifiers.categories import pii_category
+
+    pred, _ = mark_direct(words, predicted)
+    true, _ = mark_direct(words, gold)
+    starts, ends = np.asarray(words.start), np.asarray(words.end)
+    counts: dict[str, list[int]] = {}
+
+    def add(cat: str, i: int, ok: bool) -> None:
+        for key in ("all", cat):
+            row = counts.setdefault(key, [0, 0, 0, 0])
+            row[i] += 1
+            row[i + 1] += int(ok)
+
+    bounds = np.asarray(words.doc_ptr)
+    for d in range(len(gold)):
+        lo, hi = bounds[d], bounds[d + 1]
+        s, e = starts[lo:hi], ends[lo:hi]
+        for sp in gold[d]:
+            inside = np.flatnonzero((s < sp.end) & (e > sp.start)) + lo
+            if inside.size:
+                add(pii_category(sp.label), 0, bool(pred[inside].all()))
+        for sp in predicted[d]:
+            inside = np.flatnonzero((s < sp.end) & (e > sp.start)) + lo
+            if inside.size:
+                add(pii_category(sp.label), 2, bool(true[inside].any()))
+    rows = []
+    for cat in ("all", *CATEGORIES):
+        if cat in counts:
+            n_gold, n_found, n_pred, n_correct = counts[cat]
+            rows.append({"category": cat, "precision": _ratio(n_correct, n_pred), "recall": _ratio(n_found, n_gold),
+                         "support": n_gold, "n_predicted": n_pred, "n_found": n_found, "n_correct": n_correct})
+    return pd.DataFrame(rows, columns=["category", "precision", "recall", "support", "n_predicted", "n_found",
+                                       "n_correct"])
+
+
 def quality_summary(scores: pd.DataFrame) -> dict[str, dict[str, Any]]:
     """:func:`detector_scores` as JSON-ready ``{category: {precision, recall, f1, support, ...}}``, NaN as ``None``."""
 
@@ -188,6 +234,29 @@ def detector_quality(result: Any, docs: Sequence[Document], *, tab_file: str | P
     quality = DetectorQuality.for_corpus(tab_file, "tab", spacy_model=spacy_model) if tab_file else DetectorQuality()
     quality.add(docs, result.words, result.spans)
     return quality.summary(str(result.config.detector))
+
+
+#: The detectors' word-level figures on the nearest gold corpus of clinical notes, written by
+#: ``benchmarks/detection_quality.py --publish`` (package data; docs/results.md quotes the same run).
+MEASURED_QUALITY = "detection_quality.json"
+
+
+def measured_quality(detector: str) -> dict[str, Any] | None:
+    """The shipped measurement of a detector spec on a gold corpus: ``{"corpus", "commit", "date", "precision",
+    "recall", "name_recall"}``; None when that combination was not measured (``oracle``: the gold spans themselves).
+    The spec is normalised as :func:`~toolkit.identifiers.detectors.detector_names` does (``"Spacy + patterns"``)."""
+    from importlib import resources
+
+    from toolkit.identifiers.detectors import detector_names
+
+    key = "+".join(detector_names(detector))
+    try:
+        shipped = json.loads(resources.files("toolkit").joinpath("data", MEASURED_QUALITY).read_text("utf-8"))
+    except (FileNotFoundError, OSError, ValueError):
+        return None
+    row = shipped.get("detectors", {}).get(key)
+    return None if row is None else {"corpus": shipped["corpus"], "commit": shipped["commit"],
+                                     "date": shipped["date"], **row}
 
 
 def add_to_saved_summary(out_dir: str | Path, key: str, value: Any) -> None:

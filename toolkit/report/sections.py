@@ -25,6 +25,7 @@ import pandas as pd
 from toolkit.plots import runs as figures
 from toolkit.report.appendix import manifest_section
 from toolkit.report.attack_sections import attacks_section
+from toolkit.report.coverage import coverage_blocks
 from toolkit.results.collect import RunData
 from toolkit.results.layout import epoch_text
 from toolkit.report.formatting import Identifiers, as_int, block, figure, fmt, fmt_lr, pct, table
@@ -59,7 +60,7 @@ def _corpus_section(run: RunData) -> list[dict]:
                          f"the '{cfg.get('detector', '?')}' detector; indirect identifiers are terms (word m-grams, "
                          f"m ≤ n = {cfg.get('n', '?')}) used by fewer than k = {cfg.get('k', '?')} individuals. "
                          "Only counts are shown."),
-              block("table", table(counts))]
+              *coverage_blocks(cfg.get("detector")), block("table", table(counts))]
     by_cat = (run.ids_summary.get("members") or {}).get("direct_positions_by_category") or {}
     if by_cat:
         blocks.append(block("table", table(pd.Series(by_cat, name="direct-identifier positions")
