@@ -78,6 +78,8 @@ class TokenLosses:
         The audited window of each document (the text up to the end of its last token in the window).
     mu, sigma : list of ndarray or None
         Mean and standard deviation of :math:`\\log p(v)` under the predictive distribution (None without moments).
+    top1 : list of ndarray or None
+        Per scored token: is the model's most likely token the true one (bool; computed with the moments)?
     meta : dict
         Masked: ``meta["pll"]`` = :func:`toolkit.audit.pll.estimator` (exact, or budgeted with N and the seed).
     """
@@ -93,6 +95,7 @@ class TokenLosses:
     mu: list[np.ndarray] | None = None
     sigma: list[np.ndarray] | None = None
     meta: dict = field(default_factory=dict)
+    top1: list[np.ndarray] | None = None
 
     def __len__(self) -> int:
         return len(self.losses)

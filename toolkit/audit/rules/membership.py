@@ -5,13 +5,15 @@ separates them, the attacks that do not calibrate by it are judged by their AUC'
 
 from __future__ import annotations
 
+from toolkit.audit.attacks.registry import calibrated_attacks
 from toolkit.audit.rules import RuleResult, SplitCheck, count, num, p_text
 from toolkit.metrics.mia import auc_interval, detectable_auc
 from toolkit.metrics.significance import (auc_difference_p_value, auc_p_value, fpr_resolvable, holm,
                                           tpr_p_value)
 
-#: membership attacks that calibrate each score by the reference model(s): still judged on a confounded split
-CALIBRATED_ATTACKS = frozenset({"reference", "rmia"})
+#: membership attacks that calibrate each score by the reference model(s): still judged on a confounded split (the
+#: registry's ``calibrated`` entries when this module was imported; the rules read the registry itself)
+CALIBRATED_ATTACKS = calibrated_attacks()
 
 
 def _interval(rep: dict, auc: float, n_m: int, n_n: int, confidence: float) -> tuple[float, float, str]:
@@ -95,6 +97,7 @@ def membership_tests(battery: dict | None, th,
                 RuleResult.unjudgeable("membership_not_measured", None, None,
                                        "membership not measured (no attack results)")], None, None
     ref_reps = (battery or {}).get("reference_model_attacks") or {}
+    calibrated = calibrated_attacks()
     problems: dict[str, str] = {}
     power: list[tuple[float, int, int]] = []
     for name, rep in reps.items():
@@ -116,7 +119,7 @@ def membership_tests(battery: dict | None, th,
         if det >= th.auc_lower_red_unresolvable:
             problems[name] = f"{counts}: smallest detectable AUC {det:.2f}"
         e_m, e_n = _effective(rep, n_m, n_n)
-        if confounded and name not in CALIBRATED_ATTACKS:
+        if confounded and name not in calibrated:
             ref = ref_reps.get(name) if isinstance(ref_reps.get(name), dict) else None
             r_auc = num(ref.get("auc")) if ref else None
             if r_auc is None:
