@@ -82,7 +82,8 @@ from typing import Any
 
 from toolkit.audit.rules import RuleResult, SplitCheck, count, num, split_words
 from toolkit.audit.rules.identifiers import canary_tests, novel_tests, pii_tests, regurgitation_tests
-from toolkit.audit.rules.membership import CALIBRATED_ATTACKS, SWAPPED, membership_tests, split_check
+from toolkit.audit.rules.membership import (CALIBRATED_ATTACKS, SWAPPED, blind_check, membership_tests,
+                                             split_check)
 from toolkit.metrics.mia import detectable_auc
 from toolkit.metrics.significance import holm
 
@@ -145,6 +146,8 @@ class Verdict:
     split_tests: list[dict] = field(default_factory=list)
     separation: dict = field(default_factory=dict)
     inverted: bool = False
+    blind: str | None = None
+    blind_check: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -158,6 +161,7 @@ def verdict_lines(name: str, v: dict) -> list[str]:
     detail = ", ".join(x for x in (v.get("attack"), v.get("figure")) if x)
     out = [f"{name}: {v['level']} — {v['rule']}" + (f" ({detail})" if detail else "")]
     out += [f"  warning: {v['split']}"] if v.get("split") else []
+    out += [f"  warning: {v['blind']}"] if v.get("blind") else []
     return out + [f"  {line}" for line in v.get("population") or []]
 
 
@@ -233,23 +237,25 @@ def verdict(*, attacks=None, pii: dict | None = None, novel_privacy: float | dic
     battery = _attacks_json(attacks)
     split = split_check(battery, alpha=th.alpha, confidence=th.confidence)
     own = split_check(battery, alpha=th.alpha, confidence=th.confidence, own=True, who="this model")
-    membership, detectable, power = membership_tests(battery, th, confounded=bool(split.text))
+    blind = blind_check(battery, alpha=th.alpha, confidence=th.confidence)
+    membership, detectable, power = membership_tests(battery, th, confounded=bool(split.text), blind=blind.strongest)
     empirical, one_run_found = _one_run(one_run, th)
     results = [*novel_tests(novel_privacy, th), *regurgitation_tests(regurgitation, th),
                *pii_tests(pii, th, confounded=bool(split.text)), *membership, *canary_tests(canaries, th),
                *one_run_found]
     return compose(results, th, detectable=detectable, power=power, empirical=empirical, split=split, own=own,
-                   battery=battery)
+                   battery=battery, blind=blind)
 
 
 def compose(results: list[RuleResult], th: VerdictThresholds, *, detectable=None, power=None, empirical=None,
-            split: SplitCheck | None = None, own: SplitCheck | None = None, battery: dict | None = None) -> Verdict:
+            split: SplitCheck | None = None, own: SplitCheck | None = None, battery: dict | None = None,
+            blind: SplitCheck | None = None) -> Verdict:
     """The verdict from the rules' results (module docstring): the family corrected by Holm at ``th.alpha``; red if a
     significant test is beyond its floor (or a finding outside the family is red); else amber if a test of the family
     is significant — a missing measurement never outranks significant evidence, it is said beside it; else
     incomplete if membership or PII inference cannot be judged; else amber for a finding outside the family; else
     green."""
-    split, own = split or SplitCheck(), own or SplitCheck()
+    split, own, blind = split or SplitCheck(), own or SplitCheck(), blind or SplitCheck(kind="blind")
     family = [r for r in results if r.status == "tested"]
     for t, s in zip(family, holm([t.p for t in family], th.alpha)):
         t.significant = s
@@ -289,10 +295,12 @@ def compose(results: list[RuleResult], th: VerdictThresholds, *, detectable=None
     extra = dict(not_measured=not_measured, detectable_auc=detectable, not_judged=not_judged, unjudgeable=why,
                  power=power, empirical_epsilon=empirical, split=split.text, split_checked=split.checked,
                  population=population, alpha=th.alpha, tests=[t.to_dict() for t in family],
-                 split_tests=[t.to_dict() for t in split.tests], separation=own.to_dict(),
+                 split_tests=[t.to_dict() for t in split.tests], separation=own.to_dict(), blind=blind.text,
+                 blind_check=blind.to_dict(),
                  inverted=bool(inverted) and len(inverted) == sum(t.significant for t in family
                                                                    if t.rule.startswith("membership")))
-    tail = (f"; {split.text}" if split.text else "") + "".join(f"; {p}" for p in population)
+    tail = ((f"; {split.text}" if split.text else "") + (f"; {blind.text}" if blind.text else "")
+            + "".join(f"; {p}" for p in population))
     if extra["inverted"] and not any(t.direction == "inverted" for t in (red + amber)[:1]):
         tail = f"; membership {SWAPPED}" + tail  # the deciding finding is another: the inversion said beside it
     beside = ("; incomplete beside it: " + "; ".join(why)) if why else ""

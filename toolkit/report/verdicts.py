@@ -58,6 +58,9 @@ RULES = {
                                "— the other way round (members score lower): as telling as the mirror image",
     "membership_auc_beyond_reference": "members and non-members already differ before fine-tuning, and an attack "
                                        "separates them significantly more than on the model that saw neither",
+    "membership_auc_beyond_blind": "members and non-members differ as texts (a classifier of the text alone "
+                                   "separates them), and an attack separates them significantly more than the "
+                                   "text alone does",
     "canary_exposure": "a made-up record inserted once into the training notes is recognised by the model",
     "canary_exposure_repeated": "a made-up record inserted several times into the training notes is recognised by "
                                 "the model",
@@ -141,7 +144,7 @@ def model_verdict(label: str, model: dict[str, Any]) -> dict[str, Any]:
            "figure": v.get("figure"), "others": [_plain(r) for r in reasons[1:]],
            "not_measured": list(v.get("not_measured") or []), "not_judged": list(v.get("not_judged") or []),
            "detectable": None, "population": list(v.get("population") or []), "split": v.get("split"),
-           "inverted": bool(v.get("inverted"))}
+           "inverted": bool(v.get("inverted")), "blind": v.get("blind")}
     out["statement"] = HEADLINES.get(level, v.get("statement", ""))
     out["incomplete"] = []
     if level in ("red", "amber") and unjudgeable:  # significant evidence decides; what is missing is said beside it
@@ -229,6 +232,8 @@ def verdicts_html(runs: Iterable, *, show_run: bool = True) -> str:
                              + (f"; and {more} more (see the Attacks section)." if more > 0 else "."))
             if m.get("incomplete"):
                 lines.append("Incomplete beside it: " + esc("; ".join(m["incomplete"])) + ".")
+            if m.get("blind"):  # the groups differ as texts: the attacks it could explain did not decide
+                lines.append("Groups differ as texts: " + esc(m["blind"]) + ".")
             if m.get("inverted"):
                 lines.append("Every significant membership finding is inverted: members score lower than "
                              "non-members — are the groups swapped?")

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from toolkit.audit.attacks.registry import ATTACKS, AttackInputs, score_attacks
+from toolkit.audit.attacks.registry import ATTACKS, AttackInputs, model_free_attacks, score_attacks
 from toolkit.audit.attacks.rmia import RMIAReferences, RMIASignals, rmia_signals
 from toolkit.audit.losses import TokenLosses, model_max_tokens, model_name, token_losses
 from toolkit.corpus import Corpus
@@ -152,9 +152,12 @@ class BatteryResult:
 
     @property
     def strongest(self) -> str:
-        """The attack with the highest AUC; on a tie, the first in :data:`ATTACKS` order, then extra scores in the
-        order given."""
-        return max(self.reports, key=lambda a: self.reports[a]["auc"])
+        """The attack with the highest AUC; on a tie, the first in the registry's order, then extra scores in the
+        order given. A model-free attack (the blind baseline: a check of the split, not of the model) is never the
+        strongest while another attack was evaluated."""
+        free = model_free_attacks()
+        names = [a for a in self.reports if a not in free] or list(self.reports)
+        return max(names, key=lambda a: self.reports[a]["auc"])
 
     @property
     def roc_curves(self) -> dict[str, dict]:

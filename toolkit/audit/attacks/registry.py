@@ -4,6 +4,7 @@
 A need is one of :data:`NEEDS`:
 
 * ``token_losses`` — the audited model's :class:`~toolkit.audit.losses.TokenLosses` (always there in the battery);
+  ``causal`` — and they are a causal model's;
 * ``moments`` — their Min-K%++ moments (:math:`\\mu_t, \\sigma_t`; causal and masked models);
 * ``top1`` — per scored token, whether the model's own top-1 prediction is the true token (EZ-MIA's error positions);
 * ``reference_losses`` — the reference model's token losses on the same windows (``--reference``);
@@ -33,6 +34,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from toolkit.audit.attacks.blind import blind_score
+from toolkit.audit.attacks.dc_pdd import dc_pdd_score, token_frequencies
+from toolkit.audit.attacks.ez_mia import ez_mia_score
 from toolkit.audit.attacks.loss import loss_score
 from toolkit.audit.attacks.min_k import min_k_score
 from toolkit.audit.attacks.min_k_plus_plus import min_k_plus_plus_score
@@ -41,8 +45,8 @@ from toolkit.audit.attacks.rmia import rmia_attack
 from toolkit.audit.attacks.zlib import zlib_score
 from toolkit.audit.losses import TokenLosses
 
-NEEDS = ("token_losses", "moments", "top1", "reference_losses", "reference_log_probs", "rmia", "texts", "persons",
-         "labels", "public", "model")
+NEEDS = ("token_losses", "causal", "moments", "top1", "reference_losses", "reference_log_probs", "rmia", "texts",
+         "persons", "labels", "public", "model")
 
 
 @dataclass
@@ -66,7 +70,8 @@ class AttackInputs:
     def available(self) -> frozenset[str]:
         """The needs these inputs meet."""
         tl, ref = self.losses, self.reference_losses
-        have = {"token_losses": tl is not None, "moments": tl is not None and tl.mu is not None,
+        have = {"token_losses": tl is not None, "causal": tl is not None and tl.kind == "clm",
+                "moments": tl is not None and tl.mu is not None,
                 "top1": tl is not None and tl.top1 is not None, "reference_losses": ref is not None,
                 "reference_log_probs": (tl is not None and ref is not None
                                         and self.reference_normalisation == "token-mean"
@@ -178,7 +183,12 @@ for _entry in (_losses_entry("loss", loss_score, set()),
                _losses_entry("min_k", min_k_score, set()),
                _losses_entry("min_k_plus_plus", min_k_plus_plus_score, {"moments"}),
                _losses_entry("reference", reference_score, {"reference_losses"}, calibrated=True),
-               _losses_entry("rmia", rmia_attack, {"rmia"}, calibrated=True)):
+               _losses_entry("rmia", rmia_attack, {"rmia"}, calibrated=True),
+               _losses_entry("ez_mia", ez_mia_score, {"top1", "reference_log_probs"}, calibrated=True),
+               AttackEntry("dc_pdd", frozenset({"token_losses", "causal", "public", "model"}),
+                           lambda x: dc_pdd_score(x.losses, frequencies=token_frequencies(x.tokenizer, x.public))),
+               AttackEntry("blind", frozenset({"texts", "persons", "labels"}),
+                           lambda x: blind_score(x.texts, x.labels, x.persons, seed=x.seed), model_free=True)):
     register(_entry)
 
 __all__ = ["ATTACKS", "NEEDS", "REGISTRY", "AttackEntry", "AttackInputs", "applicable", "calibrated_attacks",

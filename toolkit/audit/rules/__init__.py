@@ -91,13 +91,15 @@ class SplitCheck:
     tests: list[RuleResult] = field(default_factory=list)
     strongest: dict | None = None
     who: str = "the reference model"
+    kind: str = "reference"   # or "blind": the blind baseline's check (the groups differ as texts)
 
     @property
     def text(self) -> str | None:
-        return split_words(self.strongest, self.who)
+        return blind_words(self.strongest) if self.kind == "blind" else split_words(self.strongest, self.who)
 
     def to_dict(self) -> dict:
-        return {"checked": self.checked, "strongest": self.strongest, "who": self.who, "text": self.text,
+        return {"checked": self.checked, "kind": self.kind, "strongest": self.strongest, "who": self.who,
+                "text": self.text,
                 "tests": [t.to_dict() for t in self.tests]}
 
 
@@ -109,6 +111,18 @@ def split_words(strongest: dict | None, who: str) -> str | None:
     return (f"members and non-members differ before fine-tuning: {who}, which saw neither group, separates them "
             f"({s['attack']} AUC {s['auc']:.3f}, {s['confidence']:.0%} interval [{s['lo']:.3f}, {s['hi']:.3f}], "
             f"{p_text(s['p'])}); membership attacks that this difference could explain do not decide the verdict")
+
+
+def blind_words(strongest: dict | None) -> str | None:
+    """The blind baseline's check in words (:func:`toolkit.audit.rules.membership.blind_check`); None without a
+    significant separation."""
+    if not strongest:
+        return None
+    s = strongest
+    return (f"members and non-members differ as texts: the blind baseline, a classifier of their text alone (no "
+            f"model), separates them (AUC {s['auc']:.3f}, {s['confidence']:.0%} interval [{s['lo']:.3f}, "
+            f"{s['hi']:.3f}], {p_text(s['p'])}); membership attacks that this difference could explain do not decide "
+            "the verdict")
 
 
 def num(x) -> float | None:
@@ -129,4 +143,4 @@ def p_text(p: float) -> str:
     return f"p = {p:.2g}"
 
 
-__all__ = ["STATUSES", "FamilyTest", "RuleResult", "SplitCheck", "count", "split_words", "num", "p_text"]
+__all__ = ["STATUSES", "FamilyTest", "RuleResult", "SplitCheck", "blind_words", "count", "split_words", "num", "p_text"]

@@ -5,7 +5,7 @@ separates them, the attacks that do not calibrate by it are judged by their AUC'
 
 from __future__ import annotations
 
-from toolkit.audit.attacks.registry import calibrated_attacks
+from toolkit.audit.attacks.registry import calibrated_attacks, model_free_attacks
 from toolkit.audit.rules import RuleResult, SplitCheck, count, num, p_text
 from toolkit.metrics.mia import auc_interval, detectable_auc
 from toolkit.metrics.significance import (auc_difference_p_value, auc_p_value, fpr_resolvable, holm,
@@ -64,7 +64,10 @@ def split_check(battery: dict | None, *, alpha: float = 0.05, confidence: float 
     if not isinstance(ref, dict) or not ref:
         return SplitCheck(who=who)
     rows = []
+    free = model_free_attacks()  # a text-only check is the blind baseline's (blind_check), not the model's
     for name, rep in ref.items():
+        if name in free:
+            continue
         rep = rep if isinstance(rep, dict) else {}
         auc = num(rep.get("auc"))
         n_m, n_n = _sizes(rep, battery)
@@ -86,10 +89,46 @@ def split_check(battery: dict | None, *, alpha: float = 0.05, confidence: float 
                                     "confidence": confidence}, who)
 
 
-def membership_tests(battery: dict | None, th,
-                     confounded: bool = False) -> tuple[list[RuleResult], float | None, str | None]:
+BLIND_TEST = "blind baseline's AUC vs 0.5, one-sided (Mann–Whitney null)"
+
+
+def blind_check(battery: dict | None, *, alpha: float = 0.05, confidence: float = 0.95) -> SplitCheck:
+    """Do the model-free attacks (the blind baseline, :mod:`toolkit.audit.attacks.blind`) separate the groups by
+    their text alone? Each one's AUC one-sided above 0.5 (cross-fitted scores lean below 0.5 under the null: the
+    one-sided test stays at its level), Holm at ``alpha``; outside the verdict's family (not evidence of leakage)."""
+    reps = (battery or {}).get("attacks") or {}
+    free = [n for n in reps if n in model_free_attacks()]
+    rows = []
+    for name in free:
+        rep = reps[name] if isinstance(reps[name], dict) else {}
+        auc = num(rep.get("auc"))
+        n_m, n_n = _sizes(rep, battery)
+        if auc is None or not n_m or not n_n or n_m < 2 or n_n < 2:
+            continue
+        two = auc_p_value(auc, *_effective(rep, n_m, n_n))
+        rows.append((name, auc, two / 2 if auc > 0.5 else 1 - two / 2, rep, n_m, n_n))
+    who = "the blind baseline"
+    if not rows:
+        return SplitCheck(who=who, kind="blind")
+    sig = holm([r[2] for r in rows], alpha)
+    tests = [RuleResult("blind_check", name, test=BLIND_TEST, p=p, effect=auc - 0.5, significant=s,
+                        figure=f"{name} AUC {auc:.3f}") for (name, auc, p, *_), s in zip(rows, sig)]
+    found = [r for r, s in zip(rows, sig) if s]
+    if not found:
+        return SplitCheck(True, tests, None, who, "blind")
+    name, auc, p, rep, n_m, n_n = max(found, key=lambda r: r[1])
+    lo, hi, _ = _interval(rep, auc, n_m, n_n, confidence)
+    return SplitCheck(True, tests, {"attack": name, "auc": auc, "lo": lo, "hi": hi, "p": p, "confidence": confidence,
+                                    "se": _se(rep, auc, n_m, n_n, confidence)}, who, "blind")
+
+
+def membership_tests(battery: dict | None, th, confounded: bool = False,
+                     blind: dict | None = None) -> tuple[list[RuleResult], float | None, str | None]:
     """The membership rules (module docstring) on one battery: ``(results, detectable AUC, power text)``;
-    ``confounded``: the split check found that the groups differ before fine-tuning."""
+    ``confounded``: the split check found that the groups differ before fine-tuning; ``blind``: the blind baseline's
+    significant separation (:func:`blind_check`'s ``strongest``), against which the attacks that do not calibrate
+    by a reference are judged (their AUC's excess over it, one-sided z, amber at most). Model-free attacks are not
+    in the family (they are the check)."""
     out: list[RuleResult] = []
     reps = (battery or {}).get("attacks") or {}
     if not reps:
@@ -100,7 +139,10 @@ def membership_tests(battery: dict | None, th,
     calibrated = calibrated_attacks()
     problems: dict[str, str] = {}
     power: list[tuple[float, int, int]] = []
+    free = model_free_attacks()
     for name, rep in reps.items():
+        if name in free:
+            continue
         rep = rep if isinstance(rep, dict) else {}
         auc = num(rep.get("auc"))
         n_m, n_n = _sizes(rep, battery)
@@ -119,22 +161,33 @@ def membership_tests(battery: dict | None, th,
         if det >= th.auc_lower_red_unresolvable:
             problems[name] = f"{counts}: smallest detectable AUC {det:.2f}"
         e_m, e_n = _effective(rep, n_m, n_n)
-        if confounded and name not in calibrated:
-            ref = ref_reps.get(name) if isinstance(ref_reps.get(name), dict) else None
-            r_auc = num(ref.get("auc")) if ref else None
-            if r_auc is None:
-                out.append(RuleResult.not_judged(f"membership attack {name}: the split is confounded and the "
-                                                 "reference model was not attacked with it"))
-                continue
-            r_m, r_n = _sizes(ref, battery)
-            # the model's separation beyond the reference's, in the direction the reference already separates
-            sign = 1.0 if r_auc >= 0.5 else -1.0
-            p = auc_difference_p_value(sign * (auc - 0.5), _se(rep, auc, n_m, n_n, th.confidence),
-                                       sign * (r_auc - 0.5), _se(ref, r_auc, r_m or n_m, r_n or n_n, th.confidence))
-            fig = f"AUC = {auc:.3f} vs the reference model's {r_auc:.3f} on the same split ({p_text(p)})"
-            out.append(RuleResult("membership_auc_beyond_reference", name, test=BEYOND_TEST, p=p,
-                                  effect=sign * (auc - r_auc), figure=fig,
-                                  reason=f"{name}: {fig}: separates the groups more than the model that saw neither"))
+        if (confounded or blind) and name not in calibrated:
+            se = _se(rep, auc, n_m, n_n, th.confidence)
+            ps, figs, effect = [], [], None
+            if confounded:
+                ref = ref_reps.get(name) if isinstance(ref_reps.get(name), dict) else None
+                r_auc = num(ref.get("auc")) if ref else None
+                if r_auc is None:
+                    out.append(RuleResult.not_judged(f"membership attack {name}: the split is confounded and the "
+                                                     "reference model was not attacked with it"))
+                    continue
+                r_m, r_n = _sizes(ref, battery)
+                # the model's separation beyond the reference's, in the direction the reference already separates
+                sign = 1.0 if r_auc >= 0.5 else -1.0
+                ps.append(auc_difference_p_value(sign * (auc - 0.5), se, sign * (r_auc - 0.5),
+                                                 _se(ref, r_auc, r_m or n_m, r_n or n_n, th.confidence)))
+                figs.append(f"the reference model's {r_auc:.3f} on the same split")
+                effect = sign * (auc - r_auc)
+            if blind:  # beyond what the text alone tells (members above: the blind check is one-sided)
+                ps.append(auc_difference_p_value(auc - 0.5, se, blind["auc"] - 0.5, blind["se"]))
+                figs.append(f"the blind baseline's {blind['auc']:.3f}")
+                effect = auc - blind["auc"] if effect is None else min(effect, auc - blind["auc"])
+            p = max(ps)
+            fig = f"AUC = {auc:.3f} vs {' and '.join(figs)} ({p_text(p)})"
+            out.append(RuleResult("membership_auc_beyond_reference" if confounded else "membership_auc_beyond_blind",
+                                  name, test=BEYOND_TEST, p=p, effect=effect, figure=fig,
+                                  reason=f"{name}: {fig}: separates the groups more than "
+                                  + ("the model that saw neither" if confounded else "their text alone")))
             continue
         p = auc_p_value(auc, e_m, e_n)
         lo, hi, method = _interval(rep, auc, n_m, n_n, th.confidence)
@@ -187,4 +240,5 @@ def membership_tests(battery: dict | None, th,
     return out, det, text
 
 
-__all__ = ["AUC_TEST", "CALIBRATED_ATTACKS", "SWAPPED", "membership_tests", "split_check"]
+__all__ = ["AUC_TEST", "BLIND_TEST", "CALIBRATED_ATTACKS", "SWAPPED", "blind_check", "membership_tests",
+           "split_check"]
