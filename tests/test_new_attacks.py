@@ -1,4 +1,4 @@
-"""EZ-MIA, DC-PDD and the blind baseline (methods.md §10, issue 57): each against its authors' formula on the same
+"""EZ-MIA, DC-PDD, ReCaLL and the blind baseline (methods.md §10, issue 57): each against its authors' formula on the same
 inputs, each in the battery through its registry entry, and the blind baseline's check in the verdict.
 
 * EZ-MIA: hand-computed ratios (the authors' repository JetBrains-Research/ez-mia states no licence file, so none of
@@ -6,6 +6,8 @@ inputs, each in the battery through its registry entry, and the blind baseline's
   on 2,000 random documents: largest relative difference 6.2e-16);
 * DC-PDD: a minimal transcription of ``DC_PDDAttack._attack`` of iamgroot42/mimir (``mimir/attacks/dc_pdd.py``, MIT
   licence, Copyright (c) 2023 Anshuman Suri), in :func:`_mimir_dc_pdd` below;
+* ReCaLL: the conditional loss against the Hugging Face loss with the prefix's labels masked, mimir's
+  ``get_conditional_ll`` formula (``mimir/attacks/recall.py``);
 * the blind baseline: separates texts that differ (years), finds nothing in exchangeable ones, and is cross-fitted
   over individuals (a marker private to one individual tells nothing).
 """
@@ -159,10 +161,10 @@ def test_the_new_attacks_run_where_their_needs_are_met(model):
     public = ["Mr Alvarez took aspirin.", "Then Brennan left."]
     res = run_battery(f, tok, members, nonmembers, reference=(f, tok), public=public, window=64, n_bootstrap=0,
                       progress=False)
-    assert {"ez_mia", "dc_pdd", "blind"} <= set(res.reports)
-    assert not {"ez_mia", "dc_pdd", "blind"} & set(res.meta["reference_model_attacks"])
+    assert {"ez", "dc_pdd", "recall", "blind"} <= set(res.reports)
+    assert not {"ez", "dc_pdd", "recall", "blind"} & set(res.meta["reference_model_attacks"])
     # the model as its own reference: every shift is 0, so EZ-MIA is 0 everywhere (no negative shift)
-    assert np.allclose(res.doc_scores["ez_mia"], 0.0)
+    assert np.allclose(res.doc_scores["ez"], 0.0)
     # DC-PDD as computed by hand from the token losses and the public split's frequencies
     tl = token_losses(f, tok, [d.text for d in list(members) + list(nonmembers)], window=64, progress=False)
     freq = token_frequencies(tok, public)
@@ -170,7 +172,7 @@ def test_the_new_attacks_run_where_their_needs_are_met(model):
     np.testing.assert_allclose(res.doc_scores["dc_pdd"], want, rtol=1e-9)
     # without a reference and a public split: the blind baseline still runs, EZ-MIA and DC-PDD do not
     bare = run_battery(f, tok, members, nonmembers, window=64, n_bootstrap=0, progress=False)
-    assert "blind" in bare.reports and not {"ez_mia", "dc_pdd"} & set(bare.reports)
+    assert "blind" in bare.reports and not {"ez", "dc_pdd", "recall"} & set(bare.reports)
 
 
 def test_masked_top1_flags_for_ez_mia():
@@ -191,3 +193,35 @@ def test_masked_top1_flags_for_ez_mia():
         lp = torch.log_softmax(m(input_ids=x).logits[0, pos].double(), -1)
     assert bool(tl.top1[0][0]) == (int(lp.argmax()) == ids[pos])
     assert tl.losses[0][0] == pytest.approx(float(-lp[ids[pos]]), abs=1e-6)
+
+
+# ---- ReCaLL ---------------------------------------------------------------------------------------------------------
+
+
+def test_recall_against_mimir_on_the_same_inputs(model):
+    from toolkit.audit.attacks.recall import conditional_losses, recall_prefix, recall_score
+
+    f, tok, docs = model
+    public = ["Mr Alvarez took aspirin in the morning.", "Then Brennan left the knee clinic."]
+    prefix = recall_prefix(tok, public, 12, seed=0)
+    assert len(prefix) == 12
+    texts = [d.text for d in docs[:4]]
+    tl = token_losses(f, tok, texts, window=64, progress=False)
+    cut = [t[:40] for t in tl.token_ids]
+    ours = conditional_losses(f, prefix, cut)
+    for c, ids in zip(ours, cut):
+        # mimir's ``get_conditional_ll`` (MIT licence, Copyright (c) 2023 Anshuman Suri): labels = prefix + text, the
+        # prefix's positions set to -100, the model's own mean loss over the rest. (Its sliding loop, as published at
+        # 0249ab9, slices [0, 0) on its first step, so a sequence that fits one window is scored from this formula
+        # here, not from the loop.)
+        x = torch.from_numpy(np.r_[prefix, ids][None])
+        lab = x.clone()
+        lab[:, :len(prefix)] = -100
+        with torch.no_grad():
+            want = float(f(x, labels=lab).loss)
+        assert c.mean() == pytest.approx(want, abs=1e-6)
+    # the score: conditional over unconditional mean loss on the same tokens
+    got = recall_score(tl, f, tok, public, prefix_tokens=12, seed=0)
+    m = [min(len(t), 96 - 12) for t in tl.token_ids]
+    cond = conditional_losses(f, prefix, [t[:k] for t, k in zip(tl.token_ids, m)])
+    np.testing.assert_allclose(got, [c.mean() / a[:k].mean() for c, a, k in zip(cond, tl.losses, m)], rtol=1e-12)

@@ -1,4 +1,4 @@
-"""EZ-MIA (Ilić, Stanojević, Cvejoski, "EZ-MIA: error-zone membership inference", arXiv 2601.12104, 2026; code
+"""EZ-MIA, the ``ez`` attack (Ilić, Stanojević, Cvejoski, arXiv 2601.12104, 2026; code
 ``mia/ez_score.py``, ``error_zone_pos_neg_sum_ratio``, in JetBrains-Research/ez-mia).
 
 At the *error positions* :math:`E = \\{t : \\arg\\max_v p_f(v \\mid c_t) \\ne x_t\\}` — where the audited model's own

@@ -40,6 +40,7 @@ from toolkit.audit.attacks.ez_mia import ez_mia_score
 from toolkit.audit.attacks.loss import loss_score
 from toolkit.audit.attacks.min_k import min_k_score
 from toolkit.audit.attacks.min_k_plus_plus import min_k_plus_plus_score
+from toolkit.audit.attacks.recall import recall_score
 from toolkit.audit.attacks.reference import reference_score
 from toolkit.audit.attacks.rmia import rmia_attack
 from toolkit.audit.attacks.zlib import zlib_score
@@ -184,9 +185,12 @@ for _entry in (_losses_entry("loss", loss_score, set()),
                _losses_entry("min_k_plus_plus", min_k_plus_plus_score, {"moments"}),
                _losses_entry("reference", reference_score, {"reference_losses"}, calibrated=True),
                _losses_entry("rmia", rmia_attack, {"rmia"}, calibrated=True),
-               _losses_entry("ez_mia", ez_mia_score, {"top1", "reference_log_probs"}, calibrated=True),
+               _losses_entry("ez", ez_mia_score, {"top1", "reference_log_probs"}, calibrated=True),
                AttackEntry("dc_pdd", frozenset({"token_losses", "causal", "public", "model"}),
                            lambda x: dc_pdd_score(x.losses, frequencies=token_frequencies(x.tokenizer, x.public))),
+               AttackEntry("recall", frozenset({"token_losses", "causal", "public", "model"}),
+                           lambda x: recall_score(x.losses, x.model, x.tokenizer, x.public, seed=x.seed,
+                                                  prefix_tokens=x.options.get("recall_prefix_tokens"))),
                AttackEntry("blind", frozenset({"texts", "persons", "labels"}),
                            lambda x: blind_score(x.texts, x.labels, x.persons, seed=x.seed), model_free=True)):
     register(_entry)
