@@ -49,6 +49,12 @@ member advantage must then hold beyond the reference model's too (each occurrenc
 members against non-members, the same permutation test; the larger p-value; amber at most). A model that saw
 neither group is therefore never red or amber on membership. Without a reference model the split is "not checked".
 
+**Groups that differ as texts.** Where the model-free blind baseline (:mod:`toolkit.audit.attacks.blind`) separates
+the groups by their text alone (its AUC one-sided above 0.5, Holm over the model-free attacks, outside the family),
+every verdict says so (``blind``), and the attacks that do not calibrate by a reference are judged by their AUC's
+excess over the blind baseline's (one-sided z, amber at most, ``membership_auc_beyond_blind``; with a confounded split
+as well, both excesses must hold).
+
 **Outside the family** (stated): the one-run audit's ε lower bound (its own 95% bound: red above 2ε for a DP model per
 individual, amber above 1 without a DP claim).
 
