@@ -45,6 +45,7 @@ sys.path.insert(0, str(ROOT))
 from toolkit.audit.attacks import (battery_from_scores, canaries_into_corpus, canary_ranges, exposure,  # noqa: E402
                                    pii_inference,
                                    pii_member_advantage, public_identifier_keys, run_battery)
+from toolkit.audit.attacks.blind import blind_score  # noqa: E402
 from toolkit.audit.attacks.pii_inference import identifier_occurrences  # noqa: E402
 from toolkit.audit.evaluate import corpus_word_types, novel_identifiers_by_person  # noqa: E402
 from toolkit.audit.probe_causal import probe_causal  # noqa: E402
@@ -91,7 +92,7 @@ def fine_tune(corpus: Corpus, kind: str, epochs: list[int], out: Path, checkpoin
 
 def score_once(model_dir: Path, kind: str, members: Corpus | None, unseen: Corpus, pos: pd.DataFrame, public_keys: set,
                *, pii_occurrences: int, exclude=None, base_vocabulary: set | None = None,
-               pii_copies: int = 32) -> dict:
+               pii_copies: int = 32, public_texts: list[str] | None = None) -> dict:
     """Per-individual scores of everyone in ``members`` and ``unseen``: membership (model and reference), PII
     inference per occurrence (model and reference), regurgitation per individual (causal), and with
     ``base_vocabulary`` each individual's novel identifiers and the words the §4 probe predicts on their notes
@@ -104,7 +105,7 @@ def score_once(model_dir: Path, kind: str, members: Corpus | None, unseen: Corpu
     first = (list(members.person_ids) if members is not None else []) + half[: len(half) // 2]
     a, b = of(everyone, first), of(everyone, half[len(half) // 2:])
     res = run_battery(model, tok, a, b, reference=ref, window=256, n_bootstrap=0, progress=False, exclude=exclude,
-                      **pll)
+                      public=public_texts, **pll)
     print(f"  battery scored, {rss()}", flush=True)
     scores = res.scores.set_index("id").drop(columns=["member"])
     ref_scores = res.reference_scores
@@ -127,16 +128,24 @@ def score_once(model_dir: Path, kind: str, members: Corpus | None, unseen: Corpu
         probe = probe_masked if kind == "mlm" else probe_causal
         preds = probe(model, tok, everyone, positions=tables["positions"], max_length=256, progress=False)
         novel = novel_identifiers_by_person(preds, tables, everyone, base_vocabulary=base_vocabulary)
+    docs = res.doc_scores  # the blind baseline is fitted on the split's labels: re-fitted per world (world())
+    texts = {d.doc_id: d.text for d in everyone}
     return {"scores": scores, "ref_scores": ref_scores, "pii": table, "regurgitation": reg, "ref_regurgitation": ref_reg,
-            "novel": novel}
+            "novel": novel, "docs": [(i, p, texts[i]) for i, p in zip(docs["doc_id"], docs["person_id"])]}
 
 
 def world(s: dict, a: list[str], b: list[str], *, with_reference: bool, seed: int) -> dict:
     """The verdict's inputs for members ``a`` and non-members ``b`` from the per-individual scores ``s``."""
     ids = list(a) + list(b)
     member = np.r_[np.ones(len(a), bool), np.zeros(len(b), bool)]
-    cols = [c for c in s["scores"].columns if with_reference or c != "reference"]
-    bat = battery_from_scores(s["scores"].loc[ids, cols], member, n_bootstrap=0).to_json()
+    cols = [c for c in s["scores"].columns if with_reference or c not in ("reference", "ez")]
+    table = s["scores"].loc[ids, cols].copy()
+    if "blind" in table and s.get("docs"):  # fitted on this world's labels, cross-fitted over its individuals
+        mine = set(a)
+        docs = [d for d in s["docs"] if d[1] in mine or d[1] in set(b)]
+        doc_blind = blind_score([d[2] for d in docs], [d[1] in mine for d in docs], [d[1] for d in docs], seed=seed)
+        table["blind"] = pd.Series(doc_blind).groupby([d[1] for d in docs]).mean().reindex(ids).to_numpy()
+    bat = battery_from_scores(table, member, n_bootstrap=0).to_json()
     if with_reference:
         bat["reference_model_attacks"] = battery_from_scores(s["ref_scores"].loc[ids], member,
                                                              n_bootstrap=0).to_json()["attacks"]
@@ -292,7 +301,7 @@ def main(argv=None) -> dict:
         members = of(corpus, train_ids[:40])
         ckpt = fine_tune(members, kind, [EPOCHS[kind]], out / f"null-{kind}")[-1][1]
         s = score_once(ckpt, kind, None, unseen, pos, public_keys, pii_occurrences=args.pii_occurrences,
-                       base_vocabulary=vocab, pii_copies=args.mlm_pii_copies)
+                       base_vocabulary=vocab, pii_copies=args.mlm_pii_copies, public_texts=public_texts)
         result.setdefault("settings", {})[f"null {kind}"] = {"pii_occurrences": args.pii_occurrences,
                                                              **({"pii_pll_copies": args.mlm_pii_copies,
                                                                  "battery_pll_copies": 32} if kind == "mlm" else {})}

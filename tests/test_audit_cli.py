@@ -86,8 +86,10 @@ def test_audit_cli_on_trained_checkpoints(trained, kind, tmp_path, capsys):
     attacks = json.loads((out / "attacks.json").read_text())
     assert attacks == json.loads((out / "attacks" / label / "attacks.json").read_text())       # one model: its own copy
     assert attacks["reference"] == str(base.resolve()) and (attacks["n_members"], attacks["n_nonmembers"]) == (6, 6)
-    expected = {"loss", "zlib", "min_k", "reference", "identifier_count"} | ({"min_k_plus_plus"} if kind == "clm"
-                                                                             else set())
+    # the battery of 2026-12-02: EZ-MIA with the base as reference (masked: over the PLL's error positions) and the
+    # blind baseline; no public split here, so no DC-PDD and no ReCaLL
+    expected = {"loss", "zlib", "min_k", "reference", "identifier_count", "ez", "blind"} | (
+        {"min_k_plus_plus"} if kind == "clm" else set())
     assert expected <= set(attacks["attacks"]) <= expected | {"min_k_plus_plus"}
     ids = json.loads((out / "identifiers.json").read_text())
     assert set(ids) == {"pii_inference", "memorisation"}

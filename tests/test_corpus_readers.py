@@ -1032,3 +1032,21 @@ def test_load_corpus_writes_skipped_jsonl(tmp_path: Path):
     with pytest.warns(CorpusWarning):
         expect_error(load_corpus, everything_bad, on_error="skip",
                      contains=("every record was skipped (2; the first at", "line 1", "invalid JSON"))
+
+
+def test_an_empty_person_id_names_the_users_column(tmp_path: Path):
+    """``--person-field patient``: an empty cell is reported in the user's column, not the toolkit's role name, and
+    never with the record's text (issue 57)."""
+    p = write(tmp_path / "notes.csv", "patient,note\nqorvath,Seen today.\n,Secret note of nobody.\n")
+    err = expect_error(read_csv, p, text_field="note", person_field="patient",
+                       contains=("notes.csv", "record 2", "missing field 'patient' (the person id)"))
+    assert "Secret" not in str(err) and "'person_id'" not in str(err)
+    # the default column keeps its own name
+    q = write(tmp_path / "plain.csv", "person_id,text\n,x\n")
+    expect_error(read_csv, q, contains=("plain.csv", "missing field 'person_id'"))
+    # JSON Lines with named fields, the same
+    j = tmp_path / "notes.jsonl"
+    j.write_text('{"patient": " ", "note": "Secret"}\n', encoding="utf-8")
+    err = expect_error(read_jsonl, j, text_field="note", person_field="patient", id_field="@row",
+                       contains=("notes.jsonl", "missing field 'patient' (the person id)"))
+    assert "Secret" not in str(err)

@@ -332,7 +332,7 @@ def test_attack_steps_files_verdicts_and_results_lines(run_dir, tmp_path):
     assert base["reference"] is None and "reference" not in base["attacks"]
     assert Path(clm["reference"]).resolve() == (run_dir / "base_clm").resolve()
     assert set(clm["attacks"]) == {"loss", "zlib", "min_k", "min_k_plus_plus", "reference", "identifier_count",
-                                   "rmia"}
+                                   "rmia", "ez", "dc_pdd", "recall", "blind"}  # the battery of 2026-12-02
     # RMIA's population is the non-members, OUT for the base too: the base model's non-members get spread ranks (with
     # the public split as population — the base's pre-training text — every score of the base was 0)
     import pandas as pd

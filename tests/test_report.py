@@ -246,13 +246,17 @@ def test_a_base_model_that_separates_the_groups_is_reported():
     """The base model saw neither group: an attack on it whose AUC interval lies above 0.55 means the groups differ
     (as the sample generator's splits did before 2026-11-26) — the report says so above the verdicts; at chance it
     says nothing."""
+    from toolkit.audit.verdict import verdict
     from toolkit.report.verdicts import split_shift, verdicts_html
 
+    def with_verdict(base):  # the report reads the check the verdict recorded (its ``separation``), re-running none
+        return {**base, "verdict": verdict(attacks=base["attacks"]).to_dict()}
+
     def models(lo):
-        base = {"strategy": "base", "verdict": {"level": "amber", "rule": "membership_auc"},
-                "attacks": {"n_members": 200, "n_nonmembers": 200,
-                            "attacks": {"loss": {"auc": lo + 0.05, "auc_ci": [lo, lo + 0.1]},
-                                        "zlib": {"auc": 0.5, "auc_ci": [0.4, 0.6]}}}}
+        base = with_verdict({"strategy": "base",
+                             "attacks": {"n_members": 200, "n_nonmembers": 200,
+                                         "attacks": {"loss": {"auc": lo + 0.05, "auc_ci": [lo, lo + 0.1]},
+                                                     "zlib": {"auc": 0.5, "auc_ci": [0.4, 0.6]}}}})
         return {"base (epoch 0)": base, "clm (epoch 8)": {"strategy": "clm", "verdict": {"level": "red", "rule": "membership_auc",
                                                                            "figure": "AUC 0.9"}}}
 
@@ -284,9 +288,11 @@ def test_a_base_model_that_separates_the_groups_is_reported():
     lo = a - 1.959964 * math.sqrt((a * (1 - a) + (n - 1) * (q1 - a * a) + (n - 1) * (q2 - a * a)) / (n * n))
     bare = {"base": {"strategy": "base", "attacks": {"n_members": n, "n_nonmembers": n,
                                                      "attacks": {"loss": {"auc": a}}}}}
-    assert f"[{lo:.3f}, " in split_shift(bare) and 0.64 < lo < 0.66
+    assert f"[{lo:.3f}, " in split_shift({"base": with_verdict(bare["base"])}) and 0.64 < lo < 0.66
     bare["base"]["attacks"]["attacks"]["loss"]["auc"] = 0.53  # z = 0.03 / √(401 / 480000) = 1.04: not significant
-    assert split_shift(bare) is None
+    assert split_shift({"base": with_verdict(bare["base"])}) is None
     del bare["base"]["attacks"]["n_members"]  # no counts, no interval: nothing claimed
     bare["base"]["attacks"]["attacks"]["loss"]["auc"] = 0.9
-    assert split_shift(bare) is None
+    assert split_shift({"base": with_verdict(bare["base"])}) is None
+    # a verdict file older than the recorded check (no ``separation``): nothing re-tested, nothing claimed
+    assert split_shift({"base": {**models(0.56)["base (epoch 0)"], "verdict": {"level": "amber"}}}) is None

@@ -277,9 +277,13 @@ def test_canary_p_value_is_two_to_the_minus_exposure_times_the_canaries():
 
 
 def test_precedence_reasons_in_order():
+    # significant evidence (the family's loss AUC) is never outranked by a missing measurement: amber, the deciding
+    # finding first, then what could not be judged (said in the statement beside it), then the finding outside the
+    # family (issue 57; before 2026-12-02 this was "incomplete")
     v = judged(attacks=battery(auc=0.62, lo=0.56), pii=None, novel_privacy=0.97)
-    assert v.level == "incomplete" and v.reasons[0] == "PII inference not measured"
-    assert len(v.reasons) == 3 and any(r.startswith("loss: AUC = 0.620") for r in v.reasons)
+    assert v.level == "amber" and v.rule == "membership_auc" and v.reasons[0].startswith("loss: AUC = 0.620")
+    assert v.reasons[1] == "PII inference not measured" and v.reasons[2].startswith("novel privacy")
+    assert len(v.reasons) == 3 and "; incomplete beside it: PII inference not measured" in v.statement
     v = judged(attacks=None, pii=advantage(0.5, 0.02, 1e-4), novel_privacy=0.97)
     assert v.level == "red" and v.reasons[0].startswith("PII inference top-1")
     assert v.reasons[1].startswith("membership not measured") and v.reasons[2].startswith("novel privacy")
@@ -457,8 +461,13 @@ def test_property_missing_membership_or_pii_never_green(kw, missing):
     else:
         kw[missing] = None
     v = verdict(**kw)
-    assert v.level in ("red", "incomplete"), v.statement
+    # never green; amber only on significant evidence of the family, with what is missing said beside it (a missing
+    # measurement never outranks significant evidence, issue 57)
+    assert v.level in ("red", "amber", "incomplete"), v.statement
     assert v.level == "red" or v.unjudgeable
+    if v.level == "amber":
+        assert any(t["significant"] for t in v.tests), v.statement
+        assert all(u in v.statement for u in v.unjudgeable) and "incomplete beside it" in v.statement
 
 
 @settings(max_examples=200, deadline=None)

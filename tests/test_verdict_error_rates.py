@@ -249,11 +249,13 @@ def test_clopper_pearson_by_hand():
 # ---- the family-wise false-alarm rate on null inputs -----------------------------------------------------------------
 
 def _null_inputs(rng, n_m, n_n):
-    """One verdict's inputs drawn from every statistic's null: six attacks on exchangeable scores (the battery's own
+    """One verdict's inputs drawn from every statistic's null: ten attacks on exchangeable scores (the battery's own
     ROC summaries), PII inference at chance for members and non-members (per individual), canaries never inserted
     (uniform ranks), regurgitation and novel identifiers written out equally in both groups."""
     attacks = {}
-    for name in ("loss", "zlib", "min_k", "min_k_plus_plus", "reference", "rmia"):
+    # the battery of 2026-12-02 (issue 57): EZ-MIA, DC-PDD, ReCaLL and the model-free blind baseline (its check
+    # outside the family) beside the six before
+    for name in ("loss", "zlib", "min_k", "min_k_plus_plus", "reference", "rmia", "ez", "dc_pdd", "recall", "blind"):
         m, n = rng.random(n_m), rng.random(n_n)
         top = np.sort(n)[::-1]
         auc = float((np.argsort(np.argsort(np.r_[m, n]))[:n_m] + 1).sum() - n_m * (n_m + 1) / 2) / (n_m * n_n)

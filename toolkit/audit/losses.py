@@ -78,6 +78,8 @@ class TokenLosses:
         The audited window of each document (the text up to the end of its last token in the window).
     mu, sigma : list of ndarray or None
         Mean and standard deviation of :math:`\\log p(v)` under the predictive distribution (None without moments).
+    top1 : list of ndarray or None
+        Per scored token: is the model's most likely token the true one (bool; computed with the moments)?
     meta : dict
         Masked: ``meta["pll"]`` = :func:`toolkit.audit.pll.estimator` (exact, or budgeted with N and the seed).
     """
@@ -93,6 +95,7 @@ class TokenLosses:
     mu: list[np.ndarray] | None = None
     sigma: list[np.ndarray] | None = None
     meta: dict = field(default_factory=dict)
+    top1: list[np.ndarray] | None = None
 
     def __len__(self) -> int:
         return len(self.losses)
@@ -221,6 +224,7 @@ def _causal(model, encoded, batch_size: int, moments: bool, progress: bool, labe
     losses: list = [None] * n
     mus: list = [None] * n
     sigmas: list = [None] * n
+    tops: list = [None] * n
     # targets after position 0, not special; a content token at position 0 is scored below, given the BOS alone
     keep = [np.flatnonzero(~e[1][1:]) + 1 for e in encoded]
     order = sorted(range(n), key=lambda i: len(encoded[i][0]))
@@ -228,14 +232,15 @@ def _causal(model, encoded, batch_size: int, moments: bool, progress: bool, labe
     dev = _device(model)
 
     def stats(lp, tgt):
-        """(losses, mu, sigma) of the rows of ``lp`` (log-probabilities) at the targets ``tgt``."""
+        """(losses, mu, sigma, top-1 right) of the rows of ``lp`` (log-probabilities) at the targets ``tgt``."""
         loss = (-lp.gather(1, tgt[:, None])[:, 0]).double().cpu().numpy()
         if not moments:
-            return loss, None, None
+            return loss, None, None, None
         p = lp.exp()
         mu = (p * lp).sum(-1)
         var = (p * (lp - mu[:, None]).square()).sum(-1)  # = Σ p (log p)² − μ², without cancellation
-        return loss, mu.double().cpu().numpy(), var.clamp_min(0).sqrt().double().cpu().numpy()
+        return (loss, mu.double().cpu().numpy(), var.clamp_min(0).sqrt().double().cpu().numpy(),
+                (lp.argmax(-1) == tgt).cpu().numpy())
 
     def run(chunk):
         L = max(len(encoded[i][0]) for i in chunk)
@@ -250,7 +255,7 @@ def _causal(model, encoded, batch_size: int, moments: bool, progress: bool, labe
             for r, i in enumerate(chunk):
                 t = torch.from_numpy(keep[i])
                 lp = torch.log_softmax(logits[r, (t - 1).to(logits.device)].float(), dim=-1)
-                losses[i], mus[i], sigmas[i] = stats(lp, x[r, t].to(logits.device))
+                losses[i], mus[i], sigmas[i], tops[i] = stats(lp, x[r, t].to(logits.device))
 
     bar = progress_bar(total=n, desc=_desc(label, "clm", model), unit="doc", enabled=progress)
     _adaptive(order, batch_size, run, bar)
@@ -262,12 +267,12 @@ def _causal(model, encoded, batch_size: int, moments: bool, progress: bool, labe
             bos = torch.tensor([[lead]], device=dev)
             lp0 = torch.log_softmax(model(input_ids=bos, attention_mask=torch.ones_like(bos)).logits[0, -1].float(), -1)
         for i in first:
-            loss, mu, sigma = stats(lp0[None], torch.tensor([int(encoded[i][0][0])], device=lp0.device))
+            loss, mu, sigma, top = stats(lp0[None], torch.tensor([int(encoded[i][0][0])], device=lp0.device))
             keep[i] = np.r_[0, keep[i]]
             losses[i] = np.r_[loss, losses[i]]
             if moments:
-                mus[i], sigmas[i] = np.r_[mu, mus[i]], np.r_[sigma, sigmas[i]]
-    return losses, keep, (mus if moments else None), (sigmas if moments else None)
+                mus[i], sigmas[i], tops[i] = np.r_[mu, mus[i]], np.r_[sigma, sigmas[i]], np.r_[top, tops[i]]
+    return (losses, keep, (mus if moments else None), (sigmas if moments else None), (tops if moments else None))
 
 
 def _resolve_kind(model, kind):
@@ -327,35 +332,37 @@ def token_losses(model, tokenizer, texts: Sequence[str], *, kind: str | None = N
     if found is None and draws is not None and (exact := _lookup(key, moments, ("all",))) is not None:
         found = tuple(None if a is None else [x[d] for x, d in zip(a, draws)] for a in exact)  # the same subsample
     if found is not None:
-        losses, keep, mus, sigmas = found
-        mus, sigmas = (mus, sigmas) if moments else (None, None)
+        losses, keep, mus, sigmas, tops = found
+        mus, sigmas, tops = (mus, sigmas, tops) if moments else (None, None, None)
     else:
         keep = scorable if draws is None else [k[d] for k, d in zip(scorable, draws)]
-        mus = sigmas = None
+        mus = sigmas = tops = None
         if kind == "clm":
             longest = max((len(e[0]) for e in encoded), default=1)
             bs = batch_size or int(np.clip(_CAUSAL_TOKENS // max(longest, 1), 8, 512))
-            losses, keep, mus, sigmas = _causal(model, encoded, bs, moments, progress, label,
-                                               leading_token(tokenizer))
+            losses, keep, mus, sigmas, tops = _causal(model, encoded, bs, moments, progress, label,
+                                                     leading_token(tokenizer))
         else:
             groups = [[k[g] for g in strided_groups(len(k), copies)] for k in keep]
-            lp, mus, sigmas = masked_log_probs(model, tokenizer, encoded, groups, batch_size or 64, progress=progress,
-                                               moments=moments, desc=_desc(label, kind, model))
+            lp, mus, sigmas, tops = masked_log_probs(model, tokenizer, encoded, groups, batch_size or 64,
+                                                     progress=progress, moments=moments,
+                                                     desc=_desc(label, kind, model), with_top1=True)
+            tops = tops if moments else None
             # back to position order (the copies return their positions group after group)
             order = [np.argsort(np.concatenate(g), kind="stable") if g else np.zeros(0, np.int64) for g in groups]
-            lp, mus, sigmas = ([a[o] for a, o in zip(arrays, order)] if arrays is not None else None
-                               for arrays in (lp, mus, sigmas))
+            lp, mus, sigmas, tops = ([a[o] for a, o in zip(arrays, order)] if arrays is not None else None
+                                     for arrays in (lp, mus, sigmas, tops))
             losses = [-a for a in lp]
         if key is not None:  # kept read-only: every caller gets the same arrays
-            for arrays in (losses, keep, mus or [], sigmas or []):
+            for arrays in (losses, keep, mus or [], sigmas or [], tops or []):
                 for a in arrays:
                     a.setflags(write=False)
-            remember(key + (moments,) + tag, (losses, keep, mus, sigmas))
+            remember(key + (moments,) + tag, (losses, keep, mus, sigmas, tops))
     return TokenLosses(
         kind=kind, losses=[np.asarray(a, dtype=np.float64) for a in losses],
         token_ids=[e[0][k] for e, k in zip(encoded, keep)], offsets=[e[2][k] for e, k in zip(encoded, keep)],
         window_texts=[e[3] for e in encoded], model_name=model_name(model), window=window,
-        n_truncated=sum(e[4] for e in encoded), mu=mus, sigma=sigmas,
+        n_truncated=sum(e[4] for e in encoded), mu=mus, sigma=sigmas, top1=tops,
         meta={"pll": estimator(budget, pll_seed, copies)} if kind == "mlm" else {})
 
 

@@ -124,11 +124,12 @@ def adaptive(jobs: Sequence, batch_size: int, run: Callable, bar) -> None:
 
 
 def masked_log_probs(model, tokenizer, encoded, groups, batch_size: int, *, progress: bool = True,
-                     moments: bool = False, desc: str = "PLL") -> tuple[list[np.ndarray], list | None, list | None]:
+                     moments: bool = False, desc: str = "PLL", with_top1: bool = False) -> tuple:
     """Log-probabilities of masked tokens. ``groups[i]`` is a list of position arrays of document ``i``: every array
     is one masked copy (its positions masked together); returns, per document, the concatenated log p of the
     positions in group order, and with ``moments`` the mean and standard deviation of log p(v) under each masked
-    position's distribution (else None, None)."""
+    position's distribution (else None, None); ``with_top1``: a fourth list, per position whether the masked
+    distribution's most likely token is the true one (1.0) or not (0.0)."""
     import torch
 
     mask_id = tokenizer.mask_token_id
@@ -171,6 +172,8 @@ def masked_log_probs(model, tokenizer, encoded, groups, batch_size: int, *, prog
                 p = lp.exp()
                 mu = (p * lp).sum(-1)
                 got += [mu, (p * (lp - mu[:, None]).square()).sum(-1).clamp_min(0).sqrt()]
+            if with_top1:
+                got.append((lp.argmax(-1) == target.to(lp.device)).double())
             got = [a.double().cpu().numpy() for a in got]
         k = 0
         for i, g in chunk:
@@ -183,5 +186,7 @@ def masked_log_probs(model, tokenizer, encoded, groups, batch_size: int, *, prog
     bar.close()
     release_heap()  # the passes' freed tensors back to the system (toolkit.heap: else ~1 MB per text kept)
     out = [[np.concatenate([res[(i, g)][c] for g in range(len(groups[i]))]) if groups[i] else np.zeros(0)
-            for i in range(len(encoded))] for c in range(3 if moments else 1)]
-    return (out[0], out[1], out[2]) if moments else (out[0], None, None)
+            for i in range(len(encoded))] for c in range((3 if moments else 1) + with_top1)]
+    top1 = [a > 0.5 for a in out[-1]] if with_top1 else None
+    head = (out[0], out[1], out[2]) if moments else (out[0], None, None)
+    return (*head, top1) if with_top1 else head

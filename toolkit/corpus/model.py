@@ -12,7 +12,7 @@ positions, lengths and types, never the text of a record: an error message ends 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,15 +70,24 @@ class Document:
         return out
 
 
+def _field_name(name: str, names: Mapping[str, str] | None) -> str:
+    """A field in an error: the user's own column or key (``names[name]``, e.g. ``--person-field patient``) with the
+    role it plays, else the role's name."""
+    user = (names or {}).get(name)
+    return repr(name) if not user or user == name else f"{user!r} (the {name.replace('_', ' ')})"
+
+
 def make_document(doc_id: Any, person_id: Any, text: Any, spans: Iterable[Any] | None = None,
                   split: Any = None, labels: Any = None, *, path: Any = None, line: int | None = None,
-                  record: str | None = None) -> Document:
+                  record: str | None = None, names: Mapping[str, str] | None = None) -> Document:
     """Build a validated :class:`Document`; any problem raises :class:`CorpusError` naming ``path``/``line``/``record``.
 
     ``spans`` may hold :class:`Span` objects, ``{"start", "end", "label"}`` mappings or ``(start, end, label)`` tuples.
     Spans are sorted by start; overlapping spans, spans outside ``[0, len(text)]``, empty spans and non-integer
     offsets are errors (never silently dropped). A lone surrogate code point in ``text``, an id, ``split`` or a span
     label is an error too: it is not Unicode text and would only fail later, inside Arrow or a tokenizer.
+    ``names`` (optional): the user's own field or column of each role (``{"person_id": "patient"}``), which the
+    errors name.
     """
 
     def fail(msg: str) -> CorpusError:
@@ -86,17 +95,17 @@ def make_document(doc_id: Any, person_id: Any, text: Any, spans: Iterable[Any] |
 
     for name, value in (("doc_id", doc_id), ("person_id", person_id)):
         if value is None or (isinstance(value, str) and not value.strip()):
-            raise fail(f"missing field {name!r}")
+            raise fail(f"missing field {_field_name(name, names)}")
         if isinstance(value, bool) or not isinstance(value, (str, int)):
-            raise fail(f"field {name!r} must be a string or integer, got {type(value).__name__}")
+            raise fail(f"field {_field_name(name, names)} must be a string or integer, got {type(value).__name__}")
     if text is None:
-        raise fail("missing field 'text'")
+        raise fail(f"missing field {_field_name('text', names)}")
     if not isinstance(text, str):
-        raise fail(f"field 'text' must be a string, got {type(text).__name__}")
+        raise fail(f"field {_field_name('text', names)} must be a string, got {type(text).__name__}")
     for name, value in (("doc_id", doc_id), ("person_id", person_id), ("text", text), ("split", split)):
         bad = _SURROGATE.search(value) if isinstance(value, str) else None
         if bad is not None:
-            raise fail(f"field {name!r} holds a lone surrogate U+{ord(bad.group()):04X} at character {bad.start()}: "
+            raise fail(f"field {_field_name(name, names)} holds a lone surrogate U+{ord(bad.group()):04X} at character {bad.start()}: "
                        "not valid Unicode text (in JSON, an unpaired \\uD800-\\uDFFF escape; read leniently, a byte "
                        "not valid in the file's encoding); fix the export")
     if split is not None and not isinstance(split, str):

@@ -245,7 +245,7 @@ def attack_model(model: str | Path, members: Corpus, nonmembers: Corpus, identif
     battery = run_battery(f, tok, members, nonmembers, reference=ref, extra_scores=extra, window=opt.window,
                           seed=seed, n_bootstrap=n_bootstrap, batch_size=opt.batch_size, reference_name=ref_name,
                           exclude=canary_text, pll_positions=opt.pll_positions,
-                          pll_copies=copies, rmia=rmia, progress=progress)
+                          pll_copies=copies, rmia=rmia, public=public_texts, progress=progress)
     if saw_neither:  # the model that saw neither group: its own attacks say whether the groups differ
         battery.meta["reference_model_attacks"] = battery.to_json()["attacks"]
     pii_kw = dict(reference=ref, n_candidates=opt.pii_candidates, max_occurrences=opt.pii_occurrences,

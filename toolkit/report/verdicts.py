@@ -18,7 +18,7 @@ from typing import Any
 
 import pandas as pd
 
-from toolkit.audit.verdict import GREEN_STATEMENT, VerdictThresholds, split_check
+from toolkit.audit.verdict import GREEN_STATEMENT, VerdictThresholds, split_words
 from toolkit.plots.attacks import attack_name
 
 #: the deciding rule of a verdict, in plain words (the rules of older verdict files too)
@@ -58,6 +58,9 @@ RULES = {
                                "— the other way round (members score lower): as telling as the mirror image",
     "membership_auc_beyond_reference": "members and non-members already differ before fine-tuning, and an attack "
                                        "separates them significantly more than on the model that saw neither",
+    "membership_auc_beyond_blind": "members and non-members differ as texts (a classifier of the text alone "
+                                   "separates them), and an attack separates them significantly more than the "
+                                   "text alone does",
     "canary_exposure": "a made-up record inserted once into the training notes is recognised by the model",
     "canary_exposure_repeated": "a made-up record inserted several times into the training notes is recognised by "
                                 "the model",
@@ -83,8 +86,9 @@ def thresholds(th: VerdictThresholds | None = None) -> list[tuple[str, str]]:
         ("amber", f"any test below is significant, the whole family's false-alarm rate held at {th.alpha:g} (Holm): "
                   "evidence of leakage. Red when the evidence is also beyond the rule's floor (in brackets)"),
         ("amber", "membership, every attack: its AUC against 0.5, two-sided (Mann–Whitney; an AUC below 0.5 is "
-                  f"reported as inverted) and its TPR at FPR {fprs} against that FPR (exact beta-binomial, the "
-                  f"threshold set on the same non-members) [red: TPR ≥ {th.tpr_red:.0%} at FPR ≤ {th.fpr:.0%}; with "
+                  "reported as inverted: are the groups swapped?) and its TPR at FPR "
+                  f"{fprs} against that FPR (exact beta-binomial, the threshold set on the same non-members) "
+                  f"[red: TPR ≥ {th.tpr_red:.0%} at FPR ≤ {th.fpr:.0%}; with "
                   f"fewer than 100 non-members the AUC's {th.confidence:.0%} interval beyond "
                   f"{th.auc_lower_red_unresolvable:g}]"),
         ("amber", "PII inference, overall, per kind of identifier, private and shared identifiers (identifiers the "
@@ -105,7 +109,8 @@ def thresholds(th: VerdictThresholds | None = None) -> list[tuple[str, str]]:
                   f"below {th.novel_privacy_amber:g} is amber, compared with nobody"),
         ("red", "a DP model's one-run audit bound (95%) above what its accountant's ε allows for one canary (2ε); "
                 f"amber: a model without DP whose bound exceeds {th.one_run_epsilon_amber:g}"),
-        ("incomplete", "not red, and membership or PII inference was not measured or cannot be judged: no "
+        ("incomplete", "no test above significant, and membership or PII inference was not measured or cannot be "
+                       "judged (significant evidence decides red or amber and this is said beside it): no "
                        "results, fewer than 2 members or non-members, a smallest detectable AUC of "
                        f"{th.auc_lower_red_unresolvable:g} or more, or fewer than {th.pii_min_category_occurrences} "
                        "identifier occurrences with no finding (the verdict says which, and why)"),
@@ -123,7 +128,9 @@ def _plain(reason: str) -> str:
 
 def model_verdict(label: str, model: dict[str, Any]) -> dict[str, Any]:
     """One model's verdict in plain words: ``label``, ``strategy``, ``level``, ``rule``, ``attack``, ``figure``,
-    ``statement``, ``detectable`` (text), ``others`` (further reasons), ``not_measured``, ``not_judged``.
+    ``statement``, ``detectable`` (text), ``others`` (further reasons), ``not_measured``, ``not_judged``,
+    ``incomplete`` (a red or amber verdict's inputs that could not be judged, said beside the evidence), ``inverted``
+    (every significant membership finding has members below non-members: swapped groups?).
 
     An incomplete verdict's statement says what could not be judged and why; its ``others`` are the further
     findings (amber reasons), not the unjudgeable inputs the statement already names."""
@@ -136,8 +143,13 @@ def model_verdict(label: str, model: dict[str, Any]) -> dict[str, Any]:
            "rule": RULES.get(v.get("rule"), v.get("rule")), "attack": attack_name(v["attack"]) if v.get("attack") else None,
            "figure": v.get("figure"), "others": [_plain(r) for r in reasons[1:]],
            "not_measured": list(v.get("not_measured") or []), "not_judged": list(v.get("not_judged") or []),
-           "detectable": None, "population": list(v.get("population") or []), "split": v.get("split")}
+           "detectable": None, "population": list(v.get("population") or []), "split": v.get("split"),
+           "inverted": bool(v.get("inverted")), "blind": v.get("blind")}
     out["statement"] = HEADLINES.get(level, v.get("statement", ""))
+    out["incomplete"] = []
+    if level in ("red", "amber") and unjudgeable:  # significant evidence decides; what is missing is said beside it
+        out["incomplete"] = unjudgeable
+        out["others"] = [_plain(r) for r in reasons[1:] if r not in unjudgeable]
     if level == "incomplete":
         why = "; ".join(unjudgeable) or str(v.get("statement", "")).removeprefix("incomplete: ")
         out["statement"] = f"{HEADLINES['incomplete']}: {why}"
@@ -155,17 +167,18 @@ def model_verdict(label: str, model: dict[str, Any]) -> dict[str, Any]:
 def split_shift(models: dict[str, Any]) -> str | None:
     """A warning when members and non-members differ before fine-tuning: a model's verdict says so (its ``split``:
     the reference model, which saw neither group, separates them — :func:`toolkit.audit.verdict.split_check`), or
-    the run's base model separates them (its attacks' AUCs, two-sided, Holm at 0.05, the same test). Then every
-    membership figure of the fine-tuned models contains that difference. None when no check says so."""
+    the run's base model separates them: its verdict's ``separation``, the same check on its own attacks (AUCs
+    two-sided, Holm at α), read as the verdict recorded it — nothing is re-tested here. Then every membership figure
+    of the fine-tuned models contains that difference. None when no check says so (a verdict file older than the
+    ``separation`` record says nothing)."""
     for m in models.values():
         split = (m.get("verdict") or {}).get("split")
         if split:
             return f"{split[0].upper()}{split[1:]}. Draw members and non-members from the same population " \
                    "(docs/guide.md, sample data)."
     base = next((m for m in models.values() if m.get("strategy") == "base"), {})
-    battery = base.get("attacks") or {}
-    _, text = split_check({**battery, "reference": "the base model",
-                           "reference_model_attacks": battery.get("attacks") or {}})
+    separation = (base.get("verdict") or {}).get("separation") or {}
+    text = split_words(separation.get("strongest"), "the base model")
     if not text:
         return None
     return f"{text[0].upper()}{text[1:]}. Draw members and non-members from the same population (docs/guide.md, " \
@@ -217,6 +230,13 @@ def verdicts_html(runs: Iterable, *, show_run: bool = True) -> str:
                 more = len(m["others"]) - 3
                 lines.append(f"Also triggered ({len(m['others'])}): " + esc("; ".join(m["others"][:3]))
                              + (f"; and {more} more (see the Attacks section)." if more > 0 else "."))
+            if m.get("incomplete"):
+                lines.append("Incomplete beside it: " + esc("; ".join(m["incomplete"])) + ".")
+            if m.get("blind"):  # the groups differ as texts: the attacks it could explain did not decide
+                lines.append("Groups differ as texts: " + esc(m["blind"]) + ".")
+            if m.get("inverted"):
+                lines.append("Every significant membership finding is inverted: members score lower than "
+                             "non-members — are the groups swapped?")
             if m["not_judged"]:
                 lines.append("Not judged: " + esc("; ".join(m["not_judged"])) + ".")
             for line in m["population"]:  # what the model knows of people it never saw: not leakage
@@ -268,7 +288,9 @@ def thresholds_html(th: VerdictThresholds | None = None) -> str:
     measured = ("<p><strong>Measured error rates of these rules</strong> (Clopper–Pearson 95% intervals; "
                 "docs/methods.md §11.1):</p><ul>" + "".join(f"<li>{html.escape(x)}</li>" for x in rates) + "</ul>"
                 if rates else "")
-    return ('<p>The first level whose rule applies decides, in this order: red, incomplete, amber, green.</p>'
+    return ('<p>The first level whose rule applies decides, in this order: red, amber (a significant test), '
+            'incomplete, amber (a finding compared with nobody), green. What could not be judged is said beside '
+            'significant evidence, never instead of it.</p>'
             f'<ul style="list-style:none;padding-left:0;line-height:1.9">{rows}</ul>' + measured)
 
 

@@ -1,8 +1,10 @@
 """Membership and identifier attacks on an audited language model (methods.md §10, §11); one module per attack, as
 mimir.
 
-Membership attacks (higher score = more likely a member), all computed from one
-:class:`~toolkit.audit.losses.TokenLosses` per model:
+Membership attacks (higher score = more likely a member) are the entries of one registry
+(:mod:`toolkit.audit.attacks.registry`): each declares what it needs (token losses, moments, the reference's losses,
+texts, individuals, the public split, the model…) and the battery runs every entry whose needs the audit meets. The
+shipped ones, from one :class:`~toolkit.audit.losses.TokenLosses` per model:
 
 * ``loss`` (Yeom et al. 2018), ``zlib`` (Carlini et al. 2021), ``min_k`` (Shi et al. 2024), ``min_k_plus_plus``
   (Zhang et al. 2024; masked models: under the masked position's distribution), ``reference`` (needs a reference
@@ -44,19 +46,18 @@ from toolkit.audit.attacks.one_run import (one_run_audit, one_run_canaries_into_
                                            without_canaries)
 from toolkit.audit.attacks.pii_inference import (identifier_occurrences, occurrence_window, pii_inference,
                                                  pii_member_advantage, public_identifier_keys)
+from toolkit.audit.attacks.registry import (NEEDS, REGISTRY, AttackEntry, AttackInputs, applicable,
+                                            calibrated_attacks, model_free_attacks, register, score_attacks,
+                                            unregister)
 from toolkit.audit.attacks.rmia import RMIAReferences, rmia_score, tune_offline_a
 
-#: attacks on identifiers (not score-threshold membership attacks)
-IDENTIFIER_ATTACKS = {"pii_inference": pii_inference, "memorisation": memorisation_scores, "canary_exposure": exposure}
-#: empirical privacy audits: an ε lower bound from canaries inserted before training (Steinke et al. 2023)
-PRIVACY_AUDITS = {"one_run": one_run_audit}
-
 __all__ = [
-    "ATTACKS", "FPRS", "IDENTIFIER_ATTACKS", "BatteryResult", "battery_from_scores", "canaries_into_corpus",
+    "ATTACKS", "FPRS", "NEEDS", "REGISTRY", "AttackEntry", "AttackInputs", "BatteryResult", "applicable",
+    "calibrated_attacks", "model_free_attacks", "register", "score_attacks", "unregister", "battery_from_scores", "canaries_into_corpus",
     "canary_ranges", "exposure",
     "exposure_from_samples", "exposure_summary", "identifier_occurrences", "insert_canaries", "make_canaries",
     "membership_scores", "memorisation_scores", "occurrence_window", "person_scores", "pii_inference", "pii_member_advantage",
     "public_identifier_keys", "run_battery",
     "RMIAReferences", "rmia_score", "tune_offline_a",
-    "PRIVACY_AUDITS", "one_run_audit", "one_run_canaries_into_corpus", "one_run_scores", "without_canaries",
+    "one_run_audit", "one_run_canaries_into_corpus", "one_run_scores", "without_canaries",
 ]

@@ -21,40 +21,31 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from toolkit.audit.attacks.loss import loss_score
-from toolkit.audit.attacks.min_k import min_k_score
-from toolkit.audit.attacks.min_k_plus_plus import min_k_plus_plus_score
-from toolkit.audit.attacks.reference import reference_score
-from toolkit.audit.attacks.rmia import RMIAReferences, RMIASignals, rmia_attack, rmia_signals
-from toolkit.audit.attacks.zlib import zlib_score
+from toolkit.audit.attacks.registry import ATTACKS, AttackInputs, model_free_attacks, score_attacks
+from toolkit.audit.attacks.rmia import RMIAReferences, RMIASignals, rmia_signals
 from toolkit.audit.losses import TokenLosses, model_max_tokens, model_name, token_losses
 from toolkit.corpus import Corpus
 from toolkit.io import atomic_write_json, atomic_write_parquet
 from toolkit.metrics import mia_report
 
-#: membership attacks on token losses, in tie-break order (``strongest`` prefers the earlier one on equal AUC)
-ATTACKS: dict[str, Callable[..., np.ndarray]] = {
-    "loss": loss_score,
-    "zlib": zlib_score,
-    "min_k": min_k_score,
-    "min_k_plus_plus": min_k_plus_plus_score,
-    "reference": reference_score,
-    "rmia": rmia_attack,
-}
 FPRS = (0.001, 0.01, 0.1)
 UNITS = ("individual", "document")
 
 
 def membership_scores(losses: TokenLosses, texts: Sequence[str] | None = None, *,
                       reference_losses: TokenLosses | None = None, k: float = 0.2,
-                      reference_normalisation: str = "token-mean", rmia: RMIASignals | None = None) -> pd.DataFrame:
-    """Document-level scores of every applicable attack (one column each, one row per document).
+                      reference_normalisation: str = "token-mean", rmia: RMIASignals | None = None,
+                      inputs: AttackInputs | None = None) -> pd.DataFrame:
+    """Document-level scores of every registered attack whose needs are met (one column each, one row per
+    document; :func:`toolkit.audit.attacks.registry.score_attacks`).
 
     ``min_k_plus_plus`` needs losses with moments (causal or masked), ``reference`` needs ``reference_losses``
     (normalised per token or per byte, :func:`~toolkit.audit.attacks.reference.reference_score`), ``rmia`` the
     reference models' signals (:func:`~toolkit.audit.attacks.rmia.rmia_signals`); the others always run. ``texts``
     (optional) are the documents the losses were computed on; zlib always compresses the audited window
-    (``losses.window_texts``), which must be a prefix of each text.
+    (``losses.window_texts``), which must be a prefix of each text. ``inputs``: everything else an attack may need
+    (texts, individuals, labels, the public split, the model), :class:`~toolkit.audit.attacks.registry.AttackInputs`;
+    the arguments above override its fields.
     """
     if texts is not None:
         if len(texts) != len(losses):
@@ -62,17 +53,10 @@ def membership_scores(losses: TokenLosses, texts: Sequence[str] | None = None, *
         bad = [i for i, (t, w) in enumerate(zip(texts, losses.window_texts)) if not t.startswith(w)]
         if bad:
             raise ValueError(f"document #{bad[0]}: the token losses were not computed on this text")
-    cols = {}
-    for name, fn in ATTACKS.items():
-        if name == "min_k_plus_plus" and losses.mu is None:
-            continue
-        if name == "reference" and reference_losses is None:
-            continue
-        if name == "rmia" and rmia is None:
-            continue
-        extra = {"normalisation": reference_normalisation} if name == "reference" else {}
-        cols[name] = fn(losses, reference_losses=reference_losses, k=k, rmia=rmia, **extra)
-    return pd.DataFrame(cols)
+    x = inputs or AttackInputs()
+    x.losses, x.reference_losses, x.k, x.rmia = losses, reference_losses, k, rmia
+    x.reference_normalisation = reference_normalisation
+    return score_attacks(x)
 
 
 def _excluded_tokens(offsets: np.ndarray, ranges: Sequence[tuple[int, int]]) -> np.ndarray:
@@ -168,9 +152,12 @@ class BatteryResult:
 
     @property
     def strongest(self) -> str:
-        """The attack with the highest AUC; on a tie, the first in :data:`ATTACKS` order, then extra scores in the
-        order given."""
-        return max(self.reports, key=lambda a: self.reports[a]["auc"])
+        """The attack with the highest AUC; on a tie, the first in the registry's order, then extra scores in the
+        order given. A model-free attack (the blind baseline: a check of the split, not of the model) is never the
+        strongest while another attack was evaluated."""
+        free = model_free_attacks()
+        names = [a for a in self.reports if a not in free] or list(self.reports)
+        return max(names, key=lambda a: self.reports[a]["auc"])
 
     @property
     def roc_curves(self) -> dict[str, dict]:
@@ -255,7 +242,8 @@ def run_battery(model, tokenizer, members: Corpus, nonmembers: Corpus, *, refere
                 k: float = 0.2, seed: int = 0, n_bootstrap: int = 1000, batch_size: int | None = None,
                 reference_name: str | None = None, exclude: Mapping[str, Sequence[tuple[int, int]]] | None = None,
                 pll_positions: int | str | None = None, pll_copies: int | str | None = None,
-                rmia: RMIAReferences | None = None, progress: bool = True) -> BatteryResult:
+                rmia: RMIAReferences | None = None, public: Sequence[str] | None = None,
+                attack_options: Mapping | None = None, progress: bool = True) -> BatteryResult:
     """Run every membership attack on ``members`` against ``nonmembers``.
 
     Parameters
@@ -289,6 +277,15 @@ def run_battery(model, tokenizer, members: Corpus, nonmembers: Corpus, *, refere
         Reference models trained on population data (and, optionally, population texts; left out, the non-members
         are RMIA's population, each document compared with the other individuals'): adds the ``rmia`` attack
         (:mod:`toolkit.audit.attacks.rmia`), its settings in ``meta["rmia"]``.
+    public : sequence of str, optional
+        The public split's texts (the base model's own data, never the audited notes): the ``public`` need of the
+        registry (:mod:`toolkit.audit.attacks.registry`), e.g. DC-PDD's token frequencies.
+    attack_options : mapping, optional
+        Options of registered attacks (``AttackInputs.options``), by the attack's own key.
+
+    Every registered attack whose needs these inputs meet runs (:func:`toolkit.audit.attacks.registry.applicable`):
+    the audited model's token losses, its texts, individuals and labels always; the reference's losses with
+    ``reference``; RMIA's signals with ``rmia``; the public split with ``public``.
 
     Token losses are computed once per model and document (:func:`toolkit.audit.losses.token_losses`). A document
     without a scored token (after exclusion, under either model) is unscoreable, and so is an individual all of whose
@@ -327,8 +324,11 @@ def run_battery(model, tokenizer, members: Corpus, nonmembers: Corpus, *, refere
     if rmia is not None:
         rmia_sig = rmia_signals(model, tokenizer, tl.window_texts, rmia, window=window, batch_size=batch_size,
                                 population=~is_member, groups=person_of, pll=pll, progress=progress)
+    inputs = AttackInputs(texts=tl.window_texts, persons=person_of, labels=is_member,
+                          public=None if public is None else list(public), model=model, tokenizer=tokenizer,
+                          seed=seed, options={"window": window, "batch_size": batch_size, **(attack_options or {})})
     doc = membership_scores(tl, reference_losses=ref_tl, k=k, reference_normalisation=norm or "token-mean",
-                            rmia=rmia_sig)
+                            rmia=rmia_sig, inputs=inputs)
     doc.index = pd.Index(doc_ids, name="doc_id")
     scoreable = tl.n_tokens > 0
     if ref_tl is not None:
@@ -365,7 +365,7 @@ def run_battery(model, tokenizer, members: Corpus, nonmembers: Corpus, *, refere
     if ref_tl is not None:
         # the split check (methods.md §11): the reference model — which saw neither group — attacked on the same
         # units by the attacks that need no reference, from the token losses it already computed
-        ref_doc = membership_scores(ref_tl, k=k)
+        ref_doc = score_attacks(AttackInputs(losses=ref_tl, k=k), model_free=False)
         ref_doc.index = doc.index
         ref_doc.loc[~scoreable, :] = np.nan
         ref_scores = (person_scores(ref_doc.reset_index(drop=True), person_of) if unit == "individual"

@@ -203,5 +203,7 @@ def _csv_document(row: list[str], header: list[str], columns: dict[str, Any], pa
         if not isinstance(spans, list):
             raise fail(f"column {name!r} must hold a JSON list, got {type(spans).__name__}")
     labels = {name: row[i] for name, i in columns["labels"].items()}
+    names = {role: header[columns[role]] for role in ("doc_id", "person_id", "text", "split")
+             if columns[role] is not None}
     return make_document(doc_id, person, row[columns["text"]], spans, split or None, labels,
-                         path=path, line=line, record=str(number))
+                         path=path, line=line, record=str(number), names=names)

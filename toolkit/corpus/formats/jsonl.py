@@ -115,7 +115,9 @@ class JsonlFields:
         doc_id = obj[self.doc_id] if self.doc_id is not None else f"{path.stem}-{lineno}"
         person = doc_id if self.person == ROW else obj[self.person]
         split = obj.get(self.split) if self.split is not None else None
-        return _make(obj, doc_id, person, obj[self.text], split, path, lineno)
+        names = {role: f for role, f in (("doc_id", self.doc_id), ("person_id", self.person), ("text", self.text),
+                                         ("split", self.split)) if f is not None and f != ROW}
+        return _make(obj, doc_id, person, obj[self.text], split, path, lineno, names)
 
 
 def _native_document(obj: dict[str, Any], path: Path, lineno: int) -> Document:
@@ -137,12 +139,13 @@ def _native_document(obj: dict[str, Any], path: Path, lineno: int) -> Document:
     return _make(obj, obj["doc_id"], obj["person_id"], obj["text"], obj.get("split"), path, lineno)
 
 
-def _make(obj: dict[str, Any], doc_id: Any, person: Any, text: Any, split: Any, path: Path, lineno: int) -> Document:
+def _make(obj: dict[str, Any], doc_id: Any, person: Any, text: Any, split: Any, path: Path, lineno: int,
+          names: dict[str, str] | None = None) -> Document:
     spans = obj.get("spans")
     if spans is not None and not isinstance(spans, list):
         raise CorpusError(f"field 'spans' must be a list of {{start, end, label}} objects, got "
                           f"{type(spans).__name__}", path, line=lineno)
-    return make_document(doc_id, person, text, spans, split, obj.get("labels"), path=path, line=lineno)
+    return make_document(doc_id, person, text, spans, split, obj.get("labels"), path=path, line=lineno, names=names)
 
 
 def parse_json_line(line: str, path: Path, lineno: int) -> dict[str, Any]:

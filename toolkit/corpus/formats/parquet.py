@@ -152,8 +152,9 @@ class ParquetRows:
             labels = dict(labels)
         elif isinstance(labels, dict):  # a struct column has every field in every row: a null one is an absent label
             labels = {k: v for k, v in labels.items() if v is not None}
+        names = {role: col for role, col in self.columns.items() if isinstance(col, str)}
         return make_document(doc_id, person, values["text"], spans, values.get("split"), labels, path=self.path,
-                             record=record)
+                             record=record, names=names)
 
 
 def _json_cell(cell: str, column: str | None, kind: type, fail) -> Any:
