@@ -31,6 +31,10 @@ ATTACK_NAMES = {
     "pii_inference": "PII inference",
     "canaries": "Canaries",
     "memorisation": "Memorisation score",
+    "ez": "EZ-MIA (error zones)",
+    "recall": "ReCaLL (public prefix)",
+    "dc_pdd": "DC-PDD (frequency-calibrated)",
+    "blind": "Blind baseline (text only)",
 }
 #: what each attack does, in plain words (the report's glossary)
 ATTACK_GLOSSARY = {
@@ -54,9 +58,19 @@ ATTACK_GLOSSARY = {
                 "much more likely the model finds the real record number than random ones (Carlini et al. 2019)",
     "memorisation": "per identifier, how much more likely the audited model finds it in its place than the base "
                     "model does (log-likelihood ratio; > 0: learnt in fine-tuning)",
+    "ez": "where the model's first guess is wrong, how much more it favours the true word than the base model does, "
+          "positive shifts over negative ones (Ilić et al. 2026)",
+    "recall": "how much a note's likelihood drops when a public note is put before it: remembered notes lose more "
+              "(Xie et al. 2024)",
+    "dc_pdd": "each word's probability calibrated by how frequent the word is in public text, so that common words do "
+              "not look remembered (Zhang et al. 2024)",
+    "blind": "no model at all: a classifier on the texts alone (word n-grams, lengths, years), fitted on other "
+             "patients; if it separates the groups, they differ as texts and a model's attack cannot be read as "
+             "memorisation (Das et al. 2024)",
 }
 ATTACK_COLORS = {"loss": "#1f77b4", "zlib": "#ff7f0e", "min_k": "#2ca02c", "min_k_plus_plus": "#9467bd",
-                 "reference": "#d62728", "identifier_count": "#8c564b", "rmia": "#393b79"}
+                 "reference": "#d62728", "identifier_count": "#8c564b", "rmia": "#393b79",
+                 "ez": "#17becf", "recall": "#bcbd22", "dc_pdd": "#e377c2", "blind": "#7f7f7f"}
 _OTHER = ("#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
 
 
