@@ -100,7 +100,7 @@ else:
 # Privacy = share of identifier types the model never predicts when every word of its training notes is probed;
 # utility = accuracy on ordinary words; `mia_auc` = how well the count-based attack separates members from
 # non-members (0.5 = chance). Epoch 0 is the base model before fine-tuning.
-
+#
 # A column no run measured (all empty) is left out, and named below the table.
 
 # %%
