@@ -101,7 +101,8 @@ else:
 # utility = accuracy on ordinary words; `mia_auc` = how well the count-based attack separates members from
 # non-members (0.5 = chance). Epoch 0 is the base model before fine-tuning.
 #
-# A column no run measured (all empty) is left out, and named below the table.
+# A column no run measured (all empty) is left out, and named above the table; an empty cell (NaN) left in a shown
+# column is a figure that run did not measure (e.g. held-out utility of a run made before it was recorded).
 
 # %%
 summary = last_checkpoints(runs)

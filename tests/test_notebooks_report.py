@@ -57,8 +57,16 @@ def test_notebook_06_results_and_report(tmp_path, run_dir):
     block = next(o["data"]["text/html"] for o in cell.outputs if "text/html" in o.get("data", {}))
     assert len(block.split("<details>")[0]) < 4000  # the table itself: short, whatever the details hold
     table = next(c for c in nb.cells if "summary.drop(columns=empty)" in c.source)
-    shown = next(o["data"]["text/plain"] for o in table.outputs if o.get("output_type") == "execute_result")
-    assert "NaN" not in shown.splitlines()[0]  # header row: no all-empty column is shown
+    shown = next(o["data"]["text/html"] for o in table.outputs if o.get("output_type") == "execute_result")
+    from toolkit.plots.runs import last_checkpoints
+    from toolkit.report import collect_run
+
+    runs = [collect_run(run_dir, "tiny"), collect_run(old, "before the battery")]
+    full = last_checkpoints(runs)
+    empty = [c for c in full.columns if full[c].isna().all()]
+    assert all(f"<th>{c}</th>" not in shown for c in empty)  # no all-empty column is shown ...
+    assert all(f"<th>{c}</th>" in shown for c in full.columns if c not in empty)  # ... and every other one is
+    assert not empty or "Not measured by any run here, left out" in text
     assert "every attack, last checkpoints" in text
     html = report.read_text(encoding="utf-8")
     assert 'id="run1-tradeoff"' in html and "tiny" in html and 'id="run2-tradeoff"' in html
