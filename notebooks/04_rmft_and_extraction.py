@@ -152,8 +152,8 @@ if show_examples:
 
 # %% [markdown]
 # ## 3. The base model and the three fine-tuning runs
-# The tiny base is pre-trained on synthetic messages among other people, so before fine-tuning it knows e-mail
-# language but no training address (checkpoint 0 below). Each technique is fine-tuned with the same schedule;
+# The tiny base is pre-trained on synthetic messages among other people, so before fine-tuning it has seen e-mail
+# language but no training message (checkpoint 0 below measures what it writes out all the same). Each technique is fine-tuned with the same schedule;
 # a checkpoint is saved every `1/checkpoints_per_epoch` of an epoch together with the addresses the consumed
 # batches contained (the SER denominator).
 

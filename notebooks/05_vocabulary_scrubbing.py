@@ -111,8 +111,8 @@ gold_left
 # %% [markdown]
 # ## 2. A tokenizer and a masked LM trained from scratch on the anonymised text (methods.md §7.2)
 # The vocabulary is built from the anonymised `seen` split, as MedRoBERTa.nl's was (a profile with a pre-trained
-# base, such as `paper`, uses that model as it is: any masked LM can be scrubbed). Names that NER missed are
-# frequent enough to become vocabulary entries: the table lists the gold names left in the training text, whether each
+# base, such as `paper`, uses that model as it is: any masked LM can be scrubbed). A name that NER missed can be
+# frequent enough to become a vocabulary entry: the table lists the gold names left in the training text, whether each
 # is a vocabulary entry, and (filled in below) whether the model guesses it in a name slot.
 
 # %%

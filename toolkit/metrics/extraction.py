@@ -345,6 +345,7 @@ def extraction_reductions(tables: Mapping[str, pd.DataFrame], *, baseline: str =
     return pd.DataFrame(rows, columns=REDUCTION_COLUMNS)
 
 
-__all__ = ["COMPARISON_COLUMNS", "REDUCTION_COLUMNS", "extraction_reductions", "rate_ratio_ci", "aurc", "aurc_report", "compare_to_baseline", "first_feasible_tau",
-           "leaked_addresses", "maxter", "maxter_curve", "maxter_table", "mdp_percent", "mean_delta_perplexity",
-           "optimal_checkpoints", "pareto_frontier", "ser", "ter", "ter_drop_percent"]
+__all__ = ["COMPARISON_COLUMNS", "REDUCTION_COLUMNS", "aurc", "aurc_report", "compare_to_baseline",
+           "extraction_reductions", "first_feasible_tau", "leaked_addresses", "maxter", "maxter_curve",
+           "maxter_table", "mdp_percent", "mean_delta_perplexity", "optimal_checkpoints", "pareto_frontier",
+           "rate_ratio_ci", "ser", "ter", "ter_drop_percent"]
