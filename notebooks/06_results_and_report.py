@@ -76,7 +76,8 @@ if not runs:
 # **incomplete** (grey) when membership or PII inference was not measured or the sample cannot resolve it, **amber**
 # for signs of it, **green** when these attacks found none at this sample size (with the smallest AUC the sample
 # could have revealed; never a certificate). One row per model: its colour, the deciding rule (hover for it in plain
-# words), the strongest attack with its figure and interval; every model's full verdict is folded below the table.
+# words) with its figure, and the strongest membership attack's AUC with its 95% interval; every model's full verdict
+# is folded below the table.
 # A run without verdicts says why, in the words of its kind: the e-mail extraction run (04) and the vocabulary
 # scrubbing run (05) run no attack battery by design — they are judged by their own measures (section 6, and 05's
 # anonymity test in the report) — and a run audited before the attack battery existed has none. The report opens

@@ -49,7 +49,8 @@ def test_notebook_06_results_and_report(tmp_path, run_dir):
     # the verdicts of every run: badges for the run with attack results, a note for the one without
     assert text.count('class="verdict verdict-') == 3 and MISSING in text
     # compact: one table row per model, the details folded; no column that no run measured (issue 55, problem 7)
-    assert "strongest attack, figure (interval)" in text and "Every model's verdict in full" in text
+    assert "deciding figure (interval)" in text and "Every model's verdict in full" in text
+    assert "strongest membership attack, AUC [95% interval]" in text
     import nbformat
 
     nb = nbformat.read(tmp_path / "06_results_and_report.ipynb", as_version=4)
@@ -107,7 +108,9 @@ def test_compact_verdicts_are_one_row_per_model_with_the_details_folded():
     red = {"level": "red", "rule": "membership_tpr", "attack": "loss", "figure": "TPR 40% at FPR 1% [31%, 50%]",
            "reasons": ["loss: TPR 40%", "min_k: AUC 0.9 [0.85, 0.95]"], "not_measured": ["canary exposure"]}
     green = {"level": "green", "rule": "none", "detectable_auc": 0.61, "reasons": []}
-    models = {"mlm": {"strategy": "mlm", "verdict": red, "attacks": {}},
+    battery = {"strongest": "loss", "n_members": 40, "n_nonmembers": 40,
+               "attacks": {"loss": {"auc": 0.93, "auc_ci": [0.88, 0.97]}, "zlib": {"auc": 0.8}}}
+    models = {"mlm": {"strategy": "mlm", "verdict": red, "attacks": battery},
               "mlm_dp": {"strategy": "mlm_dp", "verdict": green, "attacks": {"n_members": 40, "n_nonmembers": 40}}}
     run = SimpleNamespace(label="02", extraction=None, anonymity=[], reviews=[], audits={("mlm", 1): {}},
                           attack_models=lambda: models)
@@ -118,4 +121,5 @@ def test_compact_verdicts_are_one_row_per_model_with_the_details_folded():
     assert "smallest detectable AUC ≈ 0.610 with 40 members and 40 non-members" in table
     assert "min_k: AUC 0.9" not in table and "AUC 0.9 [0.85, 0.95]" in details and "canary exposure" in details
     assert RULES["membership_tpr"] in table  # the plain words, on hover
+    assert "AUC 0.930 [0.880, 0.970]" in table  # the strongest attack with its recorded interval
     assert verdicts_html([run], compact=True) == page and len(page) < len(verdicts_html([run])) * 3

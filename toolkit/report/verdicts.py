@@ -258,14 +258,31 @@ def verdicts_html(runs: Iterable, *, show_run: bool = True, compact: bool = Fals
     return "\n".join(parts)
 
 
+def strongest_attack(battery: dict[str, Any] | None) -> str:
+    """The battery's strongest membership attack with its AUC and the AUC's 95% interval
+    (:func:`toolkit.metrics.mia.auc_interval`: the recorded one, else Hanley–McNeil from the counts); "" without."""
+    from toolkit.metrics.mia import auc_interval
+
+    battery = battery or {}
+    name = battery.get("strongest")
+    rep = (battery.get("attacks") or {}).get(name) if name else None
+    if not isinstance(rep, dict) or rep.get("auc") is None:
+        return ""
+    ci = auc_interval(rep, battery.get("n_members"), battery.get("n_nonmembers"))
+    return f"{attack_name(name)}: AUC {float(rep['auc']):.3f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
+
+
 def verdicts_compact_html(runs: Iterable) -> str:
-    """The verdicts as one compact table — run, model, colour, deciding rule (its key; the plain words on hover),
-    strongest attack and its figure — and, per run, one line for a run without verdicts (:func:`missing_verdict`).
-    The details of every model (statement, further rules, not judged, not measured, population) sit in one
-    collapsed ``<details>`` below the table."""
+    """The verdicts as one compact table — run, model, colour, deciding rule (its key; the plain words on hover)
+    with the deciding figure, and the strongest membership attack with its AUC's interval
+    (:func:`strongest_attack`) — and, per run, one line for a run without verdicts (:func:`missing_verdict`). The
+    details of every model (statement, further rules, not judged, not measured, population) sit in one collapsed
+    ``<details>`` below the table."""
     esc = html.escape
     cell = 'style="padding:.25em .7em .25em 0;vertical-align:top;text-align:left"'
     rows, missing, details = [], [], []
+    runs = list(runs)
+    batteries = {(r.label, label): m.get("attacks") for r in runs for label, m in r.attack_models().items()}
     for item in run_verdicts(runs):
         if item["missing"]:
             missing.append(f"<li><strong>{esc(item['run'])}</strong>: {esc(item['missing'])}</li>")
@@ -276,20 +293,22 @@ def verdicts_compact_html(runs: Iterable) -> str:
         for m in item["models"]:
             rule = "" if m["level"] in ("green", "incomplete") else (m["rule"] or "")
             key = next((k for k, v in RULES.items() if v == m["rule"]), m["rule"] or "")
-            attack = (m["attack"] or "") + (f": {m['figure']}" if m["figure"] else "")
+            deciding = (m["attack"] or "") + (f": {m['figure']}" if m["figure"] else "")
             if m["level"] in ("green", "incomplete"):
-                attack = m["detectable"] or m["statement"]
+                deciding = m["detectable"] or m["statement"]
             rows.append(f'<tr class="verdict verdict-{esc(m["level"])}"><td {cell}>{esc(item["run"])}</td>'
                         f'<td {cell}>{esc(m["label"])}</td><td {cell}>{_badge(m["level"])}</td>'
                         f'<td {cell} title="{esc(rule)}">{esc(key if rule else m["level"])}</td>'
-                        f'<td {cell}>{esc(attack)}</td></tr>')
+                        f'<td {cell}>{esc(deciding)}</td>'
+                        f'<td {cell}>{esc(strongest_attack(batteries.get((item["run"], m["label"]))))}</td></tr>')
             more = ([m["statement"]] + [f"also: {o}" for o in m["others"]]
                     + [f"not judged: {x}" for x in m["not_judged"]] + [f"not leakage: {x}" for x in m["population"]]
                     + ([f"not measured: {', '.join(m['not_measured'])}"] if m["not_measured"] else []))
             details.append(f"<li><strong>{esc(item['run'])} · {esc(m['label'])}</strong> ({esc(m['level'])}"
                            + (f"; {esc(rule)}" if rule else "") + "): " + esc("; ".join(more)) + "</li>")
     head = "".join(f"<th {cell}>{h}</th>" for h in ("run", "model", "verdict", "deciding rule",
-                                                      "strongest attack, figure (interval)"))
+                                                      "deciding figure (interval)",
+                                                      "strongest membership attack, AUC [95% interval]"))
     out = (f'<table style="border-collapse:collapse"><tr>{head}</tr>' + "".join(rows) + "</table>") if rows else ""
     if missing:
         out += '<ul style="color:#555">' + "".join(missing) + "</ul>"
@@ -352,5 +371,5 @@ def verdicts_frame(runs: Iterable) -> pd.DataFrame:
 
 
 __all__ = ["COLORS", "HEADLINES", "MISSING", "MISSING_BY_KIND", "OPERATING_CHARACTERISTIC", "RULES", "error_rates",
-           "missing_verdict", "model_verdict", "run_verdicts", "thresholds", "thresholds_html", "verdicts_compact_html",
+           "missing_verdict", "model_verdict", "run_verdicts", "strongest_attack", "thresholds", "thresholds_html", "verdicts_compact_html",
            "verdicts_frame", "verdicts_html"]
