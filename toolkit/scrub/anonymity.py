@@ -214,7 +214,7 @@ def anonymity_by_review(predictions: dict[str, pd.DataFrame], shown: Iterable[st
                        "never seen by the review": int(len(never)),
                        "share never seen": float(len(never) / len(p)) if len(p) else 0.0,
                        "best rank, never seen": int(never["rank"].min()) if len(never) else None}
-    return pd.DataFrame(rows).T
+    return pd.DataFrame.from_dict(rows, orient="index")
 
 
 __all__ = ["ANONYMITY_KEYS", "anonymity_by_review", "anonymity_summary", "anonymity_test", "prediction_count_table",
