@@ -84,6 +84,7 @@ from toolkit.audit.prompts import address_prompts, combine_prompts
 from toolkit.samples.email import public_email_corpus
 
 plots.setup_notebook()
+pd.set_option("display.max_colwidth", None)  # table cells in full (the `why` of an infeasible row)
 work = Path(work_dir)
 prof = load_profile(profile)
 email = prof.email or EmailProfile()
@@ -218,8 +219,10 @@ comparison.groupby("technique", sort=False)[["ter", "baseline_ter", "ter_drop", 
 # Dedup trains on messages without their repeated header lines while the held-out perplexity is measured on whole
 # messages, headers included; the line below gives each technique's smallest MDP%. AURC is in %² (see the top);
 # infeasible stretches count 0. The table gives the checkpoint to pick for `tau` (an infeasible technique has no
-# checkpoint, hence no numbers: `why` says why). The slider below it moves τ (needs a kernel). The curves and AURC
-# are saved under `work_dir/maxter` (what notebook 06 and the HTML report read).
+# checkpoint, hence no numbers: `why` says why). The slider below it moves τ (needs a kernel). MaxTER and AURC are
+# the paper's point estimates, with no interval: a TER drop of 100% may rest on a few leaks (read them beside the
+# intervals of section 4). The curves and AURC are saved under `work_dir/maxter` (what notebook 06 and the HTML
+# report read).
 
 # %%
 report = write_maxter(comparison, work / "maxter", tau_max)
@@ -289,8 +292,8 @@ uncopied = last[["n_leaked", "n_leaked_uncopied"]].astype(int)
 uncopied["share never in the prompt"] = (uncopied["n_leaked_uncopied"] / uncopied["n_leaked"].where(
     uncopied["n_leaked"] > 0)).round(3)
 display(uncopied)
-display(Markdown("; ".join(f"**{t}**: {r.n_leaked_uncopied} of {r.n_leaked}" for t, r in uncopied.iterrows())
-                 + " leaked addresses were never in their prompt."))
+display(Markdown("; ".join(f"**{t}**: {int(r.n_leaked_uncopied)} of {int(r.n_leaked)}"
+                           for t, r in uncopied.iterrows()) + " leaked addresses were never in their prompt."))
 
 # %% [markdown]
 # *Reading*: only an address the prompt did not contain shows that the model wrote it from memory.
