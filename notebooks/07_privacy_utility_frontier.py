@@ -53,6 +53,7 @@ from toolkit.report.verdicts import RULES
 from toolkit.results.frontier import load_frontier_result
 
 plots.setup_notebook()
+pd.set_option("display.max_colwidth", None)  # the rules in plain words, in full
 if run:
     import subprocess
     import sys
@@ -167,7 +168,7 @@ display(HTML(f'Report written: <a href="{out}">{out}</a>'))
 private = table[table["dp"].astype(bool)]
 by_eps = private.pivot_table(index=["size", "strategy"], columns="epsilon", values="heldout_gain_retained")
 display(by_eps.round(3))
-grows = by_eps.apply(lambda r: r.dropna().is_monotonic_increasing, axis=1)
+grows = pd.Series({k: r.dropna().is_monotonic_increasing for k, r in by_eps.iterrows()}, dtype=bool)
 display(Markdown(f"The gain retained grows with ε for {int(grows.sum())} of {len(grows)} strategy–size pairs"
                  + (f"; not for {', '.join(f'{s} at {n}' for n, s in grows[~grows].index)}" if (~grows).any() else "")
                  + "."))
