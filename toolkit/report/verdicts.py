@@ -279,7 +279,7 @@ def verdicts_compact_html(runs: Iterable) -> str:
     details of every model (statement, further rules, not judged, not measured, population) sit in one collapsed
     ``<details>`` below the table."""
     esc = html.escape
-    cell = 'style="padding:.25em .7em .25em 0;vertical-align:top;text-align:left"'
+    cell = 'style="padding:.2em .6em .2em 0;text-align:left"'
     rows, missing, details = [], [], []
     runs = list(runs)
     batteries = {(r.label, label): m.get("attacks") for r in runs for label, m in r.attack_models().items()}
@@ -293,10 +293,10 @@ def verdicts_compact_html(runs: Iterable) -> str:
         for m in item["models"]:
             rule = "" if m["level"] in ("green", "incomplete") else (m["rule"] or "")
             key = next((k for k, v in RULES.items() if v == m["rule"]), m["rule"] or "")
-            deciding = (m["attack"] or "") + (f": {m['figure']}" if m["figure"] else "")
+            deciding = ": ".join(x for x in (m["attack"], m["figure"]) if x)
             if m["level"] in ("green", "incomplete"):
                 deciding = m["detectable"] or m["statement"]
-            rows.append(f'<tr class="verdict verdict-{esc(m["level"])}"><td {cell}>{esc(item["run"])}</td>'
+            rows.append(f'<tr class="verdict verdict-{esc(m["level"])}" valign="top"><td {cell}>{esc(item["run"])}</td>'
                         f'<td {cell}>{esc(m["label"])}</td><td {cell}>{_badge(m["level"])}</td>'
                         f'<td {cell} title="{esc(rule)}">{esc(key if rule else m["level"])}</td>'
                         f'<td {cell}>{esc(deciding)}</td>'
