@@ -50,6 +50,7 @@ from toolkit.plots.runs import (aurc_by_group, extraction_figure, last_checkpoin
                                     results_frame, roc_reports)
 
 plots.setup_notebook()
+pd.set_option("display.max_colwidth", None)  # table cells in full (the rules in plain words)
 
 # %% [markdown]
 # ## 1. Which runs are there?
