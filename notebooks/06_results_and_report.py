@@ -50,6 +50,7 @@ from toolkit.plots.runs import (aurc_by_group, extraction_figure, last_checkpoin
                                     results_frame, roc_reports)
 
 plots.setup_notebook()
+pd.set_option("display.max_colwidth", None)  # table cells in full (the rules in plain words)
 
 # %% [markdown]
 # ## 1. Which runs are there?
@@ -75,14 +76,20 @@ if not runs:
 # Every audited model of every run, from its attack results: **red** when an attack clearly finds leakage,
 # **incomplete** (grey) when membership or PII inference was not measured or the sample cannot resolve it, **amber**
 # for signs of it, **green** when these attacks found none at this sample size (with the smallest AUC the sample
-# could have revealed; never a certificate). Runs made before the attack battery have no verdict: they say so. The
-# report opens with the same verdicts and prints the rules with their thresholds.
+# could have revealed; never a certificate). One row per model: its colour, the deciding rule (hover for it in plain
+# words) with its figure, and the strongest membership attack's AUC with its 95% interval; every model's full verdict
+# is folded below the table.
+# A run without verdicts says why, in the words of its kind: the e-mail extraction run (04) and the vocabulary
+# scrubbing run (05) run no attack battery by design — they are judged by their own measures (section 6, and 05's
+# anonymity test in the report) — and a run audited before the attack battery existed has none. The report opens
+# with the same verdicts, in full, and prints the rules with their thresholds.
 
 # %%
+verdicts = verdicts_frame(runs)
 if runs:
-    display(HTML(verdicts_html(runs)))
-    verdicts = verdicts_frame(runs)
-    display(verdicts if len(verdicts) else Markdown("_No run has attack results yet: no verdict._"))
+    display(HTML(verdicts_html(runs, compact=True)))
+    if not len(verdicts):
+        display(Markdown("_No run has attack results yet: no verdict._"))
     for run in runs:
         battery = run.attack_models()
         if battery:
@@ -95,10 +102,16 @@ else:
 # Privacy = share of identifier types the model never predicts when every word of its training notes is probed;
 # utility = accuracy on ordinary words; `mia_auc` = how well the count-based attack separates members from
 # non-members (0.5 = chance). Epoch 0 is the base model before fine-tuning.
+#
+# A column no run measured (all empty) is left out, and named above the table; an empty cell (NaN) left in a shown
+# column is a figure that run did not measure (e.g. held-out utility of a run made before it was recorded).
 
 # %%
 summary = last_checkpoints(runs)
-summary.round(3) if len(summary) else Markdown("_No audited checkpoint in the runs found._")
+empty = [c for c in summary.columns if summary[c].isna().all()] if len(summary) else []
+if len(summary) and empty:
+    display(Markdown("Not measured by any run here, left out: " + ", ".join(f"`{c}`" for c in empty) + "."))
+summary.drop(columns=empty).round(3) if len(summary) else Markdown("_No audited checkpoint in the runs found._")
 
 # %% [markdown]
 # ## 4. Privacy–utility trade-offs
@@ -176,3 +189,43 @@ if runs:
                  f"({out.stat().st_size / 1e6:.1f} MB, {len(runs)} run(s), opens offline)"))
 else:
     display(Markdown("_No report written: no finished run._"))
+
+# %% [markdown] tags=["exercise"]
+# **Exercise 1.** How many models of each run are red, amber, incomplete and green?
+
+# %% tags=["solution"]
+if len(verdicts):
+    counts = pd.crosstab(verdicts["run"], verdicts["verdict"])
+    display(counts)
+    display(Markdown("; ".join(f"**{run}**: " + ", ".join(f"{int(n)} {level}" for level, n in row.items() if n)
+                               for run, row in counts.iterrows()) + "."))
+else:
+    display(Markdown("_No verdict in the runs found: run 00, 02 or 03 first._"))
+
+# %% [markdown]
+# *Reading*: a green model is one the attacks did not find at this sample size (see its smallest detectable AUC), not
+# a model shown to be safe.
+
+# %% [markdown] tags=["exercise"]
+# **Exercise 2.** Which deciding rules keep the non-green models from green, and how often does each decide?
+
+# %% tags=["solution"]
+blocked = verdicts[verdicts["verdict"] != "green"] if len(verdicts) else verdicts
+by_rule = blocked.groupby("deciding rule").size().sort_values(ascending=False) if len(blocked) else None
+if by_rule is not None:
+    display(by_rule.to_frame("models"))
+    display(Markdown(f"{len(by_rule)} rule(s) decide the {len(blocked)} non-green verdicts; the most frequent "
+                     f"decides {int(by_rule.iloc[0])}."))
+else:
+    display(Markdown("_No non-green verdict in the runs found._"))
+
+# %% [markdown]
+# *Reading*: the first rule that applies decides, in the order red, incomplete, amber, green; the report lists them.
+
+# %% [markdown] tags=["takeaway"]
+# ### Take-away
+# - Every audited model gets one colour from a family of hypothesis tests: red, incomplete, amber or green.
+# - The deciding rule and the strongest attack's figure say why; the report gives every rule with its threshold.
+# - Green means no attack found leakage at this sample size, with the smallest AUC it could have detected.
+# - Runs without an attack battery (04, 05) are judged by their own measures, not by a colour.
+# - Glossary, figures and colours: the [cheat sheet](../docs/cheatsheet.md).

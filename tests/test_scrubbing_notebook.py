@@ -26,3 +26,39 @@ def test_notebook_05_vocabulary_scrubbing(tmp_path):
     assert (work / "model_scrubbed" / "scrub_manifest.json").is_file()
     assert "Table 1 — seen sentences, after scrubbing" in text
     assert "Anonymity test, after scrubbing" in text and "[MASK] is in bed verzorgd" in text
+    # the circularity is said, with the non-circular figure beside it (issue 55, problem 6)
+    assert "Name-like guesses by what the review knew of them" in text and "never seen by the review" in text
+    assert "**Circularity**" in text
+    # the token tables are not cut by pandas at the tokens they are about
+    import nbformat
+
+    nb = nbformat.read(tmp_path / "05_vocabulary_scrubbing.ipynb", as_version=4)
+    tables = "".join(o.get("data", {}).get("text/html", "") for c in nb.cells if "prediction_count_table(" in c.source
+                     for o in c.get("outputs", []))
+    import html
+
+    import pandas as pd
+
+    from toolkit.scrub.anonymity import prediction_count_table
+
+    for folder in ("anonymity_before", "anonymity"):
+        preds = pd.read_parquet(work / folder / "predictions.parquet")
+        for source in ("seen", "unseen"):
+            for cell in prediction_count_table(preds, source=source)["tokens"]:
+                assert html.escape(cell) in tables, cell  # in full, not cut at 50 characters
+    assert sum("**Exercise" in c.source for c in nb.cells if "exercise" in c.metadata.get("tags", [])) >= 2
+    assert "takeaway" in nb.cells[-1].metadata.get("tags", []) and "../docs/cheatsheet.md" in nb.cells[-1].source
+
+
+def test_anonymity_by_review_splits_name_guesses_by_what_the_review_knew():
+    import pandas as pd
+
+    from toolkit.scrub.anonymity import anonymity_by_review
+
+    preds = pd.DataFrame({"token": ["Okafor", "okafor", "Jansen", "Smit", "the", "unk1234567890123"],
+                          "rank": [1, 4, 2, 7, 3, 1], "name_like": [True, True, True, True, False, False]})
+    out = anonymity_by_review({"before": preds}, shown=["okafor", "jansen", "the"], judged=["Okafor"]).loc["before"]
+    assert out["name-like"] == 4 and out["judged a name"] == 2  # both cases of okafor
+    assert out["shown, judged not a name"] == 1  # Jansen: shown, not judged
+    assert out["never seen by the review"] == 1 and out["best rank, never seen"] == 7  # Smit
+    assert out["share never seen"] == pytest.approx(1 / 6)

@@ -28,6 +28,11 @@ Definitions (methods.md §6; 002 eq. 1–6):
   beats on both axes (lower or equal MDP% and higher or equal drop, one strictly); :func:`optimal_checkpoints`
   returns, per technique, the checkpoint that attains ``MaxTER_t(τ)`` (ties: lower MDP%, then earlier checkpoint).
   Checkpoint 0 (the base model before fine-tuning) is never a candidate.
+* A **reduction** of TER (or SER) by a technique is judged with an exact interval (:func:`rate_ratio_ci`), not read
+  off the point estimate: with a handful of leaks (7 against 1 of 170 addresses) a "+86%" reduction is compatible
+  with an increase. :func:`extraction_reductions` tabulates, at the last checkpoint, the leaks of each technique
+  against the baseline's, the reduction ``1 − θ`` with its interval, and "no conclusion at this size" where the
+  interval holds 0.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from collections.abc import Iterable, Mapping
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 # ---------------------------------------------------------------------------------------------------------------------
 # extraction rates
@@ -218,21 +224,27 @@ def optimal_checkpoints(comparison: pd.DataFrame, tau: float) -> pd.DataFrame:
     """The checkpoint attaining ``MaxTER_t(τ)`` for every technique of a :func:`compare_to_baseline` table.
 
     Columns ``technique``, ``tau``, ``feasible``, ``checkpoint`` (``<NA>`` when infeasible), ``epoch``,
-    ``mdp_percent``, ``ter_drop``, ``ter``. Ties: lower MDP%, then the earlier checkpoint.
+    ``mdp_percent``, ``ter_drop``, ``ter``, ``why``. Ties: lower MDP%, then the earlier checkpoint. An infeasible row
+    has no checkpoint, hence no numbers; ``why`` says why (every checkpoint's MDP% above τ, with the smallest, or no
+    checkpoint with a defined TER drop); it is empty for a feasible row.
     """
     rows = []
     for name, g in comparison.groupby("technique", sort=False):
-        ok = g[np.isfinite(g["mdp_percent"]) & np.isfinite(g["ter_drop"]) & (g["mdp_percent"] <= tau)]
+        valid = g[np.isfinite(g["mdp_percent"]) & np.isfinite(g["ter_drop"])]
+        ok = valid[valid["mdp_percent"] <= tau]
         if ok.empty:
+            why = (f"infeasible: every checkpoint raises held-out perplexity by more than τ = {tau:g}% (smallest "
+                   f"MDP% {valid['mdp_percent'].min():.1f}%)" if len(valid) else
+                   "infeasible: no checkpoint has a defined TER drop (the baseline leaked nothing)")
             rows.append({"technique": name, "tau": float(tau), "feasible": False, "checkpoint": None,
-                         "epoch": np.nan, "mdp_percent": np.nan, "ter_drop": np.nan, "ter": np.nan})
+                         "epoch": np.nan, "mdp_percent": np.nan, "ter_drop": np.nan, "ter": np.nan, "why": why})
             continue
         best = ok.sort_values(["ter_drop", "mdp_percent", "checkpoint"], ascending=[False, True, True]).iloc[0]
         rows.append({"technique": name, "tau": float(tau), "feasible": True, "checkpoint": int(best["checkpoint"]),
                      "epoch": float(best["epoch"]), "mdp_percent": float(best["mdp_percent"]),
-                     "ter_drop": float(best["ter_drop"]), "ter": float(best["ter"])})
+                     "ter_drop": float(best["ter_drop"]), "ter": float(best["ter"]), "why": ""})
     out = pd.DataFrame(rows, columns=["technique", "tau", "feasible", "checkpoint", "epoch", "mdp_percent",
-                                      "ter_drop", "ter"])
+                                      "ter_drop", "ter", "why"])
     out["checkpoint"] = out["checkpoint"].astype("Int64")  # <NA> where infeasible
     return out
 
@@ -259,6 +271,81 @@ def aurc_report(comparison: pd.DataFrame, tau_max: float | None = None, *, n_poi
     return out
 
 
-__all__ = ["COMPARISON_COLUMNS", "aurc", "aurc_report", "compare_to_baseline", "first_feasible_tau",
-           "leaked_addresses", "maxter", "maxter_curve", "maxter_table", "mdp_percent", "mean_delta_perplexity",
-           "optimal_checkpoints", "pareto_frontier", "ser", "ter", "ter_drop_percent"]
+# ---------------------------------------------------------------------------------------------------------------------
+# reductions with exact intervals
+
+
+def rate_ratio_ci(k_t: int, n_t: float, k_b: int, n_b: float, *, confidence: float = 0.95) -> dict:
+    """Exact conditional interval and test for the ratio of two extraction rates, θ = (k_t / n_t) / (k_b / n_b).
+
+    Given the total ``m = k_t + k_b`` leaks, ``k_t ~ Binomial(m, π)`` with ``π = θ n_t / (θ n_t + n_b)`` — exact for
+    Poisson counts with exposures ``n_t`` and ``n_b``, and the rare-event form of two binomial proportions (TER is
+    a few percent of the addresses) — so the Clopper–Pearson interval ``[π_lo, π_hi]`` of ``k_t / m`` maps to
+    ``θ ∈ [π_lo n_b / ((1 − π_lo) n_t), π_hi n_b / ((1 − π_hi) n_t)]`` (the conditional binomial method; Lehmann &
+    Romano, *Testing Statistical Hypotheses*, §4.7; e.g. ``statsmodels.stats.rates`` ``method="exact-cond"``). The
+    p-value is the exact two-sided binomial test of ``θ = 1`` (:func:`scipy.stats.binomtest`). With no leak at all
+    (``m = 0``) nothing can be compared: ``θ ∈ [0, ∞]``, p = 1.
+
+    Returns ``{"ratio", "ratio_low", "ratio_high", "p_value", "confidence", "separates"}``; ``separates`` is True when
+    the interval excludes 1 (the rates differ at this confidence).
+    """
+    k_t, k_b = int(k_t), int(k_b)
+    if min(k_t, k_b) < 0 or not (n_t > 0 and n_b > 0):
+        raise ValueError(f"rate_ratio_ci needs counts >= 0 and exposures > 0, got {k_t}/{n_t} and {k_b}/{n_b}")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    m = k_t + k_b
+    ratio = (k_t / n_t) / (k_b / n_b) if k_b else (float("inf") if k_t else float("nan"))
+    if m == 0:
+        return {"ratio": ratio, "ratio_low": 0.0, "ratio_high": float("inf"), "p_value": 1.0,
+                "confidence": confidence, "separates": False}
+    test = stats.binomtest(k_t, m, n_t / (n_t + n_b))
+    ci = test.proportion_ci(confidence_level=confidence, method="exact")
+    to_ratio = lambda p: float("inf") if p >= 1 else p * n_b / ((1 - p) * n_t)  # noqa: E731
+    lo, hi = to_ratio(ci.low), to_ratio(ci.high)
+    return {"ratio": ratio, "ratio_low": lo, "ratio_high": hi, "p_value": float(test.pvalue),
+            "confidence": confidence, "separates": bool(hi < 1 or lo > 1)}
+
+
+REDUCTION_COLUMNS = ["technique", "rate", "leaked", "out_of", "baseline_leaked", "baseline_out_of", "reduction",
+                     "reduction_low", "reduction_high", "p_value", "confidence", "conclusion"]
+
+
+def extraction_reductions(tables: Mapping[str, pd.DataFrame], *, baseline: str = "baseline", alpha: float = 0.05
+                          ) -> pd.DataFrame:
+    """TER and SER reductions of every technique against ``baseline`` at the last checkpoint, with exact intervals.
+
+    ``tables``: ``extraction.parquet`` tables (``checkpoint``, ``n_leaked``, ``n_original``, ``n_seen``). Per
+    technique and rate (``TER``: leaks of the ``n_original`` training addresses; ``SER``: of the ``n_seen`` addresses
+    seen so far) the reduction ``100 (1 − θ)`` % with θ the ratio of the technique's rate to the baseline's and its
+    interval from :func:`rate_ratio_ci`. The intervals are Bonferroni-adjusted over the family shown (techniques ×
+    2 rates): each at ``1 − alpha / (2 × techniques)``. ``conclusion``: ``reduces`` / ``increases`` where the
+    interval excludes 0, else ``no conclusion at this size``. Columns :data:`REDUCTION_COLUMNS`.
+    """
+    if baseline not in tables:
+        return pd.DataFrame(columns=REDUCTION_COLUMNS)
+    last = {name: t[t["checkpoint"] > 0].sort_values("checkpoint").iloc[-1] for name, t in tables.items()
+            if len(t[t["checkpoint"] > 0])}
+    others = [t for t in last if t != baseline]
+    confidence = 1 - alpha / max(1, 2 * len(others))
+    b = last[baseline]
+    rows = []
+    for name in others:
+        t = last[name]
+        for rate, denom in (("TER", "n_original"), ("SER", "n_seen")):
+            ci = rate_ratio_ci(t["n_leaked"], float(t[denom]), b["n_leaked"], float(b[denom]), confidence=confidence)
+            red = lambda r: 100.0 * (1.0 - r)  # noqa: E731
+            conclusion = ("no conclusion at this size" if not ci["separates"]
+                          else "reduces" if ci["ratio_high"] < 1 else "increases")
+            rows.append({"technique": name, "rate": rate, "leaked": int(t["n_leaked"]), "out_of": int(t[denom]),
+                         "baseline_leaked": int(b["n_leaked"]), "baseline_out_of": int(b[denom]),
+                         "reduction": red(ci["ratio"]), "reduction_low": red(ci["ratio_high"]),
+                         "reduction_high": red(ci["ratio_low"]), "p_value": ci["p_value"],
+                         "confidence": confidence, "conclusion": conclusion})
+    return pd.DataFrame(rows, columns=REDUCTION_COLUMNS)
+
+
+__all__ = ["COMPARISON_COLUMNS", "REDUCTION_COLUMNS", "aurc", "aurc_report", "compare_to_baseline",
+           "extraction_reductions", "first_feasible_tau", "leaked_addresses", "maxter", "maxter_curve",
+           "maxter_table", "mdp_percent", "mean_delta_perplexity", "optimal_checkpoints", "pareto_frontier",
+           "rate_ratio_ci", "ser", "ter", "ter_drop_percent"]

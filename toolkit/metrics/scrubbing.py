@@ -80,8 +80,13 @@ def presort_quality(candidates: pd.DataFrame, names: set[str]) -> dict:
             "names_in_first_quarter": int(sum(r <= max(1, n // 4) for r in ranks))}
 
 
-def findings(reports: dict[str, dict], missed: pd.DataFrame, quality: dict, manifest: dict) -> str:
-    """Markdown bullets summarising a notebook-05 run from its measured results (nothing written in advance)."""
+def findings(reports: dict[str, dict], missed: pd.DataFrame, quality: dict, manifest: dict,
+             by_review: pd.DataFrame | None = None, circular: bool = False) -> str:
+    """Markdown bullets summarising a notebook-05 run from its measured results (nothing written in advance).
+
+    ``by_review``: :func:`toolkit.scrub.anonymity.anonymity_by_review` (the name-like predictions split by what
+    the review knew of them); ``circular``: the review was scripted from the name list the test counts, so its
+    "after" figure is stated beside the non-circular one (names the review never saw)."""
     lines = []
     if len(missed):
         after = (f"; after scrubbing **{int(missed['in_vocabulary_after'].sum())}** are still vocabulary entries"
@@ -104,6 +109,17 @@ def findings(reports: dict[str, dict], missed: pd.DataFrame, quality: dict, mani
                      f"sentences with a name, the original name guessed in {r['n_original_name_predicted']} of "
                      f"{r['n_sentences_with_original']} sentences; {r['n_scrubbed_predicted']} scrubbed `unk…` "
                      f"predictions.")
+        if by_review is not None and label in by_review.index:
+            x = by_review.loc[label]
+            lines.append(f"  - of these, {x['judged a name']} are of names the review judged, "
+                         f"{x['shown, judged not a name']} of names it was shown and judged not a name, and "
+                         f"**{x['never seen by the review']}** ({x['share never seen']:.2%} of the predictions) of "
+                         "names it never saw" + (" — the figure the scripted review's circularity cannot produce"
+                                                 if circular else "") + ".")
+    if circular:
+        lines.append("- **Circularity**: the review was scripted from the same gold names the test counts, so every "
+                     "gold name among the candidates was judged and scrubbed; the 'after scrubbing' share holds "
+                     "only names the review never saw. A human review misses names a script does not.")
     return "\n".join(lines)
 
 

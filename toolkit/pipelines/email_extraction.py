@@ -230,8 +230,13 @@ def runs_summary(run_root: str | Path, techniques) -> pd.DataFrame:
 
 
 def findings(tables: dict[str, pd.DataFrame], comparison: pd.DataFrame, report: dict) -> str:
-    """Markdown bullets computed from the results: TER/SER at the last checkpoint, average TER drop and MDP% over
-    the checkpoints (002 Table 1 style), AURC and where each technique is infeasible."""
+    """Markdown bullets computed from the results: TER/SER at the last checkpoint; each technique's TER and SER
+    reduction against the baseline there with its exact interval (:func:`~toolkit.metrics.extraction.
+    extraction_reductions`; "no conclusion at this size" where it holds 0); the mean TER and MDP% over the
+    checkpoints (002 Table 1 style, descriptive: no interval); AURC in %² with the mean MaxTER it amounts to
+    (AURC / τ_max, in %), and where each technique is infeasible and why (its smallest MDP%)."""
+    from toolkit.metrics.extraction import extraction_reductions
+
     lines = []
     base = tables.get("baseline")
     if base is not None:
@@ -244,18 +249,28 @@ def findings(tables: dict[str, pd.DataFrame], comparison: pd.DataFrame, report: 
                      f"{base.loc[base['checkpoint'] == 0, 'ter'].iloc[0]:.2f}%"
                      if (base["checkpoint"] == 0).any() else
                      f"- **baseline**: TER {last['ter']:.2f}%, SER {last['ser']:.2f}% at the last checkpoint")
+    red = extraction_reductions(tables)
+    tau_max = float(report["tau_max"])
     for name, g in comparison.groupby("technique", sort=False):
         t = tables[name]
         last = t[t["checkpoint"] > 0].iloc[-1]
-        mean_t, mean_b = g["ter"].mean(), g["baseline_ter"].mean()
-        drop = (mean_b - mean_t) / mean_b * 100 if mean_b > 0 else float("nan")
+        judged = []
+        for r in red[red["technique"] == name].itertuples():
+            judged.append(f"{r.rate} {r.leaked} of {r.out_of} against {r.baseline_leaked} of {r.baseline_out_of}: "
+                          f"reduction {r.reduction:+.0f}% [{r.reduction_low:+.0f}%, {r.reduction_high:+.0f}%] "
+                          f"({r.confidence:.1%} exact interval) — **{r.conclusion}**")
         t0 = report["infeasible_below"].get(name)
+        a = report["aurc"][name]
+        feas = ("; never feasible (no checkpoint with a defined TER drop)" if t0 is None else
+                f"; infeasible below τ = {t0:.1f}%, the smallest MDP% of its checkpoints (no checkpoint keeps "
+                "held-out perplexity within a smaller increase)" if t0 > 0 else "")
         lines.append(
-            f"- **{name}**: TER {last['ter']:.2f}% / SER {last['ser']:.2f}% at the last checkpoint; mean TER "
-            f"{mean_t:.2f}% vs {mean_b:.2f}% for the baseline ({drop:+.0f}% reduction) at a mean MDP of "
-            f"{g['mdp_percent'].mean():+.1f}% (mean ΔPP {g['mean_delta_perplexity'].mean():+.3f}); AURC "
-            f"{report['aurc'][name]:,.1f} %² over τ ≤ {report['tau_max']:g}%"
-            + ("; never feasible" if t0 is None else (f"; infeasible below τ = {t0:.1f}%" if t0 > 0 else "")))
+            f"- **{name}**: TER {last['ter']:.2f}% / SER {last['ser']:.2f}% at the last checkpoint; there, "
+            + ("; ".join(judged) or "no baseline to compare with")
+            + f". Over the checkpoints (descriptive, no interval): mean TER {g['ter'].mean():.2f}% vs "
+            f"{g['baseline_ter'].mean():.2f}% for the baseline at a mean MDP of {g['mdp_percent'].mean():+.1f}% "
+            f"(mean ΔPP {g['mean_delta_perplexity'].mean():+.3f}); AURC {a:,.1f} %² over τ ≤ {tau_max:g}% (a mean "
+            f"MaxTER of {a / tau_max:.1f}% over that range)" + feas)
     return "\n".join(lines)
 
 

@@ -127,4 +127,28 @@ def maxter_curves(curves: pd.DataFrame, report: dict) -> go.Figure:
     return fig
 
 
-__all__ = ["extraction_rates", "maxter_curves", "perplexity_per_checkpoint", "rank_frequency"]
+def maxter_explorer(comparison: pd.DataFrame, report: dict, *, tau: float = 10.0):
+    """A τ slider over the MaxTER figure: it redraws :func:`maxter_curves` with a line at τ and the checkpoint each
+    technique would pick there (:func:`~toolkit.metrics.extraction.optimal_checkpoints`, with why a technique has
+    none). ``comparison``: :func:`~toolkit.metrics.extraction.compare_to_baseline`; ``report``:
+    :func:`~toolkit.metrics.extraction.aurc_report`. Nothing is retrained: the curves are the computed ones."""
+    import ipywidgets as widgets
+    from IPython.display import display
+
+    from toolkit.metrics.extraction import maxter_table, optimal_checkpoints
+
+    tau_max = float(report["tau_max"])
+    curves = maxter_table(comparison, tau_max)
+
+    def show(tau: float) -> None:
+        fig = maxter_curves(curves, report)
+        fig.add_vline(x=tau, line_dash="dash", line_color="black", annotation_text=f"τ = {tau:g}%")
+        fig.show()
+        display(optimal_checkpoints(comparison, tau))
+
+    slider = widgets.FloatSlider(value=min(float(tau), tau_max), min=0.0, max=tau_max, step=max(tau_max / 200, 0.01),
+                                 description="τ (MDP %)", continuous_update=False, readout_format=".1f")
+    return widgets.interactive(show, tau=slider)
+
+
+__all__ = ["extraction_rates", "maxter_curves", "maxter_explorer", "perplexity_per_checkpoint", "rank_frequency"]

@@ -85,14 +85,22 @@ def _add_base(fig: go.Figure, levels: list[dict]) -> None:
 def frontier_figure(table: pd.DataFrame, *, x_col: str = "attack_auc",
                     y_col: str = "heldout_utility_vs_plain") -> go.Figure:
     """The frontier of :func:`toolkit.pipelines.frontier.frontier_table`'s table (module docstring). Rows without
-    an AUC or a utility ratio are left out."""
+    an AUC or a utility ratio are left out. With ``y_col="heldout_gain_retained"`` the y axis is the gain retained
+    (0: the base model, 1: plain fine-tuning, dotted lines at both) and no goal region is drawn: the question is then
+    how much of the gain a green model keeps, not a fixed ratio."""
     rows = table.dropna(subset=[x_col, y_col])
     fig = go.Figure()
     top = max([1.05, *(rows[y_col].tolist())]) * 1.02
-    fig.add_shape(type="rect", x0=0.5 - 0.05, x1=GREEN_AUC, y0=GREEN_UTILITY, y1=top, line_width=0,
-                  fillcolor="rgba(44, 160, 44, 0.15)", layer="below")
-    fig.add_annotation(x=0.5 - 0.045, y=top, xanchor="left", yanchor="top", showarrow=False,
-                       text=f"goal: AUC ≤ {GREEN_AUC}, ≥ {GREEN_UTILITY}× plain")
+    gain = y_col == "heldout_gain_retained"
+    if y_col == "heldout_utility_vs_plain":
+        fig.add_shape(type="rect", x0=0.5 - 0.05, x1=GREEN_AUC, y0=GREEN_UTILITY, y1=top, line_width=0,
+                      fillcolor="rgba(44, 160, 44, 0.15)", layer="below")
+        fig.add_annotation(x=0.5 - 0.045, y=top, xanchor="left", yanchor="top", showarrow=False,
+                           text=f"goal: AUC ≤ {GREEN_AUC}, ≥ {GREEN_UTILITY}× plain")
+    if gain:
+        for y, text in ((0.0, "base model (0%)"), (1.0, "plain fine-tuning (100%)")):
+            fig.add_hline(y=y, line=dict(color="black", dash="dot", width=1), annotation_text=text,
+                          annotation_position="bottom right")
     base_levels = _base_levels(table, y_col)
     sizes = sorted(rows["size"].unique())
     for j, size in enumerate(sizes):
@@ -112,11 +120,39 @@ def frontier_figure(table: pd.DataFrame, *, x_col: str = "attack_auc",
                                  marker=dict(symbol=SYMBOLS[j % len(SYMBOLS)], size=11, color=strategy_color(name),
                                              line=dict(width=1, color="black"))))
     _add_base(fig, base_levels)
-    fig.update_layout(template=TEMPLATE, title="Privacy–utility frontier: held-out utility vs strongest membership "
-                                                "attack", xaxis_title="strongest membership attack AUC (0.5: chance)",
-                      yaxis_title="held-out utility relative to plain fine-tuning")
+    fig.update_layout(template=TEMPLATE, title="Privacy–utility frontier: " + (
+        "gain retained" if gain else "held-out utility") + " vs strongest membership attack",
+        xaxis_title="strongest membership attack AUC (0.5: chance)",
+        yaxis_title="gain retained: share of plain's held-out gain over the base" if gain
+        else "held-out utility relative to plain fine-tuning")
     fig.update_xaxes(range=[0.45, max([1.0, *(rows[x_col].tolist())]) + 0.02])
     return fig
 
 
-__all__ = ["GREEN_AUC", "GREEN_UTILITY", "epsilon_label", "frontier_figure"]
+def frontier_rows_at(table: pd.DataFrame, epsilon: float | str = "all") -> pd.DataFrame:
+    """The rows :func:`frontier_explorer` draws for ``epsilon``: every row for ``"all"``, else the private rows at
+    that ε beside the rows without DP (ε = ∞: plain fine-tuning and the PP* strategies, the reference)."""
+    if epsilon == "all":
+        return table
+    eps = math.inf if epsilon in ("∞", math.inf) else float(epsilon)
+    return table[(table["epsilon"] == eps) | ~table["dp"].astype(bool)]
+
+
+def frontier_explorer(table: pd.DataFrame):
+    """An ε dropdown and a y-axis choice (gain retained / ratio to plain) over :func:`frontier_figure`, drawn from
+    the table as it is (a shipped or computed frontier: nothing is retrained)."""
+    import ipywidgets as widgets
+
+    finite = sorted({float(e) for e in table["epsilon"] if not math.isinf(float(e))})
+    options = ["all"] + [epsilon_text(e) for e in finite] + ["∞"]
+
+    def show(epsilon: str, y: str) -> None:
+        frontier_figure(frontier_rows_at(table, epsilon), y_col=y).show()
+
+    eps_w = widgets.Dropdown(options=options, value="all", description="ε")
+    y_w = widgets.ToggleButtons(options=[("gain retained", "heldout_gain_retained"),
+                                         ("× plain", "heldout_utility_vs_plain")], description="y")
+    return widgets.interactive(show, epsilon=eps_w, y=y_w)
+
+
+__all__ = ["GREEN_AUC", "GREEN_UTILITY", "epsilon_label", "frontier_explorer", "frontier_figure", "frontier_rows_at"]

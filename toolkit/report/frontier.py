@@ -111,6 +111,56 @@ def base_sentence(frontier: pd.DataFrame, plain: str) -> str:
             "held-out utility — " + "; ".join(parts) + ".")
 
 
+#: deciding-rule keys that older verdict files carry and the current rules (toolkit/audit/rules/, audit/verdict.py)
+#: never emit: regurgitation and PII inference against the base model's level, novel-identifier privacy without the
+#: non-members' side — replaced on 2026-11-28 (6888e34, dbe4501) by tests of the members against the non-members
+RETIRED_RULES = frozenset({"novel_privacy", "regurgitation_base_level", "pii_reference_level"})
+
+
+def verdicts_judged(result) -> list[str]:
+    """Per row of a :class:`~toolkit.results.frontier.FrontierResult`, under which rules its verdict was judged:
+    ``"current rules"``, or ``"older rules: …"`` where the table says it was judged under older ones
+    (``verdicts_judged`` of ``frontier.json``, with when and why it was not re-judged) or where its deciding rule is
+    one the current rules no longer have (:data:`RETIRED_RULES`)."""
+    stamp = result.verdicts_judged or {}
+    older = f"older rules: {stamp['rules']}" if stamp.get("rules") else None
+    return [older or (f"older rules: its deciding rule `{r}` is no longer a rule" if r in RETIRED_RULES
+                      else "current rules") for r in result.table["verdict_rule"]]
+
+
+def gain_sentences(frontier: pd.DataFrame, plain: str) -> list[str]:
+    """The frontier's question per corpus size: of the private (DP) models the verdict finds green, which keeps
+    the largest share of ``plain``'s held-out gain over the base (gain retained, with its 95% interval where the
+    table has one), and how far is that from plain fine-tuning's 100%? Where no DP model is green, the one whose
+    strongest attack separates least, with its verdict; where the gain retained is undefined, the best held-out
+    utility."""
+    out = []
+    for size, g in frontier.groupby("size"):
+        private = g[g["dp"].astype(bool)]
+        green = private[private["verdict"] == "green"]
+        if not len(private):
+            out.append(f"{size} individuals: no private (DP) model in the table.")
+            continue
+        pool = green if len(green) else private
+        ranked = pool.assign(_g=pool["heldout_gain_retained"].astype(float).fillna(-float("inf")),
+                             _u=pool["heldout_utility"].astype(float).fillna(-float("inf")))
+        b = ranked.sort_values(["_g", "_u"], ascending=False, kind="stable").iloc[0]
+        gain, lo = _float(b["heldout_gain_retained"]), _float(b.get("heldout_gain_retained_low"))
+        hi = _float(b.get("heldout_gain_retained_high"))
+        kept = (f"{GAIN_UNDEFINED}; held-out utility {_float(b['heldout_utility']):.3f}" if gain is None else
+                pct(gain, 1) + (f" [{100 * lo:.1f}, {100 * hi:.1f}]" if lo is not None and hi is not None else "")
+                + f" of {plain}'s gain")
+        eps = epsilon_text(b["epsilon"])
+        if len(green):
+            out.append(f"{size} individuals: {len(green)} of {len(private)} private models are green; the one that "
+                       f"keeps the most is {b['strategy']} at ε = {eps}: {kept} (strongest attack AUC "
+                       f"{fmt(_float(b['attack_auc']), 3)}).")
+        else:
+            out.append(f"{size} individuals: none of the {len(private)} private models is green; the one keeping the "
+                       f"most is {b['strategy']} at ε = {eps}, verdict {b['verdict']}: {kept}.")
+    return out
+
+
 def frontier_context(directory: str | Path) -> dict[str, Any]:
     """What the report's template shows of one frontier directory."""
     res = load_frontier_result(directory)
@@ -122,4 +172,5 @@ def frontier_context(directory: str | Path) -> dict[str, Any]:
                        f"utility relative to {res.plain} of the same size, on the held-out (non-member) notes."}
 
 
-__all__ = ["SHOWN", "base_sentence", "best_sentences", "frontier_context", "is_frontier_dir", "shown_table"]
+__all__ = ["RETIRED_RULES", "SHOWN", "base_sentence", "best_sentences", "frontier_context", "gain_sentences",
+           "is_frontier_dir", "shown_table", "verdicts_judged"]

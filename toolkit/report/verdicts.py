@@ -75,6 +75,28 @@ HEADLINES = {"red": "leakage found", "amber": "signs of leakage", "incomplete": 
              "green": GREEN_STATEMENT}
 MISSING = ("No verdict: this run has no attack results (attacks/ or verdict files missing; runs made before the "
            "attack battery have none).")
+#: why a run has no verdict, per kind of run (:func:`missing_verdict`)
+MISSING_BY_KIND = {
+    "extraction": "No verdict by design: an e-mail extraction run (paper 002) is judged by its extraction rates "
+                  "(TER, SER) and MaxTER/AURC, not by the attack battery, which it does not run.",
+    "scrubbing": "No verdict by design: a vocabulary-scrubbing run (paper 003) is judged by its anonymity test (how "
+                 "often a name slot is filled with a name), not by the attack battery, which it does not run.",
+    "unbatteried": MISSING,
+    "empty": "No verdict: this run has no audited model and no attack results.",
+}
+
+
+def missing_verdict(run) -> str:
+    """Why a run without verdicts has none, in the words of its kind: an extraction run (notebook 04) or a
+    vocabulary-scrubbing run (notebook 05) has none by design; a run with audits but no battery was audited before
+    it; anything else has no attack results (:data:`MISSING`)."""
+    if getattr(run, "extraction", None) is not None and len(run.extraction):
+        return MISSING_BY_KIND["extraction"]
+    if getattr(run, "anonymity", None) or getattr(run, "reviews", None):
+        return MISSING_BY_KIND["scrubbing"]
+    if getattr(run, "audits", None):
+        return MISSING_BY_KIND["unbatteried"]
+    return MISSING_BY_KIND["empty"]
 
 
 def thresholds(th: VerdictThresholds | None = None) -> list[tuple[str, str]]:
@@ -192,7 +214,7 @@ def run_verdicts(runs: Iterable) -> list[dict[str, Any]]:
     for run in runs:
         found = run.attack_models()
         models = [model_verdict(label, m) for label, m in found.items() if m.get("verdict")]
-        out.append({"run": run.label, "models": models, "missing": None if models else MISSING,
+        out.append({"run": run.label, "models": models, "missing": None if models else missing_verdict(run),
                     "warning": split_shift(found)})
     return out
 
@@ -203,8 +225,14 @@ def _badge(level: str) -> str:
             f"{html.escape(level.upper())}</span>")
 
 
-def verdicts_html(runs: Iterable, *, show_run: bool = True) -> str:
-    """The verdicts as an HTML fragment (inline styles: it reads the same in the report and in a notebook)."""
+def verdicts_html(runs: Iterable, *, show_run: bool = True, compact: bool = False) -> str:
+    """The verdicts as an HTML fragment (inline styles: it reads the same in the report and in a notebook).
+
+    ``compact``: one table row per model (run, model, colour, deciding rule, strongest attack with its figure) and
+    everything else (statement, further rules, what was not judged or measured) folded into a ``<details>`` below
+    the table (:func:`verdicts_compact_html`)."""
+    if compact:
+        return verdicts_compact_html(runs)
     esc = html.escape
     parts = []
     for item in run_verdicts(runs):
@@ -248,6 +276,66 @@ def verdicts_html(runs: Iterable, *, show_run: bool = True) -> str:
                         + "<br>".join(lines) + "</td></tr>")
         parts.append('<table style="border-collapse:collapse">' + "".join(rows) + "</table>")
     return "\n".join(parts)
+
+
+def strongest_attack(battery: dict[str, Any] | None) -> str:
+    """The battery's strongest membership attack with its AUC and the AUC's 95% interval
+    (:func:`toolkit.metrics.mia.auc_interval`: the recorded one, else Hanley–McNeil from the counts); "" without."""
+    from toolkit.metrics.mia import auc_interval
+
+    battery = battery or {}
+    name = battery.get("strongest")
+    rep = (battery.get("attacks") or {}).get(name) if name else None
+    if not isinstance(rep, dict) or rep.get("auc") is None:
+        return ""
+    ci = auc_interval(rep, battery.get("n_members"), battery.get("n_nonmembers"))
+    return f"{attack_name(name)}: AUC {float(rep['auc']):.3f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
+
+
+def verdicts_compact_html(runs: Iterable) -> str:
+    """The verdicts as one compact table — run, model, colour, deciding rule (its key; the plain words on hover)
+    with the deciding figure, and the strongest membership attack with its AUC's interval
+    (:func:`strongest_attack`) — and, per run, one line for a run without verdicts (:func:`missing_verdict`). The
+    details of every model (statement, further rules, not judged, not measured, population) sit in one collapsed
+    ``<details>`` below the table."""
+    esc = html.escape
+    cell = 'style="padding:.2em .6em .2em 0;text-align:left"'
+    rows, missing, details = [], [], []
+    runs = list(runs)
+    batteries = {(r.label, label): m.get("attacks") for r in runs for label, m in r.attack_models().items()}
+    for item in run_verdicts(runs):
+        if item["missing"]:
+            missing.append(f"<li><strong>{esc(item['run'])}</strong>: {esc(item['missing'])}</li>")
+            continue
+        if item.get("warning"):
+            missing.append(f"<li><strong>{esc(item['run'])}</strong>: members and non-members differ. "
+                           f"{esc(item['warning'])}</li>")
+        for m in item["models"]:
+            rule = "" if m["level"] in ("green", "incomplete") else (m["rule"] or "")
+            key = next((k for k, v in RULES.items() if v == m["rule"]), m["rule"] or "")
+            deciding = ": ".join(x for x in (m["attack"], m["figure"]) if x)
+            if m["level"] in ("green", "incomplete"):
+                deciding = m["detectable"] or m["statement"]
+            rows.append(f'<tr class="verdict verdict-{esc(m["level"])}" valign="top"><td {cell}>{esc(item["run"])}</td>'
+                        f'<td {cell}>{esc(m["label"])}</td><td {cell}>{_badge(m["level"])}</td>'
+                        f'<td {cell} title="{esc(rule)}">{esc(key if rule else m["level"])}</td>'
+                        f'<td {cell}>{esc(deciding)}</td>'
+                        f'<td {cell}>{esc(strongest_attack(batteries.get((item["run"], m["label"]))))}</td></tr>')
+            more = ([m["statement"]] + [f"also: {o}" for o in m["others"]]
+                    + [f"not judged: {x}" for x in m["not_judged"]] + [f"not leakage: {x}" for x in m["population"]]
+                    + ([f"not measured: {', '.join(m['not_measured'])}"] if m["not_measured"] else []))
+            details.append(f"<li><strong>{esc(item['run'])} · {esc(m['label'])}</strong> ({esc(m['level'])}"
+                           + (f"; {esc(rule)}" if rule else "") + "): " + esc("; ".join(more)) + "</li>")
+    head = "".join(f"<th {cell}>{h}</th>" for h in ("run", "model", "verdict", "deciding rule",
+                                                      "deciding figure (interval)",
+                                                      "strongest membership attack, AUC [95% interval]"))
+    out = (f'<table style="border-collapse:collapse"><tr>{head}</tr>' + "".join(rows) + "</table>") if rows else ""
+    if missing:
+        out += '<ul style="color:#555">' + "".join(missing) + "</ul>"
+    if details:
+        out += ("<details><summary>Every model's verdict in full (statement, further rules, what was not judged "
+                "or measured)</summary><ul>" + "".join(details) + "</ul></details>")
+    return out
 
 
 #: the verdict's measured operating characteristic (benchmarks/verdict_error_rates.py --publish)
@@ -304,5 +392,6 @@ def verdicts_frame(runs: Iterable) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["run", "model", "verdict", "deciding rule", "attack", "figure", "statement"])
 
 
-__all__ = ["COLORS", "HEADLINES", "MISSING", "OPERATING_CHARACTERISTIC", "RULES", "error_rates", "model_verdict", "run_verdicts", "thresholds", "thresholds_html",
+__all__ = ["COLORS", "HEADLINES", "MISSING", "MISSING_BY_KIND", "OPERATING_CHARACTERISTIC", "RULES", "error_rates",
+           "missing_verdict", "model_verdict", "run_verdicts", "strongest_attack", "thresholds", "thresholds_html", "verdicts_compact_html",
            "verdicts_frame", "verdicts_html"]

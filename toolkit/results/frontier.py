@@ -365,6 +365,7 @@ class FrontierResult:
     seconds: dict[str, float]
     plain: str = "clm"
     best: dict[int, dict[str, Any]] = field(default_factory=dict)
+    verdicts_judged: dict[str, Any] | None = None  # a shipped table judged under older rules says so (None: current)
 
     def save(self, out_dir: str | Path) -> dict[str, Path]:
         """``frontier.csv`` and ``frontier.json`` (records, ε = ∞ written as null, with the best recipe per size
@@ -381,7 +382,9 @@ class FrontierResult:
         return {"csv": atomic_write_text(table.to_csv(index=False), out / "frontier.csv"),
                 "json": atomic_write_json({"plain": self.plain, "rows": records,
                                            "best": {str(k): v for k, v in best.items()},
-                                           "seconds": self.seconds}, out / "frontier.json")}
+                                           "seconds": self.seconds}
+                                          | ({"verdicts_judged": self.verdicts_judged} if self.verdicts_judged
+                                             else {}), out / "frontier.json")}
 
 
 def _relative(path, base: Path):
@@ -406,7 +409,8 @@ def load_frontier_result(directory: str | Path) -> FrontierResult:
     table["epsilon"] = [math.inf if r.get("epsilon") is None else float(r["epsilon"]) for r in rows]
     runs = []
     return FrontierResult(table, runs, dict(raw.get("seconds") or {}), str(raw.get("plain") or "clm"),
-                          best={int(k): v for k, v in (raw.get("best") or {}).items()})
+                          best={int(k): v for k, v in (raw.get("best") or {}).items()},
+                          verdicts_judged=raw.get("verdicts_judged"))
 
 
 __all__ = ["BASES_COLUMNS", "COLUMNS", "GAIN_BOOTSTRAP", "GAIN_UNDEFINED", "FrontierPoint", "FrontierResult",

@@ -187,4 +187,35 @@ def anonymity_summary(reports: dict[str, dict[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame(rows).T
 
 
-__all__ = ["ANONYMITY_KEYS", "anonymity_summary", "anonymity_test", "prediction_count_table", "write_anonymity"]
+def anonymity_by_review(predictions: dict[str, pd.DataFrame], shown: Iterable[str], judged: Iterable[str]
+                        ) -> pd.DataFrame:
+    """The anonymity test's name-like predictions split by what the review knew of them, one row per model.
+
+    When the review is scripted from the same name list the test counts (notebook 05's headless ``"gold"`` review),
+    the test is close to circular: every listed name among the review's candidates is judged a name and scrubbed,
+    so after scrubbing it cannot be predicted. The split makes that visible: name-like predictions of tokens the
+    review **judged a name**, of tokens it was **shown but judged not a name**, and of tokens it **never saw** (not
+    among its candidates). Only the last is evidence the review's circularity cannot produce: names the model
+    still guesses that the review had no chance to remove. ``predictions``: label → the predictions frame of
+    :func:`anonymity_test`; ``shown``: the review's candidate tokens; ``judged``: the tokens judged names. Tokens
+    compare by their NFKC lower-cased form. Columns: ``predictions``, ``name-like``, ``judged a name``,
+    ``shown, judged not a name``, ``never seen by the review``, ``share never seen``, ``best rank, never seen``.
+    """
+    seen = {normalize_term(t) for t in shown}
+    names = {normalize_term(t) for t in judged}
+    rows = {}
+    for label, p in predictions.items():
+        like = p[p["name_like"]]
+        norm = like["token"].map(normalize_term)
+        never = like[~norm.isin(seen) & ~norm.isin(names)]
+        rows[label] = {"predictions": int(len(p)), "name-like": int(len(like)),
+                       "judged a name": int(norm.isin(names).sum()),
+                       "shown, judged not a name": int((norm.isin(seen) & ~norm.isin(names)).sum()),
+                       "never seen by the review": int(len(never)),
+                       "share never seen": float(len(never) / len(p)) if len(p) else 0.0,
+                       "best rank, never seen": int(never["rank"].min()) if len(never) else None}
+    return pd.DataFrame.from_dict(rows, orient="index")
+
+
+__all__ = ["ANONYMITY_KEYS", "anonymity_by_review", "anonymity_summary", "anonymity_test", "prediction_count_table",
+           "write_anonymity"]
