@@ -1,7 +1,9 @@
-"""Interactive notebook views (ipywidgets): the k / n explorer of notebook 01 and the ROC picker of notebook 06.
+"""Interactive notebook views (ipywidgets): the k / n explorer of notebook 01, the privacy–utility explorer of
+notebooks 00, 02 and 03, and the ROC picker of notebook 06.
 
-Each function returns a widget ready to ``display``; the notebooks hold no logic of their own. Headless runs
-(papermill) show the widget's initial state.
+Each function returns a widget ready to ``display``, drawn from results already computed (nothing retrains); the
+notebooks hold no logic of their own. Headless runs (papermill) show the widget's initial state, and a saved copy
+shows no widget at all: a notebook draws the same figure statically before it.
 """
 
 from __future__ import annotations
@@ -13,29 +15,106 @@ if TYPE_CHECKING:
     from toolkit.results.collect import RunData
 
 
+def indirect_count_figure(graph: TermGraph, k: int, n: int):
+    """The distribution (ECDF) of the number of distinct indirect identifiers per individual at ``k`` and ``n``
+    (docs/methods.md §2), from ``graph`` (:meth:`~toolkit.identifiers.graph.TermGraph.indirect_per_individual`)."""
+    import plotly.graph_objects as go
+
+    from toolkit.plots.audit import TEMPLATE, ecdf_points
+
+    x, y = ecdf_points(graph.indirect_per_individual(int(k), int(n)))
+    fig = go.Figure(go.Scatter(x=x, y=y, mode="lines+markers", line_shape="hv", name=f"k={k}, n={n}",
+                               hovertemplate="≤ %{x} indirect identifiers: %{y:.0%} of individuals<extra></extra>"))
+    fig.update_layout(template=TEMPLATE, height=320, title=f"Indirect identifiers per individual at k={k}, n={n}",
+                      xaxis_title="distinct indirect identifiers of an individual",
+                      yaxis_title="share of individuals (cumulative)", yaxis_range=[0, 1.02])
+    return fig
+
+
 def indirect_share_explorer(graph: TermGraph, *, k: int, n: int, max_k: int, max_n: int):
     """Sliders for ``k`` and ``n`` with a read-out of the share of word occurrences that are indirect identifiers
-    and the median number per individual (docs/methods.md §2), recomputed from ``graph`` on every move."""
+    and the median number per individual (docs/methods.md §2), and the distribution per individual below it
+    (:func:`indirect_count_figure`), both recomputed from ``graph`` on every move."""
     import ipywidgets as widgets
+    from IPython.display import display
 
     k_slider = widgets.IntSlider(value=k, min=2, max=max_k, description="k")
     n_slider = widgets.IntSlider(value=n, min=1, max=max_n, description="n")
     readout = widgets.HTML()
+    figure = widgets.Output()
 
     def update(_=None) -> None:
         row = graph.indirect_shares([k_slider.value], [n_slider.value]).iloc[0]
         readout.value = (f"<b>k={k_slider.value}, n={n_slider.value}</b>: {row['share']:.1%} of word occurrences "
                          f"are indirect identifiers; median {int(row['median'])} per individual")
+        figure.clear_output(wait=True)
+        with figure:
+            display(indirect_count_figure(graph, k_slider.value, n_slider.value))
 
     k_slider.observe(update, "value")
     n_slider.observe(update, "value")
     update()
-    return widgets.VBox([widgets.HBox([k_slider, n_slider]), readout])
+    return widgets.VBox([widgets.HBox([k_slider, n_slider]), readout, figure])
+
+
+def _checkpoint_text(row, gain: str | None) -> str:
+    """One checkpoint's figures, for the read-out of :func:`privacy_utility_explorer`."""
+    import pandas as pd
+
+    def f(col: str) -> str:
+        v = row.get(col)
+        return "—" if v is None or pd.isna(v) else f"{float(v):.3f}"
+
+    epoch = "unknown" if pd.isna(row.get("epoch")) else int(row["epoch"])
+    return (f"<b>{row['strategy']}, epoch {epoch}</b>: held-out utility {f('heldout_utility')}, utility on the "
+            f"training notes {f('utility')} (the papers' metric), privacy {f('privacy')}, count-attack MIA AUC "
+            f"{f('mia_auc')}" + (f"; last checkpoint: {gain}" if gain else ""))
+
+
+def privacy_utility_explorer(results, *, gains: dict[str, str] | None = None):
+    """A strategy dropdown and a checkpoint slider over :func:`toolkit.plots.tradeoff.privacy_utility`: the figure
+    shows the chosen strategies' checkpoints up to the chosen epoch (the base model's point always), and a read-out
+    gives the figures of the chosen strategy at that epoch. ``results``: :func:`toolkit.results.results_table`
+    (with its ``base`` row); ``gains``: strategy → gain retained text (legend and read-out)."""
+    import ipywidgets as widgets
+    from IPython.display import display
+
+    from toolkit.plots.tradeoff import privacy_utility
+
+    tuned = results[results["strategy"] != "base"]
+    strategies = list(dict.fromkeys(tuned["strategy"]))
+    epochs = sorted({int(e) for e in tuned["epoch"].dropna()})
+    strategy_w = widgets.Dropdown(options=["every strategy", *strategies], description="strategy")
+    epoch_w = (widgets.SelectionSlider(options=epochs, value=epochs[-1], description="up to epoch")
+               if epochs else widgets.Label("no checkpoint epochs"))
+    readout = widgets.HTML()
+    figure = widgets.Output()
+
+    def update(_=None) -> None:
+        chosen = strategies if strategy_w.value == "every strategy" else [strategy_w.value]
+        upto = epoch_w.value if epochs else None
+        keep = results["strategy"].isin(chosen) & ((results["epoch"] <= upto) if upto is not None else True)
+        shown = results[keep | (results["strategy"] == "base")]
+        lines = []
+        for s in chosen:
+            rows = shown[shown["strategy"] == s].sort_values("epoch")
+            if len(rows):
+                lines.append(_checkpoint_text(rows.iloc[-1], (gains or {}).get(s)))
+        readout.value = "<br>".join(lines) or "no checkpoint of this strategy up to this epoch"
+        figure.clear_output(wait=True)
+        with figure:
+            display(privacy_utility(shown, gains=gains))
+
+    strategy_w.observe(update, "value")
+    if epochs:
+        epoch_w.observe(update, "value")
+    update()
+    return widgets.VBox([widgets.HBox([strategy_w, epoch_w]), readout, figure])
 
 
 def roc_explorer(runs: list[RunData]):
-    """Pickers for a run, its strategies and a checkpoint, redrawing the membership attack's ROC (log-log axes) and
-    the TPR at fixed FPR below them. ``runs`` are runs with audits (:class:`~toolkit.results.collect.RunData`)."""
+    """Pickers for a run, its strategies and a checkpoint, redrawing the membership attack's ROC (log-log axes, a
+    button switches to linear) and the TPR at fixed FPR below them. ``runs`` are runs with audits (:class:`~toolkit.results.collect.RunData`)."""
     import ipywidgets as widgets
     from IPython.display import display
 
@@ -71,4 +150,4 @@ def roc_explorer(runs: list[RunData]):
     return widgets.interactive(show, run_label=run_w, strategies=strat_w, epoch=epoch_w)
 
 
-__all__ = ["indirect_share_explorer", "roc_explorer"]
+__all__ = ["indirect_count_figure", "indirect_share_explorer", "privacy_utility_explorer", "roc_explorer"]
