@@ -37,10 +37,15 @@ NOTHING_KEPT = 0.05
 
 #: the columns of :func:`evidence_table`, in order
 COLUMNS = ("model", "strategy", "epoch", "dp", "pp", "verdict", "verdict_rule", "verdict_attack", "verdict_figure",
-           "detectable_auc", "strongest_attack", "attack_auc", "attack_auc_low", "attack_auc_high", "n_members",
+           "verdict_attack_auc", "verdict_attack_auc_low", "verdict_attack_auc_high", "detectable_auc", "strongest_attack", "attack_auc", "attack_auc_low", "attack_auc_high", "n_members",
            "n_nonmembers", "heldout_utility", "utility", "base_heldout_utility", "gain_retained",
            "gain_retained_low", "gain_retained_high", "gain_note", "privacy", "count_auc", "count_auc_low",
            "count_auc_high")
+
+
+def _text(v: Any) -> str | None:
+    """A text cell of the table, None where it is empty (None or nan)."""
+    return None if v is None or (isinstance(v, float) and math.isnan(v)) else str(v)
 
 
 def _num(v: Any) -> float | None:
@@ -102,8 +107,10 @@ def gain_with_interval(run: RunData, strategy: str, epoch: int | None, plain: st
 def evidence_table(run: RunData, n_bootstrap: int = GAIN_BOOTSTRAP) -> pd.DataFrame:
     """One row per model with attack files (:meth:`RunData.attack_models`: the base model, each strategy's last
     checkpoint), or — in a run without the battery — per audited base model and last checkpoint, columns
-    :data:`COLUMNS`: ``verdict*`` from ``verdict.json`` (None without one), ``strongest_attack`` / ``attack_auc*`` the
-    battery's highest-AUC attack with its interval, ``utility`` (training notes, the papers' metric) beside
+    :data:`COLUMNS`: ``verdict*`` from ``verdict.json`` (None without one; ``verdict_attack_auc*``: the AUC and
+    interval of the attack the deciding rule names, from ``attacks.json``), ``strongest_attack`` / ``attack_auc*`` the
+    battery's highest-AUC attack with its interval (it can differ from the verdict's: a rule decides on its own
+    test, e.g. TPR at low FPR, not on the highest AUC), ``utility`` (training notes, the papers' metric) beside
     ``heldout_utility``, ``gain_*`` from :func:`gain_with_interval` (plain fine-tuning's own gain is 1 by definition;
     the base model has none), ``privacy`` and ``count_auc*`` the papers' metrics (methods.md §4–5)."""
     from toolkit.strategies import STRATEGIES
@@ -124,6 +131,8 @@ def evidence_table(run: RunData, n_bootstrap: int = GAIN_BOOTSTRAP) -> pd.DataFr
         rep = reports.get(best) or {}
         ci = rep.get("auc_ci") or (None, None)
         v = m.get("verdict") or {}
+        own = reports.get(v.get("attack")) or {}
+        own_ci = own.get("auc_ci") or (None, None)
         strat = STRATEGIES.get(strategy)
         if strategy == "base" or strat is None:
             g = (math.nan, math.nan, math.nan, "")
@@ -139,7 +148,9 @@ def evidence_table(run: RunData, n_bootstrap: int = GAIN_BOOTSTRAP) -> pd.DataFr
             "strategy": strategy, "epoch": epoch, "dp": bool(strat and strat.dp),
             "pp": bool(strat and strat.protect and strat.text == "original"),
             "verdict": v.get("level"), "verdict_rule": v.get("rule"), "verdict_attack": v.get("attack"),
-            "verdict_figure": v.get("figure"), "detectable_auc": _num(v.get("detectable_auc")),
+            "verdict_figure": v.get("figure"), "verdict_attack_auc": _num(own.get("auc")),
+            "verdict_attack_auc_low": _num(own_ci[0]), "verdict_attack_auc_high": _num(own_ci[1]),
+            "detectable_auc": _num(v.get("detectable_auc")),
             "strongest_attack": best, "attack_auc": _num(rep.get("auc")), "attack_auc_low": _num(ci[0]),
             "attack_auc_high": _num(ci[1]), "n_members": att.get("n_members"), "n_nonmembers": att.get("n_nonmembers"),
             "heldout_utility": _num(metrics.get("heldout_utility")), "utility": _num(metrics.get("utility")),
@@ -178,8 +189,8 @@ def _gain_text(r: Mapping[str, Any]) -> str:
     if r["strategy"] == "base":
         return ""
     if pd.isna(g):
-        return f"gain retained {r['gain_note']}"
-    if r["gain_note"]:  # plain fine-tuning
+        return f"gain retained {_text(r['gain_note']) or 'undefined'}"
+    if _text(r["gain_note"]):  # plain fine-tuning
         return ""
     lo, hi = r["gain_retained_low"], r["gain_retained_high"]
     text = f"gain retained {g:.0%}" + (f" [{lo:.0%}, {hi:.0%}]" if pd.notna(lo) else "")
@@ -193,7 +204,7 @@ def gain_texts(table: pd.DataFrame) -> dict[str, str]:
     but plain fine-tuning: the legend entries of :func:`toolkit.plots.privacy_utility`."""
     out = {}
     for _, r in table.iterrows():
-        if r["strategy"] == "base" or r["gain_note"].startswith("plain fine-tuning"):
+        if r["strategy"] == "base" or (_text(r["gain_note"]) or "").startswith("plain fine-tuning"):
             continue
         g, lo, hi = r["gain_retained"], r["gain_retained_low"], r["gain_retained_high"]
         out[r["strategy"]] = ("gain retained undefined" if pd.isna(g) else f"gain retained {g:.0%}"
@@ -202,20 +213,21 @@ def gain_texts(table: pd.DataFrame) -> dict[str, str]:
 
 
 def _verdict_text(r: Mapping[str, Any], names: Mapping[str, str], rules: Mapping[str, str]) -> str:
-    level = r["verdict"]
+    level, rule_key = _text(r["verdict"]), _text(r["verdict_rule"])
+    attack, figure = _text(r["verdict_attack"]), _text(r["verdict_figure"])
     if not level:
         return "no verdict (the run has no attack results)"
     text = f"verdict {level.upper()}"
-    if level in ("red", "amber") and r["verdict_rule"]:
-        rule = rules.get(r["verdict_rule"], r["verdict_rule"])
-        detail = ", ".join(x for x in (names.get(r["verdict_attack"], r["verdict_attack"]) if r["verdict_attack"]
-                                       else None, r["verdict_figure"]) if x)
-        text += f" — {rule}" + (f" ({detail})" if detail else "")
+    if level in ("red", "amber") and rule_key:
+        rule = rules.get(rule_key, rule_key)
+        detail = ", ".join(x for x in (names.get(attack, attack) if attack else None, figure) if x)
+        text += f" — {rule}" + (f"; {detail}" if detail else "")
     elif level in ("green", "incomplete") and pd.notna(r["detectable_auc"]):
         text += f" at a smallest detectable AUC of {r['detectable_auc']:.2f}"
         if level == "green" and r["detectable_auc"] >= WEAK_DETECTABLE_AUC:
-            text += (f" — weak evidence: an attack reaching AUC {r['detectable_auc']:.2f} would have gone unseen "
-                     f"with {r['n_members']} + {r['n_nonmembers']} people")
+            text += (f" — weak evidence: an attack up to AUC {r['detectable_auc']:.2f} could have gone unseen "
+                     + (f"with {int(r['n_members'])} + {int(r['n_nonmembers'])} people" if pd.notna(r["n_members"])
+                        else "at this sample size"))
     return text
 
 
@@ -226,18 +238,22 @@ def disagreement(r: Mapping[str, Any], names: Mapping[str, str]) -> str | None:
     why; None where they agree or a figure is missing."""
     if r["verdict"] not in ("red", "amber") or pd.isna(r["count_auc"]):
         return None
-    if not str(r["verdict_rule"] or "").startswith("membership"):
+    if not (_text(r["verdict_rule"]) or "").startswith("membership"):
         return None
     count_chance = (r["count_auc_low"] <= 0.5 if pd.notna(r["count_auc_low"]) else r["count_auc"] <= 0.5)
     if not count_chance:
         return None
-    attack = names.get(r["verdict_attack"] or r["strongest_attack"], r["verdict_attack"] or r["strongest_attack"])
-    auc = r["attack_auc"] if (r["verdict_attack"] or r["strongest_attack"]) == r["strongest_attack"] else None
-    text = (f"{r['model']}: the papers' metrics say safe — identifiers' privacy {r['privacy']:.2f}, count-attack AUC "
-            f"{r['count_auc']:.2f}{_interval(r['count_auc_low'], r['count_auc_high'])} — but {attack}"
-            + (f" reaches AUC {auc:.2f}{_interval(r['attack_auc_low'], r['attack_auc_high'])}" if auc is not None
-               else f" decides ({r['verdict_figure']})" if r["verdict_figure"] else "")
-            + f" → {r['verdict'].upper()} on membership")
+    key = _text(r["verdict_attack"])
+    if key and pd.notna(r["verdict_attack_auc"]):
+        auc, lo, hi = r["verdict_attack_auc"], r["verdict_attack_auc_low"], r["verdict_attack_auc_high"]
+    else:
+        key, auc, lo, hi = _text(r["strongest_attack"]), r["attack_auc"], r["attack_auc_low"], r["attack_auc_high"]
+    if not key or pd.isna(auc):
+        return None
+    privacy = f"identifiers' privacy {r['privacy']:.2f}, " if pd.notna(r["privacy"]) else ""
+    text = (f"{r['model']}: the papers' metrics say safe — {privacy}count-attack AUC "
+            f"{r['count_auc']:.2f}{_interval(r['count_auc_low'], r['count_auc_high'])} — but {names.get(key, key)} "
+            f"reaches AUC {auc:.2f}{_interval(lo, hi)} → {r['verdict'].upper()} on membership")
     if r["pp"]:
         text += (": a PP strategy protects identifiers as prediction targets, not membership — the model still "
                  "learns the rest of each training note")
@@ -272,10 +288,12 @@ def findings(table: pd.DataFrame, names: Mapping[str, str] | None = None,
     lines = []
     for _, r in table.iterrows():
         parts = [_verdict_text(r, names, rules)]
-        if r["strongest_attack"]:
-            parts.append(f"strongest attack {names.get(r['strongest_attack'], r['strongest_attack'])} AUC "
+        best = _text(r["strongest_attack"])
+        if best:
+            other = _text(r["verdict_attack"]) not in (None, best)
+            parts.append(f"strongest attack{' by AUC' if other else ''} {names.get(best, best)} AUC "
                          f"{r['attack_auc']:.2f}{_interval(r['attack_auc_low'], r['attack_auc_high'])} "
-                         f"({r['n_members']} members, {r['n_nonmembers']} non-members)")
+                         f"({int(r['n_members'])} members, {int(r['n_nonmembers'])} non-members)")
         if pd.notna(r["heldout_utility"]):
             base = ("" if r["strategy"] == "base" or pd.isna(r["base_heldout_utility"])
                     else f", base {r['base_heldout_utility']:.3f}")
