@@ -23,7 +23,7 @@ from typing import Any
 import pandas as pd
 
 from toolkit.results.collect import RunData
-from toolkit.results.frontier import GAIN_BOOTSTRAP, GAIN_UNDEFINED, gain_retained
+from toolkit.results.frontier import GAIN_BOOTSTRAP, gain_retained
 from toolkit.results.layout import epoch_text
 
 #: a green verdict whose smallest detectable AUC is at least this is weak evidence: an attack separating members
@@ -72,8 +72,8 @@ def gain_with_interval(run: RunData, strategy: str, epoch: int | None, plain: st
     held-out individuals (:func:`toolkit.metrics.probing.heldout_gain_interval`, read from the three audits'
     ``mia_predictions.parquet``; the non-members are its people who are not in the model's member predictions, as
     the frontier counts them). ``note`` says why G is undefined (``nan``): no base audit, no ``plain`` in the run,
-    plain's held-out utility not above the base's (:data:`~toolkit.results.frontier.GAIN_UNDEFINED`) or above it but
-    not significantly; "" when defined. Without the prediction files the interval is ``nan`` and G the point value."""
+    plain's held-out utility not above the base's (as :data:`~toolkit.results.frontier.GAIN_UNDEFINED` says) or above
+    it but not significantly; "" when defined. Without the prediction files the interval is ``nan`` and G the point value."""
     from toolkit.metrics.probing import heldout_gain_interval
 
     nan = math.nan
@@ -89,7 +89,8 @@ def gain_with_interval(run: RunData, strategy: str, epoch: int | None, plain: st
     if math.isnan(point):
         if None in (u, u_base, u_plain):
             return nan, nan, nan, "undefined: held-out utility was not measured"
-        return nan, nan, nan, (f"{GAIN_UNDEFINED} (held-out utility: {plain} {u_plain:.3f}, base {u_base:.3f})")
+        return nan, nan, nan, (f"undefined: plain fine-tuning ({plain}) is not above the base model on held-out "
+                               f"notes ({u_plain:.3f} against {u_base:.3f}), so there is no gain to retain")
     paths = [a["dir"] / "mia_predictions.parquet" for a in (mine, base, ref[1])]
     member_file = mine["dir"] / "predictions.parquet"
     if not all(p.is_file() for p in paths) or not member_file.is_file():
@@ -163,8 +164,9 @@ def evidence_table(run: RunData, n_bootstrap: int = GAIN_BOOTSTRAP) -> pd.DataFr
 
 def heldout_summary(table: pd.DataFrame) -> str | None:
     """The sentence on the run's held-out utilities together: every fine-tuned model below the base model's (then
-    fine-tuning taught nothing that carries to unseen notes at this size, and training-note utility rewards
-    memorisation), or how many are above it; None without the base's or any fine-tuned model's figure."""
+    fine-tuning taught nothing that carries to unseen notes at this size, and what a model gained on its training
+    notes is memorisation — said with the figures of the models that gained there), or how many are above it; None
+    without the base's or any fine-tuned model's figure."""
     base = table.loc[table["strategy"] == "base", "heldout_utility"].dropna()
     tuned = table.loc[table["strategy"] != "base"].dropna(subset=["heldout_utility"])
     if not len(base) or not len(tuned):
@@ -173,9 +175,15 @@ def heldout_summary(table: pd.DataFrame) -> str | None:
     above = tuned[tuned["heldout_utility"] > b]
     span = f"{lo:.3f}" if lo == hi else f"{lo:.3f}–{hi:.3f}"
     if not len(above):
-        return (f"Every fine-tuned model's held-out utility is below the base model's (base {b:.3f}; fine-tuned "
-                f"{span}): at this size fine-tuning taught nothing that carries to notes of unseen people, and a "
-                "training-note utility that rises with the epochs measures memorisation.")
+        text = (f"Every fine-tuned model's held-out utility is below the base model's (base {b:.3f}; fine-tuned "
+                f"{span}): at this size fine-tuning taught nothing that carries to notes of unseen people")
+        base_train = table.loc[table["strategy"] == "base", "utility"].dropna()
+        gained = tuned[tuned["utility"] > float(base_train.iloc[0])] if len(base_train) else tuned.iloc[:0]
+        if len(gained):
+            text += (f"; what {', '.join(gained['strategy'])} gained on the training notes (utility "
+                     f"{gained['utility'].min():.3f}–{gained['utility'].max():.3f} against the base's "
+                     f"{float(base_train.iloc[0]):.3f}) is memorisation of those notes")
+        return text + "."
     return (f"{len(above)} of {len(tuned)} fine-tuned models have a held-out utility above the base model's "
             f"{b:.3f} ({', '.join(above['strategy'])}); fine-tuned models span {span}.")
 
