@@ -34,7 +34,9 @@ def indirect_count_figure(graph: TermGraph, k: int, n: int):
 def indirect_share_explorer(graph: TermGraph, *, k: int, n: int, max_k: int, max_n: int):
     """Sliders for ``k`` and ``n`` with a read-out of the share of word occurrences that are indirect identifiers
     and the median number per individual (docs/methods.md §2), and the distribution per individual below it
-    (:func:`indirect_count_figure`), both recomputed from ``graph`` on every move."""
+    (:func:`indirect_count_figure`), both recomputed from ``graph`` on every move (the figure from the first move
+    on: a headless run never draws into an Output widget — nbclient can hang on it — and the notebook draws the
+    same read-out statically above)."""
     import ipywidgets as widgets
     from IPython.display import display
 
@@ -43,17 +45,18 @@ def indirect_share_explorer(graph: TermGraph, *, k: int, n: int, max_k: int, max
     readout = widgets.HTML()
     figure = widgets.Output()
 
-    def update(_=None) -> None:
+    def update(_=None, draw: bool = True) -> None:
         row = graph.indirect_shares([k_slider.value], [n_slider.value]).iloc[0]
         readout.value = (f"<b>k={k_slider.value}, n={n_slider.value}</b>: {row['share']:.1%} of word occurrences "
                          f"are indirect identifiers; median {int(row['median'])} per individual")
-        figure.clear_output(wait=True)
-        with figure:
-            display(indirect_count_figure(graph, k_slider.value, n_slider.value))
+        if draw:
+            figure.clear_output(wait=True)
+            with figure:
+                display(indirect_count_figure(graph, k_slider.value, n_slider.value))
 
     k_slider.observe(update, "value")
     n_slider.observe(update, "value")
-    update()
+    update(draw=False)  # the figure is drawn on the first move: never while a headless run executes the cell
     return widgets.VBox([widgets.HBox([k_slider, n_slider]), readout, figure])
 
 
@@ -74,7 +77,8 @@ def _checkpoint_text(row, gain: str | None) -> str:
 def privacy_utility_explorer(results, *, gains: dict[str, str] | None = None):
     """A strategy dropdown and a checkpoint slider over :func:`toolkit.plots.tradeoff.privacy_utility`: the figure
     shows the chosen strategies' checkpoints up to the chosen epoch (the base model's point always), and a read-out
-    gives the figures of the chosen strategy at that epoch. ``results``: :func:`toolkit.results.results_table`
+    gives the figures of the chosen strategy at that epoch (the figure from the first move on, as
+    :func:`indirect_share_explorer`). ``results``: :func:`toolkit.results.results_table`
     (with its ``base`` row); ``gains``: strategy → gain retained text (legend and read-out)."""
     import ipywidgets as widgets
     from IPython.display import display
@@ -90,7 +94,7 @@ def privacy_utility_explorer(results, *, gains: dict[str, str] | None = None):
     readout = widgets.HTML()
     figure = widgets.Output()
 
-    def update(_=None) -> None:
+    def update(_=None, draw: bool = True) -> None:
         chosen = strategies if strategy_w.value == "every strategy" else [strategy_w.value]
         upto = epoch_w.value if epochs else None
         keep = results["strategy"].isin(chosen) & ((results["epoch"] <= upto) if upto is not None else True)
@@ -101,14 +105,15 @@ def privacy_utility_explorer(results, *, gains: dict[str, str] | None = None):
             if len(rows):
                 lines.append(_checkpoint_text(rows.iloc[-1], (gains or {}).get(s)))
         readout.value = "<br>".join(lines) or "no checkpoint of this strategy up to this epoch"
-        figure.clear_output(wait=True)
-        with figure:
-            display(privacy_utility(shown, gains=gains))
+        if draw:
+            figure.clear_output(wait=True)
+            with figure:
+                display(privacy_utility(shown, gains=gains))
 
     strategy_w.observe(update, "value")
     if epochs:
         epoch_w.observe(update, "value")
-    update()
+    update(draw=False)  # the figure is drawn on the first move: never while a headless run executes the cell
     return widgets.VBox([widgets.HBox([strategy_w, epoch_w]), readout, figure])
 
 
