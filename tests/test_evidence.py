@@ -115,10 +115,11 @@ def test_findings_say_what_the_verdict_says(run):
         assert len(own) == 1 and own[0].startswith(f"{label}: verdict {m['verdict']['level'].upper()}")
         assert "the papers' metrics: " in own[0]
     # the papers' metrics say safe for ppclm (privacy 1, count attack at chance) while the verdict is red
-    clash = [ln for ln in lines if ln.startswith("ppclm (epoch 2): the papers' metrics say safe")]
+    clash = [ln for ln in lines if ln.startswith("ppclm (epoch 2): the papers' count attack does not tell members")]
     assert len(clash) == 1 and "Loss reaches AUC 0.97 [0.90, 1.00]" in clash[0] and "→ RED on membership" in clash[0]
     assert "protects identifiers as prediction targets, not membership" in clash[0]
-    assert not any(ln.startswith("clm (epoch 2): the papers' metrics say safe") for ln in lines)  # count AUC > 0.5
+    assert "(AUC 0.50 [0.30, 0.70]; identifiers' privacy 1.00)" in clash[0]
+    assert not any(ln.startswith("clm (epoch 2): the papers' count attack") for ln in lines)  # count AUC > 0.5
     # a green DP model that kept nothing: weak evidence, and said
     dp = next(ln for ln in lines if ln.startswith("clm_dp (epoch 2): verdict GREEN"))
     assert 0.74 >= WEAK_DETECTABLE_AUC and "weak evidence" in dp and "not distinguishable from learning nothing" in dp

@@ -258,10 +258,10 @@ def disagreement(r: Mapping[str, Any], names: Mapping[str, str]) -> str | None:
         key, auc, lo, hi = _text(r["strongest_attack"]), r["attack_auc"], r["attack_auc_low"], r["attack_auc_high"]
     if not key or pd.isna(auc):
         return None
-    privacy = f"identifiers' privacy {r['privacy']:.2f}, " if pd.notna(r["privacy"]) else ""
-    text = (f"{r['model']}: the papers' metrics say safe — {privacy}count-attack AUC "
-            f"{r['count_auc']:.2f}{_interval(r['count_auc_low'], r['count_auc_high'])} — but {names.get(key, key)} "
-            f"reaches AUC {auc:.2f}{_interval(lo, hi)} → {r['verdict'].upper()} on membership")
+    privacy = f"; identifiers' privacy {r['privacy']:.2f}" if pd.notna(r["privacy"]) else ""
+    text = (f"{r['model']}: the papers' count attack does not tell members from non-members (AUC "
+            f"{r['count_auc']:.2f}{_interval(r['count_auc_low'], r['count_auc_high'])}{privacy}) — but "
+            f"{names.get(key, key)} reaches AUC {auc:.2f}{_interval(lo, hi)} → {r['verdict'].upper()} on membership")
     if r["pp"]:
         text += (": a PP strategy protects identifiers as prediction targets, not membership — the model still "
                  "learns the rest of each training note")
