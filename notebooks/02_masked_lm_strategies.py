@@ -277,8 +277,9 @@ evidence[["model", "verdict", "detectable_auc", "n_members", "n_nonmembers"]].so
 # or more cannot exclude an attack that separates members from non-members that well.
 
 # %% [markdown] tags=["exercise"]
-# **Exercise 3.** Why can `ppmlm`'s identifiers stay private while its verdict is not green? Compare the papers'
-# privacy and count-attack AUC with the strongest battery attack, model by model.
+# **Exercise 3.** Can a model keep its identifiers private and still give away who was in its training data? Compare
+# the papers' privacy and count-attack AUC with the strongest battery attack and the verdict, model by model
+# (`ppmlm` first).
 
 # %% tags=["solution"]
 evidence[["model", "privacy", "count_auc", "strongest_attack", "attack_auc", "attack_auc_low", "verdict"]].round(3)

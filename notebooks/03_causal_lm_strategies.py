@@ -193,8 +193,8 @@ pd.DataFrame(result.regurgitation).T[["n_documents", "n_identifier_occurrences",
 display(Markdown("\n".join(f"- {line}" for line in run_findings(run, results))))
 
 # %% [markdown] tags=["exercise"]
-# **Exercise 1.** Why is `ppclm`'s verdict what it is while its identifiers' privacy is what it is? Put the papers'
-# privacy and count-attack AUC beside the strongest battery attack and the verdict's rule.
+# **Exercise 1.** Does `ppclm`'s identifiers' privacy decide its verdict? Put the papers' privacy and count-attack
+# AUC beside the strongest battery attack and the verdict's rule, for every model.
 
 # %% tags=["solution"]
 evidence[["model", "privacy", "count_auc", "strongest_attack", "attack_auc", "attack_auc_low", "verdict",
