@@ -68,15 +68,14 @@ pd.Series(cfg.summary(), name=cfg.name).to_frame()
 
 # %% [markdown]
 # ## 2. Run it
-# One row per step of the run. A step whose output exists and was made from the same inputs is skipped ("cached"):
+# One row per status of the run's steps (ran, cached, prebuilt), with the steps and their seconds. A step whose output
+# exists and was made from the same inputs is skipped ("cached"):
 # change one setting and only the steps that depend on it run again.
 
 # %%
 result = run_experiment(cfg, work_dir, progress=False, echo=False)
 steps = pd.DataFrame(result.manifest["steps"])[["name", "status", "seconds"]]
-print(", ".join(f"{n} {status}" for status, n in steps["status"].value_counts().items())
-      + f"; {steps['seconds'].fillna(0).sum():.0f} s in all")
-steps.set_index("name").T
+steps.groupby("status").agg(n=("name", "size"), seconds=("seconds", "sum"), steps=("name", ", ".join))
 
 # %% [markdown]
 # ## 3. What the toolkit calls an identifier
