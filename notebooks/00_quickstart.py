@@ -114,11 +114,11 @@ plots.privacy_utility(results, gains=gains).show()
 display(Markdown(heldout_summary(evidence) or "_Held-out utility was not measured in this run._"))
 
 # %% [markdown]
-# Explore (in JupyterLab): pick a strategy and move the checkpoint slider; the figure above is the same view with
-# every strategy and every checkpoint (a saved copy shows no widget).
+# Explore: pick a strategy in the menu and move the checkpoint slider (they work in the saved HTML too); the figure
+# above is the same view with every strategy and every checkpoint.
 
 # %%
-display(privacy_utility_explorer(results, gains=gains))
+privacy_utility_explorer(results, gains=gains).show()
 
 # %% [markdown]
 # ## 5. Can an attacker tell who was in the training data?

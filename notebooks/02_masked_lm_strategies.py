@@ -129,11 +129,11 @@ display(Markdown(heldout_summary(evidence) or "_Held-out utility was not measure
 plots.privacy_variants(results).show()
 
 # %% [markdown]
-# Explore (in JupyterLab): one strategy at a time, checkpoint by checkpoint (a saved copy shows no widget; the
-# figures above hold the same points).
+# Explore: one strategy at a time (menu), checkpoint by checkpoint (slider); they work in the saved HTML too, and the
+# figures above hold the same points.
 
 # %%
-display(privacy_utility_explorer(results, gains=gains))
+privacy_utility_explorer(results, gains=gains).show()
 
 # %% [markdown]
 # ## 5. Membership inference (000 Fig. 6, Table 2)

@@ -197,27 +197,20 @@ def test_roc_axes_toggle_and_unresolvable_columns():
     assert "TPR @ FPR 1%" in plots.tpr_table(rocs, drop_unresolvable=True).columns
 
 
-def test_privacy_utility_explorer_redraws_from_the_results():
+def test_privacy_utility_explorer_menu_and_slider():
     from toolkit.plots.widgets import privacy_utility_explorer
 
     results = pd.DataFrame([{"strategy": s, "epoch": e, "utility": 0.6 + e / 10, "heldout_utility": 0.5 - e / 100,
                              "privacy": 0.9 - e / 100, "mia_auc": 0.5}
                             for s, e in (("base", 0), ("clm", 1), ("clm", 2), ("ppclm", 1), ("ppclm", 2))])
-    box = privacy_utility_explorer(results, gains={"ppclm": "gain retained 50%"})
-    strategy, epoch = box.children[0].children
-    readout = box.children[1]
-    assert "clm, epoch 2" in readout.value and "ppclm, epoch 2" in readout.value
-    strategy.value = "ppclm"
-    assert "clm, epoch" not in readout.value.replace("ppclm", "") and "gain retained 50%" in readout.value
-    epoch.value = 1
-    assert "ppclm, epoch 1" in readout.value and "privacy 0.890" in readout.value
-
-
-def test_heldout_summary_names_what_was_memorised():
-    table = pd.DataFrame({"strategy": ["base", "mlm", "mlm_dp"], "heldout_utility": [0.153, 0.117, 0.149],
-                          "utility": [0.134, 0.420, 0.138]})
-    assert heldout_summary(table) == (
-        "Every fine-tuned model's held-out utility is below the base model's (base 0.153; fine-tuned 0.117–0.149): at "
-        "this size fine-tuning taught nothing that carries to notes of unseen people; what mlm, mlm_dp gained on the "
-        "training notes (utility 0.138–0.420 against the base's 0.134) is memorisation of those notes.")
-    assert heldout_summary(table.assign(heldout_utility=None)) is None
+    fig = privacy_utility_explorer(results, gains={"ppclm": "gain retained 50%"})
+    menu = fig.layout.updatemenus[0].buttons
+    assert [b.label for b in menu] == ["every strategy", "clm", "ppclm"]
+    only = dict(zip([t.name for t in fig.data], menu[2].args[0]["visible"]))
+    assert only["ppclm (gain retained 50%)"] and only["base model (before fine-tuning)"] and not only["clm"]
+    steps = fig.layout.sliders[0].steps
+    assert [s.label for s in steps] == ["1", "2"] and fig.layout.sliders[0].active == 1
+    (restyle, indices) = steps[0].args
+    clm_left = indices.index(next(i for i, t in enumerate(fig.data) if t.name == "clm" and t.xaxis == "x"))
+    assert restyle["x"][clm_left] == [0.49] and restyle["y"][clm_left] == [0.89]  # held-out utility at epoch 1
+    assert all(fig.data[i].legendgroup != "base" for i in indices)  # the base point stays

@@ -1,5 +1,5 @@
-"""Interactive notebook views (ipywidgets): the k / n explorer of notebook 01, the privacy–utility explorer of
-notebooks 00, 02 and 03, and the ROC picker of notebook 06.
+"""Interactive notebook views: the k / n explorer of notebook 01 and the ROC picker of notebook 06 (ipywidgets), the
+privacy–utility explorer of notebooks 00, 02 and 03 (a plotly figure with a menu and a slider, no kernel needed).
 
 Each function returns a widget ready to ``display``, drawn from results already computed (nothing retrains); the
 notebooks hold no logic of their own. Headless runs (papermill) show the widget's initial state, and a saved copy
@@ -60,61 +60,46 @@ def indirect_share_explorer(graph: TermGraph, *, k: int, n: int, max_k: int, max
     return widgets.VBox([widgets.HBox([k_slider, n_slider]), readout, figure])
 
 
-def _checkpoint_text(row, gain: str | None) -> str:
-    """One checkpoint's figures, for the read-out of :func:`privacy_utility_explorer`."""
+def privacy_utility_explorer(results, *, gains: dict[str, str] | None = None):
+    """:func:`toolkit.plots.tradeoff.privacy_utility` with a strategy menu and a checkpoint slider drawn into the
+    figure itself (plotly buttons and slider: they work in JupyterLab, in a saved notebook's HTML and headless, with
+    no kernel and no ipywidgets comm — a headless run never waits on a widget). The menu shows every strategy or one
+    (the base model's point always); the slider shows each strategy's checkpoints up to the chosen epoch.
+    ``results``: :func:`toolkit.results.results_table` with its ``base`` row; ``gains``: strategy → gain retained
+    text (legend)."""
     import pandas as pd
 
-    def f(col: str) -> str:
-        v = row.get(col)
-        return "—" if v is None or pd.isna(v) else f"{float(v):.3f}"
+    from toolkit.plots.tradeoff import privacy_utility, split_base
 
-    epoch = "unknown" if pd.isna(row.get("epoch")) else int(row["epoch"])
-    return (f"<b>{row['strategy']}, epoch {epoch}</b>: held-out utility {f('heldout_utility')}, utility on the "
-            f"training notes {f('utility')} (the papers' metric), privacy {f('privacy')}, count-attack MIA AUC "
-            f"{f('mia_auc')}" + (f"; last checkpoint: {gain}" if gain else ""))
-
-
-def privacy_utility_explorer(results, *, gains: dict[str, str] | None = None):
-    """A strategy dropdown and a checkpoint slider over :func:`toolkit.plots.tradeoff.privacy_utility`: the figure
-    shows the chosen strategies' checkpoints up to the chosen epoch (the base model's point always), and a read-out
-    gives the figures of the chosen strategy at that epoch (the figure from the first move on, as
-    :func:`indirect_share_explorer`). ``results``: :func:`toolkit.results.results_table`
-    (with its ``base`` row); ``gains``: strategy → gain retained text (legend and read-out)."""
-    import ipywidgets as widgets
-    from IPython.display import display
-
-    from toolkit.plots.tradeoff import privacy_utility
-
-    tuned = results[results["strategy"] != "base"]
+    fig = privacy_utility(results, gains=gains)
+    tuned, _ = split_base(results)
+    two_panels = tuned["heldout_utility"].notna().any() if "heldout_utility" in tuned else False
     strategies = list(dict.fromkeys(tuned["strategy"]))
     epochs = sorted({int(e) for e in tuned["epoch"].dropna()})
-    strategy_w = widgets.Dropdown(options=["every strategy", *strategies], description="strategy")
-    epoch_w = (widgets.SelectionSlider(options=epochs, value=epochs[-1], description="up to epoch")
-               if epochs else widgets.Label("no checkpoint epochs"))
-    readout = widgets.HTML()
-    figure = widgets.Output()
 
-    def update(_=None, draw: bool = True) -> None:
-        chosen = strategies if strategy_w.value == "every strategy" else [strategy_w.value]
-        upto = epoch_w.value if epochs else None
-        keep = results["strategy"].isin(chosen) & ((results["epoch"] <= upto) if upto is not None else True)
-        shown = results[keep | (results["strategy"] == "base")]
-        lines = []
-        for s in chosen:
-            rows = shown[shown["strategy"] == s].sort_values("epoch")
-            if len(rows):
-                lines.append(_checkpoint_text(rows.iloc[-1], (gains or {}).get(s)))
-        readout.value = "<br>".join(lines) or "no checkpoint of this strategy up to this epoch"
-        if draw:
-            figure.clear_output(wait=True)
-            with figure:
-                display(privacy_utility(shown, gains=gains))
+    def column(trace) -> str:
+        return "heldout_utility" if two_panels and trace.xaxis in (None, "x") else "utility"
 
-    strategy_w.observe(update, "value")
-    if epochs:
-        epoch_w.observe(update, "value")
-    update(draw=False)  # the figure is drawn on the first move: never while a headless run executes the cell
-    return widgets.VBox([widgets.HBox([strategy_w, epoch_w]), readout, figure])
+    def points(trace, upto: int):
+        g = tuned[(tuned["strategy"] == trace.legendgroup) & (tuned["epoch"] <= upto)].sort_values("epoch")
+        return (list(g[column(trace)]), list(g["privacy"]),
+                [("unknown" if pd.isna(e) else str(int(e))) for e in g["epoch"]])
+
+    lines = [i for i, t in enumerate(fig.data) if t.legendgroup in strategies]
+    steps = []
+    for e in epochs:
+        xs, ys, texts = zip(*(points(fig.data[i], e) for i in lines)) if lines else ((), (), ())
+        steps.append(dict(label=str(e), method="restyle",
+                          args=[{"x": list(xs), "y": list(ys), "text": list(texts)}, lines]))
+    menu = [dict(label="every strategy", method="restyle", args=[{"visible": [True] * len(fig.data)}])]
+    menu += [dict(label=s, method="restyle",
+                  args=[{"visible": [t.legendgroup in (s, "base") for t in fig.data]}]) for s in strategies]
+    fig.update_layout(updatemenus=[dict(buttons=menu, direction="down", x=0.0, xanchor="left", y=1.18,
+                                        yanchor="bottom", showactive=True)],
+                      sliders=[dict(steps=steps, active=len(steps) - 1, currentvalue=dict(prefix="up to epoch "),
+                                    pad=dict(t=60))] if steps else [],
+                      margin=dict(t=120), title="Explore: one strategy, checkpoint by checkpoint (menu, slider)")
+    return fig
 
 
 def roc_explorer(runs: list[RunData]):
