@@ -214,3 +214,16 @@ def test_privacy_utility_explorer_menu_and_slider():
     clm_left = indices.index(next(i for i, t in enumerate(fig.data) if t.name == "clm" and t.xaxis == "x"))
     assert restyle["x"][clm_left] == [0.49] and restyle["y"][clm_left] == [0.89]  # held-out utility at epoch 1
     assert all(fig.data[i].legendgroup != "base" for i in indices)  # the base point stays
+
+
+def test_disagreement_on_another_rule_names_it(run):
+    from toolkit.results.evidence import disagreement
+
+    row = evidence_table(run, n_bootstrap=50).set_index("strategy").loc["ppclm"].copy()
+    row["model"], row["verdict_rule"] = "ppclm (epoch 2)", "regurgitation"
+    text = disagreement(row, {"loss": "Loss"})
+    assert text == ("ppclm (epoch 2): the papers' count attack does not tell members from non-members (AUC 0.50 "
+                    "[0.30, 0.70]), but the verdict is RED by another rule (regurgitation) and Loss reaches AUC 0.97 "
+                    "[0.90, 1.00].")
+    row["verdict"] = "green"
+    assert disagreement(row, {}) is None

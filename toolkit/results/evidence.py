@@ -241,13 +241,12 @@ def _verdict_text(r: Mapping[str, Any], names: Mapping[str, str], rules: Mapping
 
 def disagreement(r: Mapping[str, Any], names: Mapping[str, str]) -> str | None:
     """The sentence where the papers' metrics and the verdict disagree: the papers' count attack does not separate
-    members (its interval contains 0.5, or its AUC is ≤ 0.5 without one) while the verdict is red or amber on a
-    membership rule — said with both figures, and for a PP strategy (identifiers kept as inputs, never as targets)
-    why; None where they agree or a figure is missing."""
+    members (its interval contains 0.5, or its AUC is ≤ 0.5 without one) while the verdict is red or amber — on a
+    membership rule said with both AUCs, and for a PP strategy (identifiers kept as inputs, never as targets) why; on
+    another rule (regurgitation, novel identifiers …) the rule named; None where they agree or a figure is missing."""
     if r["verdict"] not in ("red", "amber") or pd.isna(r["count_auc"]):
         return None
-    if not (_text(r["verdict_rule"]) or "").startswith("membership"):
-        return None
+    membership = (_text(r["verdict_rule"]) or "").startswith("membership")
     count_chance = (r["count_auc_low"] <= 0.5 if pd.notna(r["count_auc_low"]) else r["count_auc"] <= 0.5)
     if not count_chance:
         return None
@@ -256,6 +255,13 @@ def disagreement(r: Mapping[str, Any], names: Mapping[str, str]) -> str | None:
         auc, lo, hi = r["verdict_attack_auc"], r["verdict_attack_auc_low"], r["verdict_attack_auc_high"]
     else:
         key, auc, lo, hi = _text(r["strongest_attack"]), r["attack_auc"], r["attack_auc_low"], r["attack_auc_high"]
+    if not membership:  # decided by another rule (regurgitation, novel identifiers, PII inference …)
+        rule = _text(r["verdict_rule"]) or "its rule"
+        return (f"{r['model']}: the papers' count attack does not tell members from non-members (AUC "
+                f"{r['count_auc']:.2f}{_interval(r['count_auc_low'], r['count_auc_high'])}), but the verdict is "
+                f"{r['verdict'].upper()} by another rule ({rule.replace('_', ' ')})"
+                + (f" and {names.get(key, key)} reaches AUC {auc:.2f}{_interval(lo, hi)}" if key and pd.notna(auc)
+                   else "") + ".")
     if not key or pd.isna(auc):
         return None
     privacy = f"; identifiers' privacy {r['privacy']:.2f}" if pd.notna(r["privacy"]) else ""
