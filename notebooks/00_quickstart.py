@@ -47,8 +47,11 @@ from IPython.display import HTML, Markdown, display
 from toolkit import plots
 from toolkit.pipelines.lm_experiment import load_data, load_experiment, run_experiment
 from toolkit.identifiers import load_identifiers
+from toolkit.plots.attacks import ATTACK_NAMES, attack_name
+from toolkit.plots.widgets import privacy_utility_explorer
 from toolkit.report import build_report, collect_run, run_findings, thresholds_html, verdicts_html
-from toolkit.results import results_table
+from toolkit.results import evidence_table, results_table
+from toolkit.results.evidence import disagreement, gain_texts, heldout_summary
 
 plots.setup_notebook()
 cfg = load_experiment(config, overrides)
@@ -65,12 +68,14 @@ pd.Series(cfg.summary(), name=cfg.name).to_frame()
 
 # %% [markdown]
 # ## 2. Run it
-# One line per step. A step whose output exists and was made from the same inputs is skipped ("cached"): change one
-# setting and only the steps that depend on it run again.
+# One row per status of the run's steps (ran, cached, prebuilt), with the steps and their seconds. A step whose output
+# exists and was made from the same inputs is skipped ("cached"):
+# change one setting and only the steps that depend on it run again.
 
 # %%
-result = run_experiment(cfg, work_dir, progress=False)
-pd.DataFrame(result.manifest["steps"])[["name", "status", "seconds"]]
+result = run_experiment(cfg, work_dir, progress=False, echo=False)
+steps = pd.DataFrame(result.manifest["steps"])[["name", "status", "seconds"]]
+steps.groupby("status").agg(n=("name", "size"), seconds=("seconds", "sum"), steps=("name", ", ".join))
 
 # %% [markdown]
 # ## 3. What the toolkit calls an identifier
@@ -90,32 +95,56 @@ print(f"{s['n_documents']} training notes about {s['n_individuals']} patients: {
       f"{s['n_I_indirect']} indirect identifier types, {s['share_protected_positions']:.0%} of all words")
 
 # %% [markdown]
-# ## 4. Did the models learn the identifiers?
-# The audit masks (here: predicts) every word of every training note once. **Privacy** = share of identifier types
-# the model never produces; **utility** = how often it gets ordinary words right. Epoch 0 is the base model before
-# fine-tuning. Expect `clm` to lose privacy as it trains longer, and `ppclm` to keep it at a similar utility.
+# ## 4. Did the models learn the identifiers — and anything that carries to unseen people?
+# The audit predicts every word of every training note once. **Privacy** (the papers' metric) = share of identifier
+# types the model never produces. **Utility** is measured twice: on the training notes (the papers' metric — it also
+# rewards memorising those notes) and on **held-out** notes of people who were not in training, which is what
+# fine-tuning taught about notes in general. Epoch 0 is the base model before fine-tuning, drawn as a star; the
+# question is how privacy and held-out utility move as each strategy trains longer. For `ppclm`, the
+# figure's legend gives its **gain retained**: the share of plain fine-tuning's held-out gain over the base model that
+# it kept, (U − U_base) / (U_plain − U_base).
 
 # %%
 results = results_table(result.audits)
+run = collect_run(work_dir)
+evidence = evidence_table(run)
+gains = gain_texts(evidence)
 display(results.round(3))
-plots.privacy_utility(results[results["strategy"] != "base"]).show()
+plots.privacy_utility(results, gains=gains).show()
+display(Markdown(heldout_summary(evidence) or "_Held-out utility was not measured in this run._"))
+
+# %% [markdown]
+# Explore: pick a strategy in the menu and move the checkpoint slider (they work in the saved HTML too); the figure
+# above is the same view with every strategy and every checkpoint.
+
+# %%
+privacy_utility_explorer(results, gains=gains).show()
 
 # %% [markdown]
 # ## 5. Can an attacker tell who was in the training data?
-# For each patient the attacker counts how many of *their* rare words the model predicts on their notes. If the
-# model memorised its training notes, members score higher than patients it never saw: the ROC curve leaves the
-# dashed chance line. With 24 + 24 patients, false-positive rates below 1/24 cannot be measured (n/r).
+# The papers' attack: for each patient the attacker counts how many of *their* rare words the model predicts on
+# their notes. If the model memorised its training notes, members score higher than patients it never saw: the ROC
+# curve leaves the dashed chance line (linear axes; the buttons switch to log axes). The run also attacked every
+# model with a battery of loss-based attacks (loss, zlib, Min-K%, reference model), which do not need the model to
+# *write* an identifier; the lines under the table put the two side by side, computed for this run.
 
 # %%
 last = {name: result.audits[(name, ckpts[-1][0])]["roc"] for name, ckpts in result.checkpoints.items()}
-plots.roc_curves(last).show()
-plots.tpr_table(last, with_ci=True)
+plots.roc_curves(last, log=False).show()
+display(plots.tpr_table(last, with_ci=True, drop_unresolvable=True))
+note = plots.tpr_table_note(last)
+clashes = [line for _, r in evidence.iterrows() if (line := disagreement(r, ATTACK_NAMES))]
+display(Markdown("\n".join(f"- {line}" for line in ([note] if note else []) + [
+    f"{r['model']}: the papers' count attack AUC {r['count_auc']:.2f}; the strongest battery attack "
+    f"({attack_name(r['strongest_attack'])}) AUC {r['attack_auc']:.2f}"
+    for _, r in evidence.iterrows() if r["strongest_attack"] and pd.notna(r["count_auc"])] + clashes)))
 
 # %% [markdown]
 # ## 6. In plain words (computed from this run)
+# The evidence each verdict of section 8 rests on, one line per model: its colour and deciding rule, the strongest
+# attack with its 95% interval, held-out utility, gain retained, and the papers' own metrics beside them (labelled).
 
 # %%
-run = collect_run(work_dir)
 display(Markdown("\n".join(f"- {f}" for f in run_findings(run, results))))
 
 # %% [markdown]
@@ -139,6 +168,49 @@ display(HTML(f"Report: <a href='{out}' target='_blank'>{out}</a> ({out.stat().st
 display(HTML(verdicts_html([run], show_run=False)))
 display(HTML("<details><summary>The rules and their thresholds</summary>" + thresholds_html() + "</details>"))
 
+# %% [markdown] tags=["exercise"]
+# **Exercise 1.** `ppclm` is never trained to write an identifier. Put, for every model, the papers' privacy and
+# count-attack AUC beside the strongest battery attack and the verdict: which figure decides the colour, and why can
+# a model keep its identifiers private and still give away who was in its training data?
+
+# %% tags=["solution"]
+evidence[["model", "privacy", "count_auc", "strongest_attack", "attack_auc", "attack_auc_low", "verdict",
+          "verdict_rule"]].round(3)
+
+# %% [markdown]
+# The colour follows the verdict's rule (`verdict_rule`), which reads every attack; the papers' two figures read only
+# what the model *writes*. Where privacy is high and the count attack near 0.5 but a loss-based attack is far above
+# 0.5, the model fits its training notes better than unseen ones — membership shows without a single identifier
+# written out.
+
+# %% [markdown] tags=["exercise"]
+# **Exercise 2.** Did fine-tuning teach anything that carries to unseen patients? Compute each checkpoint's held-out
+# utility minus the base model's, and its training-note utility minus the base's.
+
+# %% tags=["solution"]
+base_row = results[results["strategy"] == "base"].iloc[0]
+results.assign(heldout_gain=results["heldout_utility"] - base_row["heldout_utility"],
+               training_gain=results["utility"] - base_row["utility"])[
+    ["strategy", "epoch", "heldout_gain", "training_gain"]].round(3)
+
+# %% [markdown]
+# A training-note gain with no held-out gain is memorisation: the model got better at the notes it saw, not at
+# notes in general. The sign of `heldout_gain` says which this run shows.
+
+# %% [markdown] tags=["exercise"]
+# **Exercise 3.** How many members does the strongest attack find while wrongly accusing at most 10% of
+# non-members? Read it from the attack files of each model.
+
+# %% tags=["solution"]
+pd.DataFrame({label: {"strongest attack": m["attacks"]["strongest"],
+                      "TPR at FPR 10%": m["attacks"]["attacks"][m["attacks"]["strongest"]]["tpr_at_fpr"].get("0.1"),
+                      "members": m["attacks"]["n_members"]}
+              for label, m in run.attack_models().items() if m.get("attacks")}).T
+
+# %% [markdown]
+# TPR × members is the number of members found at that false-alarm rate; with few non-members one false accusation
+# already moves the FPR by 1/n, which is why lower FPRs are not shown.
+
 # %% [markdown]
 # ## Where next
 # | notebook | what it adds |
@@ -152,3 +224,12 @@ display(HTML("<details><summary>The rules and their thresholds</summary>" + thre
 #
 # From a terminal: `python -m toolkit run configs/quickstart.yaml --out runs/quickstart` then
 # `python -m toolkit report runs/quickstart --out report.html`.
+
+# %% [markdown] tags=["takeaway"]
+# ### Take-away
+# - A verdict reads every attack and rule; the papers' privacy and count attack read only what the model writes —
+#   when they disagree, the verdict's evidence is the one to report.
+# - Judge utility on held-out notes: utility on the training notes also rewards memorisation.
+# - A private strategy is worth its cost only if it keeps some of plain fine-tuning's held-out gain (gain retained).
+# - Green means "not detected by these attacks at this sample size", with the smallest AUC the sample could have seen.
+# - Every figure and colour of this notebook is explained in the [cheat sheet](../docs/cheatsheet.md).

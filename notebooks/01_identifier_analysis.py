@@ -177,3 +177,49 @@ display(indirect_share_explorer(wide.graph, k=k, n=n, max_k=max(ks), max_n=max(n
 # %%
 saved = result.save(out_dir)
 sorted(p.name for p in saved.iterdir())
+
+# %% [markdown] tags=["exercise"]
+# **Exercise 1.** Move k from 2 to 3: which words join the indirect identifiers? List the words used by exactly two
+# individuals that no detector flagged, and compare the share of protected word occurrences at k = 2 and k = 3.
+
+# %% tags=["solution"]
+joining = t[(t["n"] == 2) & ~t["direct"]].sort_values("n_occurrences", ascending=False)
+at = wide.graph.indirect_shares([2, 3], [n]).set_index("k")["share"]
+print(f"{len(joining)} word types join at k=3; protected occurrences {at[2]:.1%} at k=2 → {at[3]:.1%} at k=3")
+joining.head(10)
+
+# %% [markdown]
+# Words shared by two patients single out a pair, not a person: whether to protect them is the choice k makes. The
+# share printed above is the training signal that choice costs.
+
+# %% [markdown] tags=["exercise"]
+# **Exercise 2.** Which detector misses the most gold PII words, and in which category does it miss most?
+
+# %% tags=["solution"]
+recall = pd.DataFrame({name: s.set_index("category")["recall"] for name, s in scores.items()})
+recall.assign(worst_detector=recall.idxmin(axis=1)).round(3)
+
+# %% [markdown]
+# A missed word is neither protected in training nor counted as a leak (paper 000 §7): the lowest recall per row is
+# where an audit with that detector under-counts.
+
+# %% [markdown] tags=["exercise"]
+# **Exercise 3.** How many individuals have no indirect identifier at all at this k and n, and how many have more
+# than ten?
+
+# %% tags=["solution"]
+per_person = wide.graph.indirect_per_individual(k, n)
+pd.Series({"individuals": len(per_person), "with none": int((per_person == 0).sum()),
+           "with more than ten": int((per_person > 10).sum())}).to_frame(f"k={k}, n={n}")
+
+# %% [markdown]
+# Individuals without an indirect identifier can be singled out only through direct ones; those with many have notes
+# full of words nobody else uses, and a model that memorises them would make them recognisable.
+
+# %% [markdown] tags=["takeaway"]
+# ### Take-away
+# - Direct identifiers come from a detector; its recall bounds what any later protection or audit can cover.
+# - Indirect identifiers are words fewer than k individuals use: raising k or n protects more, at a cost in training
+#   signal that the share of protected occurrences measures.
+# - The protected positions computed here are what PP strategies never use as training targets (notebooks 02, 03).
+# - Every figure and term of this notebook: the [cheat sheet](../docs/cheatsheet.md).

@@ -65,8 +65,11 @@ from toolkit.config.experiment import load_experiment
 from toolkit.corpus import Corpus
 from toolkit.metrics import auxiliary_knowledge_identifiable, mia_report, mia_scores
 from toolkit.pipelines.lm_experiment import run_experiment
-from toolkit.report import collect_run
-from toolkit.results import findings, protection_findings, protection_table, results_table, runs_table
+from toolkit.plots.attacks import ATTACK_NAMES
+from toolkit.plots.widgets import privacy_utility_explorer
+from toolkit.report import collect_run, run_findings
+from toolkit.results import evidence_table, protection_findings, protection_table, results_table, runs_table
+from toolkit.results.evidence import disagreement, gain_texts, heldout_summary
 from toolkit.report.attack_sections import ABSENT as NO_ATTACKS
 
 plots.setup_notebook()
@@ -106,47 +109,69 @@ display(pd.Series({key: ids_train["summary"][key] for key in ("n_words", "n_I_di
                                                               "share_protected_positions")}).to_frame("members"))
 display(runs_table(runs, Path(work_dir) / "runs"))
 results = results_table(audits)
+run = collect_run(work_dir)
+evidence = evidence_table(run)  # per model: verdict, strongest attack, held-out utility, gain retained, papers' metrics
+gains = gain_texts(evidence)
 results.round(3)
 
 # %% [markdown]
 # ## 4. Privacy–utility trade-off (000 Fig. 4, 7)
-# One line per strategy, one point per checkpoint (the label is the epoch). Up and to the right is better.
+# One line per strategy, one point per checkpoint (the label is the epoch); the star is the base model before
+# fine-tuning. Left: against **held-out utility** (notes of people not in training); right: against the papers'
+# utility on the training notes, which also rewards memorising them. Up and to the right is better; a checkpoint
+# left of the dotted line is worse on unseen notes than the base model. The legend gives each strategy's **gain
+# retained** at its last checkpoint, (U − U_base) / (U_plain − U_base) on held-out notes, with its 95% bootstrap
+# interval over the held-out patients. The line under the figures is computed from this run.
 
 # %%
-points = results[results["strategy"] != "base"]
-plots.privacy_utility(points).show()
-plots.privacy_variants(points).show()
+plots.privacy_utility(results, gains=gains).show()
+display(Markdown(heldout_summary(evidence) or "_Held-out utility was not measured in this run._"))
+plots.privacy_variants(results).show()
+
+# %% [markdown]
+# Explore: one strategy at a time (menu), checkpoint by checkpoint (slider); they work in the saved HTML too, and the
+# figures above hold the same points.
+
+# %%
+privacy_utility_explorer(results, gains=gains).show()
 
 # %% [markdown]
 # ## 5. Membership inference (000 Fig. 6, Table 2)
-# ROC of the count-based attack at the last checkpoint of each strategy, log-log axes; the dashed line is chance.
-# With `n_individuals` non-members, an FPR below 1/`n_individuals` cannot be measured: the table says **n/r**.
+# ROC of the papers' count-based attack at the last checkpoint of each strategy, linear axes (the buttons switch to
+# log axes); the dashed line is chance. With `n_individuals` non-members, an FPR below 1/`n_individuals` cannot be
+# measured: the table leaves out the TPR columns no model can resolve.
 
 # %%
 last = {name: audits[(name, runs[name][-1][0])] for name in strategies}
-plots.roc_curves({name: a["roc"] for name, a in last.items()}).show()
-plots.tpr_table({name: a["roc"] for name, a in last.items()}, with_ci=True)
+rocs = {name: a["roc"] for name, a in last.items()}
+plots.roc_curves(rocs, log=False).show()
+display(plots.tpr_table(rocs, with_ci=True, drop_unresolvable=True))
+display(Markdown(plots.tpr_table_note(rocs)))
 
 # %% [markdown]
 # ### The attack battery next to the papers' attack
 # The count of predicted rare words is one attack among several. The battery scores every person from the model's
 # losses on their notes — loss, loss ÷ zlib size, Min-K% (the least likely 20% of words), the reference-model attack
 # (the audited model against the base model) — and the papers' attack joins it as "predicted rare words". One panel
-# per model (the base model and each strategy's last checkpoint), every attack in each, log-log axes, the thin dashed
-# line is chance. Min-K%++ is computed at the masked positions of the pseudo-log-likelihood (docs/methods.md §10).
+# per model (the base model and each strategy's last checkpoint), every attack in each, linear axes (buttons: log),
+# the thin dashed line is chance. Min-K%++ is computed at the masked positions of the pseudo-log-likelihood
+# (docs/methods.md §10). Under the table: where the papers' count attack and the verdict disagree, computed.
 #
 # **What a PP strategy protects, and what it does not.** `ppmlm` never uses an identifier as a prediction target:
 # the model is not trained to *write* names, dates or rare words, which is why its privacy stays high. It still
 # learns **the rest of each note** — the wording, the ordinary words, the identifiers as *context* for the words
-# around them — so a model fine-tuned with `ppmlm` can still fit its training notes better than unseen ones: the
-# membership attacks can still tell members from non-members. PP strategies protect identifiers as outputs, not
-# membership; the battery shows how much of the latter remains.
+# around them — so a model fine-tuned with `ppmlm` may still fit its training notes better than unseen ones, and a
+# membership attack would then tell members from non-members. PP strategies protect identifiers as outputs, not
+# membership; the battery measures how much of the latter remains.
 
 # %%
-battery = collect_run(work_dir).attack_models()
+battery = run.attack_models()
 if battery:
-    plots.attack_roc_grid(battery, title="Every attack at the last checkpoint of each strategy (ROC, log-log)").show()
+    plots.attack_roc_grid(battery, title="Every attack at the last checkpoint of each strategy (ROC)", log=False).show()
     display(plots.auc_matrix(battery))
+    clashes = [line for _, r in evidence.iterrows() if (line := disagreement(r, ATTACK_NAMES))]
+    display(Markdown("\n".join(f"- {line}" for line in clashes) or
+                     "_On this run the papers' count attack and the verdicts do not disagree._"))
 else:
     display(Markdown(f"_{NO_ATTACKS}_"))
 
@@ -219,7 +244,55 @@ if downstream_epochs:
 
 # %% [markdown]
 # ## 8. What the figures show on this run
-# Computed from the results above (not written in advance).
+# Computed from the results above (not written in advance), one line per model: the verdict's colour and deciding
+# rule, the strongest attack with its 95% interval, held-out utility, gain retained, and the papers' own metrics
+# beside them (labelled).
 
 # %%
-display(Markdown(findings(results)))
+display(Markdown("\n".join(f"- {line}" for line in run_findings(run, results))))
+
+# %% [markdown] tags=["exercise"]
+# **Exercise 1.** What does DP-SGD keep? For `mlm_dp` (and every other strategy), compare its held-out utility with
+# the base model's and plain `mlm`'s, and read its gain retained with its interval.
+
+# %% tags=["solution"]
+evidence[["model", "verdict", "heldout_utility", "base_heldout_utility", "gain_retained", "gain_retained_low",
+          "gain_retained_high", "gain_note"]].round(3)
+
+# %% [markdown]
+# A gain retained near 0 (or an interval containing 0) means the model kept nothing of what plain fine-tuning learnt
+# on unseen notes; undefined means plain fine-tuning itself learnt nothing there, so there is no gain to keep. Either
+# way a green verdict then says that nothing leaked, not that DP was cheap.
+
+# %% [markdown] tags=["exercise"]
+# **Exercise 2.** Which green or incomplete verdict rests on the weakest evidence? Sort the models by the smallest AUC
+# their sample could have detected.
+
+# %% tags=["solution"]
+evidence[["model", "verdict", "detectable_auc", "n_members", "n_nonmembers"]].sort_values("detectable_auc",
+                                                                                        ascending=False)
+
+# %% [markdown]
+# The smallest detectable AUC shrinks toward 0.5 as members and non-members grow; a green at a detectable AUC of 0.7
+# or more cannot exclude an attack that separates members from non-members that well.
+
+# %% [markdown] tags=["exercise"]
+# **Exercise 3.** Can a model keep its identifiers private and still give away who was in its training data? Compare
+# the papers' privacy and count-attack AUC with the strongest battery attack and the verdict, model by model
+# (`ppmlm` first).
+
+# %% tags=["solution"]
+evidence[["model", "privacy", "count_auc", "strongest_attack", "attack_auc", "attack_auc_low", "verdict"]].round(3)
+
+# %% [markdown]
+# The papers' figures count identifiers the model *predicts*; the loss-based attacks ask whether it fits a person's
+# notes better than unseen ones. A model never trained to predict identifiers can still fit the rest of its
+# training notes, which is what a high loss-attack AUC beside a count-attack AUC near 0.5 shows.
+
+# %% [markdown] tags=["takeaway"]
+# ### Take-away
+# - PP strategies keep identifiers out of what the model writes; whether membership shows is the battery's question.
+# - Read utility on held-out notes, beside the base model's: training-note utility also rewards memorisation.
+# - A private strategy's cost is its gain retained; a green DP model that kept no gain learnt nothing to leak.
+# - A green verdict's strength is its smallest detectable AUC: few patients, weak evidence.
+# - Every figure, metric and colour of this notebook: the [cheat sheet](../docs/cheatsheet.md).

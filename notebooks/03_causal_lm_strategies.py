@@ -56,8 +56,11 @@ from IPython.display import Markdown, display
 from toolkit import plots
 from toolkit.config.experiment import load_experiment
 from toolkit.pipelines.lm_experiment import run_experiment
-from toolkit.report import collect_run
-from toolkit.results import findings, protection_findings, protection_table, results_table, runs_table
+from toolkit.plots.attacks import ATTACK_NAMES
+from toolkit.plots.widgets import privacy_utility_explorer
+from toolkit.report import collect_run, run_findings
+from toolkit.results import evidence_table, protection_findings, protection_table, results_table, runs_table
+from toolkit.results.evidence import disagreement, gain_texts, heldout_summary
 from toolkit.report.attack_sections import ABSENT as NO_ATTACKS
 
 plots.setup_notebook()
@@ -86,31 +89,50 @@ display(pd.Series({key: ids_train["summary"][key] for key in ("n_words", "n_I_di
                                                               "share_protected_positions")}).to_frame("members"))
 display(runs_table(runs, Path(work_dir) / "runs"))
 results = results_table(audits)
+run = collect_run(work_dir)
+evidence = evidence_table(run)  # per model: verdict, strongest attack, held-out utility, gain retained, papers' metrics
+gains = gain_texts(evidence)
 results.round(3)
 
 # %% [markdown]
 # ## 4. Utility–privacy trade-off and its direct / indirect variants (001 Fig. 12–13)
+# One line per strategy, a point per checkpoint (label: epoch), the base model a star. Left: privacy against
+# **held-out utility** (next-word accuracy on notes of people not in training); right: against the papers' utility on
+# the training notes, which also rewards memorising them. A checkpoint left of the dotted line is worse on unseen notes
+# than the base model. The legend gives each strategy's **gain retained** at its last checkpoint, (U − U_base) /
+# (U_plain − U_base) on held-out notes, with its 95% bootstrap interval. The line under the figure is computed.
 
 # %%
-points = results[results["strategy"] != "base"]
-plots.privacy_utility(points).show()
-plots.privacy_variants(points).show()
+plots.privacy_utility(results, gains=gains).show()
+display(Markdown(heldout_summary(evidence) or "_Held-out utility was not measured in this run._"))
+plots.privacy_variants(results).show()
+
+# %% [markdown]
+# Explore: one strategy at a time (menu), checkpoint by checkpoint (slider); they work in the saved HTML too, and the
+# figures above hold the same points.
+
+# %%
+privacy_utility_explorer(results, gains=gains).show()
 
 # %% [markdown]
 # ## 5. Membership inference at the last checkpoint
+# The papers' count-based attack (001 §6): ROC at each strategy's last checkpoint, linear axes (the buttons switch to
+# log axes), and the TPR at fixed FPRs that this many non-members can resolve.
 
 # %%
 last = {name: audits[(name, runs[name][-1][0])] for name in strategies}
-plots.roc_curves({name: a["roc"] for name, a in last.items()}).show()
-plots.tpr_table({name: a["roc"] for name, a in last.items()}, with_ci=True)
+rocs = {name: a["roc"] for name, a in last.items()}
+plots.roc_curves(rocs, log=False).show()
+display(plots.tpr_table(rocs, with_ci=True, drop_unresolvable=True))
+display(Markdown(plots.tpr_table_note(rocs)))
 
 # %% [markdown]
 # ### The attack battery next to the papers' attack
 # The battery scores every person from the model's token losses on their notes — loss, loss ÷ zlib size, Min-K%,
 # Min-K%++ (each token's likelihood against what the model expected at that place), the reference-model attack (the
 # audited model against the base model) — and the papers' count of predicted rare words joins it. One panel per model
-# (the base model and each strategy's last checkpoint), every attack in each, log-log axes, the thin dashed line is
-# chance.
+# (the base model and each strategy's last checkpoint), every attack in each, linear axes (buttons: log), the thin
+# dashed line is chance. Under the table: where the papers' count attack and the verdict disagree, computed.
 #
 # **What a PP strategy protects, and what it does not.** In `ppclm` the tokens of identifiers get label −100: the
 # model reads them but is never trained to *produce* them, so it rarely writes a name or a record number. It is
@@ -120,10 +142,13 @@ plots.tpr_table({name: a["roc"] for name, a in last.items()}, with_ci=True)
 # ones — so membership can still show. PP protects identifiers as outputs, not membership.
 
 # %%
-battery = collect_run(work_dir).attack_models()
+battery = run.attack_models()
 if battery:
-    plots.attack_roc_grid(battery, title="Every attack at the last checkpoint of each strategy (ROC, log-log)").show()
+    plots.attack_roc_grid(battery, title="Every attack at the last checkpoint of each strategy (ROC)", log=False).show()
     display(plots.auc_matrix(battery))
+    clashes = [line for _, r in evidence.iterrows() if (line := disagreement(r, ATTACK_NAMES))]
+    display(Markdown("\n".join(f"- {line}" for line in clashes) or
+                     "_On this run the papers' count attack and the verdicts do not disagree._"))
 else:
     display(Markdown(f"_{NO_ATTACKS}_"))
 
@@ -161,6 +186,53 @@ pd.DataFrame(result.regurgitation).T[["n_documents", "n_identifier_occurrences",
 
 # %% [markdown]
 # ## 7. What the figures show on this run (computed, not written in advance)
+# One line per model: the verdict's colour and deciding rule, the strongest attack with its 95% interval, held-out
+# utility, gain retained, and the papers' own metrics beside them (labelled); then regurgitation.
 
 # %%
-display(Markdown(findings(results)))
+display(Markdown("\n".join(f"- {line}" for line in run_findings(run, results))))
+
+# %% [markdown] tags=["exercise"]
+# **Exercise 1.** Does `ppclm`'s identifiers' privacy decide its verdict? Put the papers' privacy and count-attack
+# AUC beside the strongest battery attack and the verdict's rule, for every model.
+
+# %% tags=["solution"]
+evidence[["model", "privacy", "count_auc", "strongest_attack", "attack_auc", "attack_auc_low", "verdict",
+          "verdict_rule"]].round(3)
+
+# %% [markdown]
+# The papers' figures count identifiers the model writes; the battery asks whether it fits a person's notes better
+# than unseen ones. Label −100 on identifier tokens removes the first, not the second: compare the two AUC columns.
+
+# %% [markdown] tags=["exercise"]
+# **Exercise 2.** What does DP-SGD keep at this ε? Compare `clm_dp`'s held-out utility with the base model's and
+# `clm`'s, and read its gain retained with its interval.
+
+# %% tags=["solution"]
+evidence[["model", "verdict", "heldout_utility", "base_heldout_utility", "gain_retained", "gain_retained_low",
+          "gain_retained_high", "gain_note"]].round(3)
+
+# %% [markdown]
+# An interval containing 0 means no gain measurable over the base model; "undefined" means plain fine-tuning itself
+# gained nothing on unseen notes. Notebook 07 draws the same measure across ε.
+
+# %% [markdown] tags=["exercise"]
+# **Exercise 3.** Does writing identifiers out freely follow the papers' privacy? Put each strategy's share of
+# reproduced identifiers (section 6) beside its privacy at the last checkpoint.
+
+# %% tags=["solution"]
+pd.DataFrame({name: {"share reproduced": r.get("share_reproduced"),
+                     "privacy (last checkpoint)": last[name]["metrics"]["privacy"] if name in last else None}
+              for name, r in result.regurgitation.items()}).T
+
+# %% [markdown]
+# Both count identifiers the model produces, one teacher-forced word by word, the other writing freely from a
+# prompt; where they rank the strategies differently, the prompt (the first tokens of each note) is what differs.
+
+# %% [markdown] tags=["takeaway"]
+# ### Take-away
+# - PPclm keeps identifiers out of what the model writes; whether membership shows is the battery's question.
+# - Read utility on held-out notes, beside the base model's: training-note utility also rewards memorisation.
+# - A private strategy's cost is its gain retained; a green DP model that kept no gain learnt nothing to leak.
+# - A green verdict's strength is its smallest detectable AUC: few patients, weak evidence.
+# - Every figure, metric and colour of this notebook: the [cheat sheet](../docs/cheatsheet.md).

@@ -31,6 +31,61 @@ def execute(tmp_path, name: str, parameters: dict) -> str:
     return "".join(str(o) for c in nb.cells for o in c.get("outputs", []))
 
 
+LEVELS = ("red", "amber", "incomplete", "green")
+
+
+def check_course(nb, n_exercises: tuple[int, int] = (2, 4)) -> None:
+    """An executed notebook's exercises and take-away: 2–4 markdown cells tagged ``exercise`` starting
+    ``**Exercise N.**`` (N = 1, 2, …), each followed by a code cell tagged ``solution`` that ran (an output, no error)
+    and a markdown cell interpreting it; the last markdown cell tagged ``takeaway``, starting ``### Take-away``, 3–5
+    bullets, linking the cheat sheet."""
+    cells = nb.cells
+    exercises = [i for i, c in enumerate(cells) if "exercise" in c.metadata.get("tags", [])]
+    assert n_exercises[0] <= len(exercises) <= n_exercises[1], len(exercises)
+    for n, i in enumerate(exercises, start=1):
+        assert cells[i].cell_type == "markdown" and cells[i].source.startswith(f"**Exercise {n}.**")
+        solution, reading = cells[i + 1], cells[i + 2]
+        assert solution.cell_type == "code" and "solution" in solution.metadata.get("tags", [])
+        outputs = solution.get("outputs", [])
+        assert outputs and not any(o.get("output_type") == "error" for o in outputs), solution.source
+        assert reading.cell_type == "markdown" and not reading.metadata.get("tags")
+    markdown = [c for c in cells if c.cell_type == "markdown"]
+    last = markdown[-1]
+    assert "takeaway" in last.metadata.get("tags", []) and last.source.startswith("### Take-away")
+    assert 3 <= sum(line.startswith("- ") for line in last.source.splitlines()) <= 5
+    assert "[cheat sheet](../docs/cheatsheet.md)" in last.source
+
+
+def check_findings_match_verdicts(nb, work: Path, marker: str = "run_findings(run, results)") -> list[str]:
+    """The closing findings (the output of the cell calling ``marker``) name each model's colour exactly as its
+    ``verdict.json`` does — one line per model, no other colour for it; returns the findings' lines."""
+    from toolkit.results import collect_run
+
+    cell = next(c for c in nb.cells if c.cell_type == "code" and marker in c.source)
+    text = "".join(str(o.get("data", {}).get("text/markdown", "")) for o in cell.get("outputs", []))
+    lines = [line.removeprefix("- ") for line in text.splitlines()]
+    verdicts = collect_run(work).verdicts
+    assert verdicts
+    for label, v in verdicts.items():
+        own = [line for line in lines if line.startswith(f"{label}: verdict ")]
+        assert len(own) == 1, (label, lines)
+        assert own[0].startswith(f"{label}: verdict {v['level'].upper()}"), (label, v["level"], own[0])
+    return lines
+
+
+def check_privacy_utility_figures(nb) -> int:
+    """Every privacy–utility figure of the executed notebook plots held-out utility and draws the base model's
+    point; returns how many there are."""
+    figures = [o["data"]["application/vnd.plotly.v1+json"] for c in nb.cells for o in c.get("outputs", [])
+               if "application/vnd.plotly.v1+json" in o.get("data", {})]
+    tradeoff = [f for f in figures if str(f["layout"].get("title", {}).get("text", "")).startswith("Privacy")]
+    for f in tradeoff:
+        axes = [v.get("title", {}).get("text", "") for k, v in f["layout"].items() if k.startswith("xaxis")]
+        assert any("held-out utility" in a for a in axes), axes
+        assert any(t.get("name") == "base model (before fine-tuning)" for t in f["data"])
+    return len(tradeoff)
+
+
 @pytest.mark.slow
 def test_notebook_01_identifier_analysis(tmp_path):
     import nbformat  # here, not at collection: its import takes seconds (jsonschema's format checkers)
@@ -47,16 +102,26 @@ def test_notebook_01_identifier_analysis(tmp_path):
     bars = [o for c in nb.cells for o in c.get("outputs", [])
             if "%|" in str(o.get("data", {}).get("text/plain", ""))]
     assert len(bars) == 1 and "spaCy NER" in str(bars[0]), bars  # one labelled bar; spaCy runs once
+    check_course(nb)
+    assert "word types join at k=3" in text  # exercise 1's solution, computed
 
 
 @pytest.mark.slow
 def test_notebook_02_masked_lm_strategies(tmp_path):
+    import nbformat  # here, not at collection: its import takes seconds (jsonschema's format checkers)
     text = execute(tmp_path, "02_masked_lm_strategies.ipynb",
                    {"n_individuals": 6, "epochs": [1, 2], "dp_epochs": [1],
                     "strategies": ["mlm", "mlm_pseudo", "ppmlm", "mlm_dp"], "n_bootstrap": 20,
                     "attacks": SMALL_ATTACKS, "downstream_epochs": 1, "work_dir": str(tmp_path / "work")})
-    assert "MIA AUC" in text and "privacy" in text
+    assert "count-attack MIA AUC" in text and "privacy" in text and "held-out utility" in text
     assert (tmp_path / "work" / "audit" / "ppmlm" / "epoch-2" / "metrics.json").is_file()
+    nb = nbformat.read(tmp_path / "02_masked_lm_strategies.ipynb", as_version=4)
+    check_course(nb)
+    lines = check_findings_match_verdicts(nb, tmp_path / "work")
+    assert any(line.startswith("mlm_dp (epoch 1): verdict ") and "gain retained" in line for line in lines)
+    assert check_privacy_utility_figures(nb) == 2  # privacy–utility and its variants
+    assert "TPR @ FPR" not in text  # 6 non-members resolve no FPR ≤ 10%: the columns are left out, and it is said
+    assert "TPR at FPR 0.1%, 1%, 10% is left out" in text
 
     # the notebook goes through the step cache: a new k re-runs the identifier step (and what depends on it), not
     # the training of mlm, which reads no identifier
@@ -75,10 +140,16 @@ def test_notebook_02_masked_lm_strategies(tmp_path):
 
 @pytest.mark.slow
 def test_notebook_03_causal_lm_strategies(tmp_path):
+    import nbformat  # here, not at collection: its import takes seconds (jsonschema's format checkers)
     text = execute(tmp_path, "03_causal_lm_strategies.ipynb",
                    {"n_individuals": 6, "epochs": [1, 2], "dp_epochs": [1],
                     "strategies": ["clm", "clm_pseudo", "ppclm", "clm_dp"], "n_bootstrap": 20,
                     "attacks": SMALL_ATTACKS, "regurgitation_new_tokens": 8, "work_dir": str(tmp_path / "work")})
-    assert "MIA AUC" in text and "share_reproduced" in text
+    assert "count-attack MIA AUC" in text and "share_reproduced" in text
     assert "PII inference top-1" in text  # what each strategy protects: the table after the battery
     assert (tmp_path / "work" / "audit" / "ppclm" / "epoch-2" / "metrics.json").is_file()
+    nb = nbformat.read(tmp_path / "03_causal_lm_strategies.ipynb", as_version=4)
+    check_course(nb)
+    lines = check_findings_match_verdicts(nb, tmp_path / "work")
+    assert any(line.startswith("clm_dp (epoch 1): verdict ") and "gain retained" in line for line in lines)
+    assert check_privacy_utility_figures(nb) == 2

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from toolkit.plots.audit import TEMPLATE, roc_curves, strategy_color, tpr_table
+from toolkit.plots.audit import TEMPLATE, axes_toggle, roc_curves, strategy_color, tpr_table
 
 #: short plain-language names of the attacks (legends and tables)
 ATTACK_NAMES = {
@@ -90,14 +90,16 @@ def _rocs(roc: Mapping[str, dict], attacks: Mapping | None) -> dict[str, dict]:
     return {attack_name(a): {**c, **{k: v for k, v in n.items() if v}} for a, c in roc.items()}
 
 
-def attack_roc(roc: Mapping[str, dict], title: str, *, attacks: Mapping | None = None) -> go.Figure:
-    """Every attack on one model: ROC curves on log-log axes with the chance line (``roc``: a ``roc.json``).
+def attack_roc(roc: Mapping[str, dict], title: str, *, attacks: Mapping | None = None,
+               log: bool = True) -> go.Figure:
+    """Every attack on one model: ROC curves on log-log axes (``log=False``: linear; buttons switch, as
+    :func:`toolkit.plots.audit.roc_curves`) with the chance line (``roc``: a ``roc.json``).
 
     ``attacks`` (the model's ``attacks.json``, optional) gives the numbers of members and non-members, so that a
     rate of 0 is drawn at half the smallest resolvable one (as :func:`toolkit.plots.audit.roc_curves`).
     """
     colors = {attack_name(a): attack_color(a) for a in roc}
-    fig = roc_curves(_rocs(roc, attacks), title=title, colors=colors)
+    fig = roc_curves(_rocs(roc, attacks), title=title, colors=colors, log=log)
     # one style per attack in every figure (not per position in this one): width and marker by the attack's rank
     order = list(dict.fromkeys([*ATTACK_COLORS, *roc]))
     symbols = ("circle", "square", "diamond", "triangle-up", "cross", "x", "star", "hexagon")
@@ -110,9 +112,10 @@ def attack_roc(roc: Mapping[str, dict], title: str, *, attacks: Mapping | None =
 
 
 def attack_roc_grid(models: Mapping[str, Mapping], *, title: str = "Every attack on every model (ROC, log-log)",
-                    cols: int = 3) -> go.Figure:
+                    cols: int = 3, log: bool = True) -> go.Figure:
     """One panel per model (``label → {"roc", "attacks"}``), every attack in each, same axes; one legend entry per
-    attack (clicking it toggles the attack in every panel)."""
+    attack (clicking it toggles the attack in every panel). ``log=False``: linear axes; buttons switch every panel
+    (:func:`toolkit.plots.audit.axes_toggle`)."""
     from plotly.subplots import make_subplots
 
     labels = [m for m in models if models[m].get("roc")]
@@ -133,12 +136,10 @@ def attack_roc_grid(models: Mapping[str, Mapping], *, title: str = "Every attack
             tr.update(name=group, legendgroup=group, showlegend=group not in shown)
             shown.add(group)
             fig.add_trace(tr, row=r + 1, col=c + 1)
-    fig.update_xaxes(type="log")
-    fig.update_yaxes(type="log")
-    fig.update_xaxes(title_text="false-positive rate (log)", row=rows)
-    fig.update_yaxes(title_text="true-positive rate (log)", col=1)
+    fig.update_xaxes(title_text="false-positive rate", row=rows)
+    fig.update_yaxes(title_text="true-positive rate", col=1)
     fig.update_layout(template=TEMPLATE, title=title, height=330 * rows + 90, legend_title="attack (AUC: hover)")
-    return fig
+    return axes_toggle(fig, log=log)
 
 
 def attacks_table(attacks: Mapping) -> pd.DataFrame:

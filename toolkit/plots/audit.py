@@ -198,67 +198,26 @@ def run_dashes(labels) -> dict:
             for label in labels}
 
 
-def _checkpoint_traces(points: pd.DataFrame, x_col: str, y_col: str, colors: dict, *,
-                       showlegend: bool = True) -> list[go.Scatter]:
-    """One line per ``strategy``, a point per checkpoint labelled with its ``epoch`` (sorted by epoch)."""
-    traces = []
-    dashes = run_dashes(pd.unique(points["strategy"]))
-    for strategy, g in points.groupby("strategy", sort=False):
-        g = g.sort_values("epoch") if "epoch" in g else g
-        labels = g["epoch"].map(lambda e: "unknown" if pd.isna(e) else str(int(e))) if "epoch" in g else None
-        traces.append(go.Scatter(
-            x=g[x_col], y=g[y_col], mode="lines+markers" + ("+text" if labels is not None else ""),
-            text=labels, textposition="top center", name=str(strategy), legendgroup=str(strategy),
-            showlegend=showlegend, line=dict(color=colors.get(strategy) or strategy_color(strategy),
-                                             dash=dashes[strategy]),
-            hovertemplate=f"{strategy}<br>epoch %{{text}}<br>{x_col} %{{x:.4f}}<br>{y_col} %{{y:.4f}}<extra></extra>"))
-    return traces
-
-
-def privacy_utility(points: pd.DataFrame, *, privacy_col: str = "privacy", utility_col: str = "utility") -> go.Figure:
-    """Privacy–utility trade-off: a line per strategy, a point per checkpoint labelled by epoch (methods.md §9; 000 Fig.
-    4).
-
-    ``points`` has columns ``strategy``, ``epoch`` and the two metric columns (rows of
-    ``toolkit.metrics.privacy_report`` with the strategy and epoch added); x = utility, y = privacy.
-    """
-    fig = go.Figure(_checkpoint_traces(points, utility_col, privacy_col,
-                                       strategy_colors(pd.unique(points["strategy"]))))
-    fig.update_layout(template=TEMPLATE, title="Privacy–utility trade-off (labels: epochs)",
-                      xaxis_title=f"{utility_col} (accuracy on non-protected words)",
-                      yaxis_title=f"{privacy_col} (1 − share of identifiers predicted)", legend_title="strategy")
+def axes_toggle(fig: go.Figure, *, log: bool = False, what: str = "rate") -> go.Figure:
+    """Linear or log axes for an ROC figure (``log``: the initial state) and two buttons above it that switch every
+    axis of the figure between them — in JupyterLab, in an executed notebook's HTML and in the report alike (plotly
+    relayout, no kernel needed). Linear by default: with a few dozen non-members every resolvable FPR is ≥ 1/n, so
+    on log axes most points crowd the left edge."""
+    axes = [k for k in fig.layout.to_plotly_json() if k.startswith(("xaxis", "yaxis"))] or ["xaxis", "yaxis"]
+    fig.update_xaxes(type="log" if log else "linear")
+    fig.update_yaxes(type="log" if log else "linear")
+    buttons = [dict(label=label, method="relayout", args=[{f"{a}.type": kind for a in axes}])
+               for label, kind in (("linear axes", "linear"), ("log axes", "log"))]
+    fig.update_layout(updatemenus=[dict(type="buttons", direction="left", x=1.0, xanchor="right", y=1.12,
+                                        yanchor="bottom", showactive=True, active=int(log), buttons=buttons)])
     return fig
 
 
-def privacy_variants(points: pd.DataFrame) -> go.Figure:
-    """Privacy, direct privacy and indirect privacy against utility, side by side (000 Fig. 7, 001 Fig. 12–13).
-
-    Same input as :func:`privacy_utility`, with columns ``privacy``, ``direct_privacy``, ``indirect_privacy``
-    and ``utility``. One trace per strategy in each of the three subplots (legend shared: click toggles all three).
-    """
-    from plotly.subplots import make_subplots
-
-    cols = (("privacy", "privacy (all identifiers)"), ("direct_privacy", "direct privacy"),
-            ("indirect_privacy", "indirect privacy"))
-    fig = make_subplots(rows=1, cols=3, subplot_titles=[t for _, t in cols], horizontal_spacing=0.05,
-                        shared_yaxes=True)
-    colors = strategy_colors(pd.unique(points["strategy"]))
-    for j, (col, _) in enumerate(cols, start=1):
-        for tr in _checkpoint_traces(points, "utility", col, colors, showlegend=j == 1):
-            fig.add_trace(tr, row=1, col=j)
-        fig.update_xaxes(title_text="utility", row=1, col=j)
-    values = pd.concat([points[c] for c, _ in cols if c in points]).astype(float).dropna()
-    if len(values):  # one y range for the three panels: the variants compare at a glance
-        pad = max(0.005, 0.05 * float(values.max() - values.min()))
-        fig.update_yaxes(range=[float(values.min()) - pad, float(values.max()) + pad])
-    fig.update_yaxes(title_text="privacy", row=1, col=1)
-    fig.update_layout(template=TEMPLATE, title="Privacy variants against utility (labels: epochs)",
-                      legend_title="strategy")
-    return fig
-
-
-def roc_curves(curves: dict[str, dict], *, title: str | None = None, colors: dict | None = None) -> go.Figure:
-    """ROC curves of the membership attack on log-log axes with the chance line (methods.md §5, §9; 000 Fig. 6).
+def roc_curves(curves: dict[str, dict], *, title: str | None = None, colors: dict | None = None,
+               log: bool = True) -> go.Figure:
+    """ROC curves of the membership attack with the chance line (methods.md §5, §9; 000 Fig. 6), log-log axes
+    (``log=False``: linear, what the notebooks draw for their few dozen non-members) with buttons to switch
+    (:func:`axes_toggle`).
 
     ``curves`` maps a name (strategy) to the output of ``toolkit.metrics.roc`` or ``mia_report`` (keys ``fpr``,
     ``tpr``, ``auc``, ``n_members``, ``n_nonmembers``); the AUC goes into the legend, e.g. ``"mlm (AUC 0.91)"``.
@@ -266,7 +225,8 @@ def roc_curves(curves: dict[str, dict], *, title: str | None = None, colors: dic
 
     A log axis cannot show 0: FPR = 0 is drawn at ``1 / (2 · n_nonmembers)`` and TPR = 0 at
     ``1 / (2 · n_members)``, half the smallest non-zero rate each sample can produce, so the clipped points sit
-    visibly left of (below) every resolvable one. The dashed diagonal is the chance line (AUC 0.5), drawn thin and
+    visibly left of (below) every resolvable one on log axes (on linear ones they sit that close to 0; the hover
+    gives the true rates). The dashed diagonal is the chance line (AUC 0.5), drawn thin and
     light: a curve on it (a model at chance) stays visible by its markers and wider line; curves that coincide stay
     visible too (earlier curves wider, under later ones, each with its own marker shape).
     """
@@ -295,12 +255,10 @@ def roc_curves(curves: dict[str, dict], *, title: str | None = None, colors: dic
                                                "<extra></extra>"))
     fig.add_trace(go.Scatter(x=[lo, 1.0], y=[lo, 1.0], mode="lines", name="chance (AUC 0.50)",
                              line=dict(dash="dash", color="#b0b0b0", width=1), hoverinfo="skip"))
-    fig.update_xaxes(type="log")
-    fig.update_yaxes(type="log")
     fig.update_layout(template=TEMPLATE, title=title or "Membership inference by predicted indirect identifiers (ROC)",
-                      xaxis_title="false-positive rate (log; 0 drawn at 1/(2·non-members))",
-                      yaxis_title="true-positive rate (log; 0 drawn at 1/(2·members))", legend_title="")
-    return fig
+                      xaxis_title="false-positive rate (0 drawn at 1/(2·non-members))",
+                      yaxis_title="true-positive rate (0 drawn at 1/(2·members))", legend_title="")
+    return axes_toggle(fig, log=log)
 
 
 def regurgitation_cdf(tables: dict[str, pd.DataFrame], *, count_col: str = "n_predicted",
@@ -343,17 +301,39 @@ def regurgitation_cdf(tables: dict[str, pd.DataFrame], *, count_col: str = "n_pr
     return fig
 
 
+def unresolvable_fprs(reports: dict[str, dict]) -> list[str]:
+    """The FPR keys no report can resolve (``None`` in every ``tpr_at_fpr``: below 1/n_nonmembers)."""
+    keys = sorted({k for r in reports.values() for k in r["tpr_at_fpr"]}, key=float)
+    return [k for k in keys if all(r["tpr_at_fpr"].get(k) is None for r in reports.values())]
+
+
+def tpr_table_note(reports: dict[str, dict]) -> str:
+    """The sentence under a :func:`tpr_table` with ``drop_unresolvable``: which FPR columns it left out and why
+    ("" when none)."""
+    gone = unresolvable_fprs(reports)
+    if not gone:
+        return ""
+    n = sorted({r.get("n_nonmembers") for r in reports.values() if r.get("n_nonmembers")})
+    with_n = f" with {n[0]} non-members" if len(n) == 1 else ""
+    fprs = ", ".join(f"{float(k) * 100:g}%" for k in gone)
+    return (f"TPR at FPR {fprs} is left out: an FPR below 1/n_nonmembers cannot be measured{with_n} (one wrongly "
+            f"accused non-member already is {1 / n[0]:.1%})." if len(n) == 1 else
+            f"TPR at FPR {fprs} is left out: an FPR below 1/n_nonmembers cannot be measured.")
+
+
 def tpr_table(reports: dict[str, dict], *, formatted: bool = True, with_ci: bool = False,
-              digits: int = 2) -> pd.DataFrame:
+              digits: int = 2, drop_unresolvable: bool = False) -> pd.DataFrame:
     """Strategy × FPR table of TPR at fixed FPRs plus AUC, as 000 Table 2 (methods.md §5).
 
     ``reports`` maps a strategy to ``toolkit.metrics.mia_report``. Columns are ``"TPR @ FPR 0.1%"``, … (one per
     FPR key present, in increasing order) and ``"AUC"``. With ``formatted`` (default) cells are strings —
     percentages with ``digits`` decimals, ``"n/r"`` where the FPR is not resolvable with the number of
     non-members (the report has None), and the bootstrap interval in brackets when ``with_ci``; otherwise floats
-    (TPR as a fraction, NaN for not resolvable).
+    (TPR as a fraction, NaN for not resolvable). With ``drop_unresolvable`` an FPR column that is n/r for every
+    report is left out (:func:`tpr_table_note` says which and why).
     """
-    keys = sorted({k for r in reports.values() for k in r["tpr_at_fpr"]}, key=float)
+    gone = set(unresolvable_fprs(reports)) if drop_unresolvable else set()
+    keys = sorted({k for r in reports.values() for k in r["tpr_at_fpr"]} - gone, key=float)
     cols = {k: f"TPR @ FPR {float(k) * 100:g}%" for k in keys}
     rows = {}
     for name, r in reports.items():

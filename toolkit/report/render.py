@@ -20,17 +20,22 @@ from toolkit.audit.hashing import run_key
 from toolkit.errors import ToolkitError
 from toolkit.io import atomic_write_text
 from toolkit.plots import runs as figures
-from toolkit.plots.attacks import attack_name
+from toolkit.plots.attacks import ATTACK_NAMES
 from toolkit.results.collect import RunData, collect_run
+from toolkit.results.evidence import evidence_table
+from toolkit.results.evidence import findings as evidence_findings
 from toolkit.results.layout import RunLayout
 from toolkit.report.formatting import Identifiers, fmt, pct
 from toolkit.report.glossary import colour_key, glossary
 from toolkit.report.sections import audit_results, run_sections
-from toolkit.report.verdicts import thresholds_html, verdicts_html
+from toolkit.report.verdicts import RULES, thresholds_html, verdicts_html
 
 
 def run_findings(run: RunData, results: pd.DataFrame | None) -> list[str]:
-    """Plain-language sentences computed from a run's numbers (nothing written in advance)."""
+    """Plain-language sentences computed from a run's numbers (nothing written in advance): the data, the base
+    model's own leaks, then per audited model the evidence its verdict rests on — colour and deciding rule, the
+    strongest attack with its interval, held-out utility, gain retained, the papers' metrics beside them and where
+    they disagree (:func:`toolkit.results.evidence.findings`) —, then regurgitation, extraction and scrubbing."""
     out = []
     s = run.ids_summary.get("members")
     if s:
@@ -48,34 +53,17 @@ def run_findings(run: RunData, results: pd.DataFrame | None) -> list[str]:
                            "audited documents.")
             else:
                 out.append("Before fine-tuning, the base model predicts none of these identifier types.")
-        for strat in run.strategies:
-            e, a = run.last(strat)
-            m, r = a["metrics"], a["roc"]
-            trained = f"after {e} epochs" if e is not None else "(fine-tuned outside this run: epochs unknown)"
-            text = (f"{strat} {trained}: privacy {m['privacy']:.3f} ({m['n_leaked']} of "
-                    f"{m['n_identifiers']} identifier types predicted"
-                    + (f"; novel identifiers {m['novel_privacy']:.3f}" if m.get("novel_privacy") is not None else "")
-                    + f"), utility {m['utility']:.3f}"
-                    + (f" (held-out notes {m['heldout_utility']:.3f})" if m.get("heldout_utility") is not None else "")
-                    + f"; the papers' count-based membership attack AUC {r['auc']:.2f}")
-            ci = r.get("auc_ci")
-            if ci:
-                text += f" [{ci[0]:.2f}, {ci[1]:.2f}]"
-                if ci[0] > 0.5:
-                    text += ": members are told apart from non-members more often than chance"
-                else:
-                    text += ": not distinguishable from chance with this attack and this many individuals"
-            tpr10 = (r.get("tpr_at_fpr") or {}).get("0.1")
-            if tpr10 is not None:
-                text += f"; at 10% false positives it finds {pct(tpr10, 0)} of members"
-            out.append(text + ".")
+    out += evidence_findings(evidence_table(run), names=ATTACK_NAMES, rules=RULES)
+    if results is not None and len(results):
         last = {st: run.last(st)[1]["metrics"]["privacy"] for st in run.strategies}
         if len(last) > 1 and max(last.values()) == min(last.values()):
-            out.append(f"At the last checkpoints every strategy has the same privacy ({max(last.values()):.3f}).")
+            out.append(f"At the last checkpoints every strategy has the same privacy ({max(last.values()):.3f}; the "
+                       "papers' metric).")
         elif len(last) > 1:
             best, worst = max(last, key=last.get), min(last, key=last.get)
             out.append(f"At the last checkpoints, {best} keeps the most identifiers private ({last[best]:.3f}) and "
-                       f"{worst} the fewest ({last[worst]:.3f}).")
+                       f"{worst} the fewest ({last[worst]:.3f}) — the papers' privacy, which says nothing of "
+                       "membership.")
     for name, r in run.regurgitation.items():
         if r.get("share_reproduced") is not None:
             out.append(f"Writing freely from the first tokens of each note, {name} reproduced {r['n_reproduced']} of "
@@ -109,22 +97,6 @@ def run_findings(run: RunData, results: pd.DataFrame | None) -> list[str]:
                        + (f" ({pct(a.get('share_name_like'), 2)})" if a.get("share_name_like") is not None else "")
                        + (f"; an original name was predicted in {a['n_original_name_predicted']} sentences"
                           if a.get("n_original_name_predicted") is not None else "") + ".")
-    for label, m in run.attack_models().items():
-        att = m.get("attacks") or {}
-        reps = att.get("attacks") or {}
-        if reps:
-            best = att.get("strongest") or max(reps, key=lambda k: reps[k]["auc"])
-            r, ci = reps[best], reps[best].get("auc_ci")
-            out.append(f"{label}: the strongest of {len(reps)} membership attacks ({attack_name(best)}) tells "
-                       f"members from non-members with AUC {r['auc']:.2f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci
-                                                                               else "")
-                       + f" ({att.get('n_members')} members, {att.get('n_nonmembers')} non-members"
-                       + (f"; window {att['window']} tokens" if att.get("window") else "")
-                       + (f" of the {att['window_requested']} asked, the model's limit"
-                          if att.get("window_requested", att.get("window")) != att.get("window") else "")
-                       + ("; Hanley–McNeil interval, no bootstrap" if att.get("auc_ci_method") == "hanley-mcneil"
-                          else f"; {att['n_bootstrap']} bootstrap resamples" if att.get("n_bootstrap") else "")
-                       + ")" + (f"; verdict {m['verdict']['level']}" if m.get("verdict") else "") + ".")
     return out
 
 

@@ -6,11 +6,14 @@ or renders).
   directory, a ``toolkit audit`` folder) into a :class:`RunData`;
 * :mod:`toolkit.results.attack_files` — the attack battery's and the verdicts' files of each model;
 * :mod:`toolkit.results.tables` — :func:`results_table`, :func:`protection_table`, :func:`protection_findings`,
-  :func:`findings`, :func:`runs_table`.
+  :func:`runs_table`;
+* :mod:`toolkit.results.evidence` — :func:`evidence_table` (each model's verdict, strongest attack, held-out utility,
+  gain retained and the papers' metrics) and :func:`findings`, the closing sentences read off it.
 """
 
 from toolkit.results.collect import RunData, collect_run, read_review_log
-from toolkit.results.tables import findings, protection_findings, protection_table, results_table, runs_table
+from toolkit.results.evidence import evidence_table, findings
+from toolkit.results.tables import protection_findings, protection_table, results_table, runs_table
 
-__all__ = ["RunData", "collect_run", "findings", "protection_findings", "protection_table", "read_review_log",
+__all__ = ["RunData", "collect_run", "evidence_table", "findings", "protection_findings", "protection_table", "read_review_log",
            "results_table", "runs_table"]

@@ -5,7 +5,7 @@ notebooks 00/02/03/06 and ``toolkit run``'s summary read them; nothing here trai
   and TPR at FPR (methods.md §4–5);
 * :func:`protection_table` / :func:`protection_findings` — what each strategy protects against the attacks
   (methods.md §10–11), and the sentences read off it;
-* :func:`findings` — Markdown bullets of each strategy's first and last checkpoint;
+* the closing findings, verdict and papers' metrics side by side: :mod:`toolkit.results.evidence`;
 * :func:`runs_table` — checkpoints, training time and spent ε of each training run (its ``run.json``).
 """
 
@@ -63,18 +63,6 @@ def protection_table(audits: dict[tuple[str, int], dict[str, Any]],
     return pd.DataFrame(rows).set_index("model") if rows else pd.DataFrame()
 
 
-def findings(results: pd.DataFrame) -> str:
-    """Markdown bullets: each strategy's privacy, utility and MIA AUC from its first to its last checkpoint."""
-    trained = results[results["strategy"] != "base"].sort_values("epoch")
-    lines = []
-    for name, g in trained.groupby("strategy", sort=False):
-        a, b = g.iloc[0], g.iloc[-1]
-        lines.append(f"- **{name}**: privacy {a['privacy']:.3f} at epoch {a['epoch']} → {b['privacy']:.3f} at epoch "
-                     f"{b['epoch']} (indirect {b['indirect_privacy']:.3f}); utility {b['utility']:.3f}; "
-                     f"MIA AUC {b['mia_auc']:.3f}")
-    return "\n".join(lines)
-
-
 def protection_findings(table: pd.DataFrame) -> list[str]:
     """Sentences read off :func:`protection_table`, computed for this run (plain text: the report lists them, a
     notebook joins them into bullets): each model's PII inference top-1 against chance (within 2× chance or not,
@@ -125,4 +113,4 @@ def runs_table(runs: dict[str, list[tuple[int, Path]]], run_root: str | Path) ->
     return pd.DataFrame(rows).T
 
 
-__all__ = ["findings", "protection_findings", "protection_table", "results_table", "runs_table"]
+__all__ = ["protection_findings", "protection_table", "results_table", "runs_table"]
