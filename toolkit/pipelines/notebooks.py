@@ -17,6 +17,7 @@ contain text of the corpus, including identifiers, and must be treated like the 
 from __future__ import annotations
 
 import html
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,8 +62,18 @@ def run_notebook(path: Path, out_dir: Path, parameters: dict[str, Any] | None = 
 
     make_private_dir(out_dir)
     executed = out_dir / path.name
-    pm.execute_notebook(str(path), str(executed), parameters=parameters or {}, kernel_name=kernel_name,
-                        cwd=str(path.parent.resolve()), progress_bar=False, execution_timeout=timeout)
+    from toolkit.plots.widgets import HEADLESS_ENV
+
+    before = os.environ.get(HEADLESS_ENV)
+    os.environ[HEADLESS_ENV] = "1"  # the kernel inherits it: its explorers draw their initial view, no live widget
+    try:
+        pm.execute_notebook(str(path), str(executed), parameters=parameters or {}, kernel_name=kernel_name,
+                            cwd=str(path.parent.resolve()), progress_bar=False, execution_timeout=timeout)
+    finally:
+        if before is None:
+            os.environ.pop(HEADLESS_ENV, None)
+        else:
+            os.environ[HEADLESS_ENV] = before
     body, _ = HTMLExporter().from_notebook_node(nbformat.read(executed, as_version=4))
     atomic_write_text(body, out_dir / f"{path.stem}.html")
     return executed

@@ -136,6 +136,7 @@ def maxter_explorer(comparison: pd.DataFrame, report: dict, *, tau: float = 10.0
     from IPython.display import display
 
     from toolkit.metrics.extraction import maxter_table, optimal_checkpoints
+    from toolkit.plots.widgets import interactive_view
 
     tau_max = float(report["tau_max"])
     curves = maxter_table(comparison, tau_max)
@@ -148,7 +149,7 @@ def maxter_explorer(comparison: pd.DataFrame, report: dict, *, tau: float = 10.0
 
     slider = widgets.FloatSlider(value=min(float(tau), tau_max), min=0.0, max=tau_max, step=max(tau_max / 200, 0.01),
                                  description="τ (MDP %)", continuous_update=False, readout_format=".1f")
-    return widgets.interactive(show, tau=slider)
+    return interactive_view(show, tau=slider)
 
 
 __all__ = ["extraction_rates", "maxter_curves", "maxter_explorer", "perplexity_per_checkpoint", "rank_frequency"]

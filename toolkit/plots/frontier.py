@@ -143,6 +143,8 @@ def frontier_explorer(table: pd.DataFrame):
     the table as it is (a shipped or computed frontier: nothing is retrained)."""
     import ipywidgets as widgets
 
+    from toolkit.plots.widgets import interactive_view
+
     finite = sorted({float(e) for e in table["epsilon"] if not math.isinf(float(e))})
     options = ["all"] + [epsilon_text(e) for e in finite] + ["∞"]
 
@@ -152,7 +154,7 @@ def frontier_explorer(table: pd.DataFrame):
     eps_w = widgets.Dropdown(options=options, value="all", description="ε")
     y_w = widgets.ToggleButtons(options=[("gain retained", "heldout_gain_retained"),
                                          ("× plain", "heldout_utility_vs_plain")], description="y")
-    return widgets.interactive(show, epsilon=eps_w, y=y_w)
+    return interactive_view(show, epsilon=eps_w, y=y_w)
 
 
 __all__ = ["GREEN_AUC", "GREEN_UTILITY", "epsilon_label", "frontier_explorer", "frontier_figure", "frontier_rows_at"]

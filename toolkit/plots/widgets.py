@@ -8,11 +8,35 @@ shows no widget at all: a notebook draws the same figure statically before it.
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from toolkit.identifiers.graph import TermGraph
     from toolkit.results.collect import RunData
+
+
+#: set to "1" in the environment of a kernel that :func:`toolkit.pipelines.notebooks.run_notebook` starts (``make
+#: demo``, ``make workshop``, the notebook tests): nobody can move a control there
+HEADLESS_ENV = "TOOLKIT_HEADLESS"
+
+
+def headless() -> bool:
+    """True in a kernel started by a headless run (:data:`HEADLESS_ENV`)."""
+    return os.environ.get(HEADLESS_ENV) == "1"
+
+
+def interactive_view(show, **controls):
+    """``ipywidgets.interactive(show, **controls)`` in a live kernel; in a headless run, ``show`` called once with the
+    controls' initial values and nothing returned. ``interactive`` draws into an Output widget with
+    ``clear_output(wait=True)``, on which papermill's client can wait forever (papermill#723, nbclient#312; seen here
+    after in-kernel training): the saved notebook shows the same initial view either way."""
+    if headless():
+        show(**{name: control.value for name, control in controls.items()})
+        return None
+    import ipywidgets as widgets
+
+    return widgets.interactive(show, **controls)
 
 
 def indirect_count_figure(graph: TermGraph, k: int, n: int):
@@ -137,7 +161,7 @@ def roc_explorer(runs: list[RunData]):
         epoch_w.value = "last"
 
     run_w.observe(update_options, names="value")
-    return widgets.interactive(show, run_label=run_w, strategies=strat_w, epoch=epoch_w)
+    return interactive_view(show, run_label=run_w, strategies=strat_w, epoch=epoch_w)
 
 
-__all__ = ["indirect_count_figure", "indirect_share_explorer", "privacy_utility_explorer", "roc_explorer"]
+__all__ = ["HEADLESS_ENV", "headless", "indirect_count_figure", "interactive_view", "indirect_share_explorer", "privacy_utility_explorer", "roc_explorer"]
