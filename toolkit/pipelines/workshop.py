@@ -207,7 +207,9 @@ def ship(notebook: str, *, work_dir: str | Path | None = None, into: str | Path 
             record["experiment"] = _relative(yaml.safe_load(config.read_text(encoding="utf-8")), root)
             source = json.loads((work / "manifest.json").read_text(encoding="utf-8")).get("config_file")
             if source:
-                record["config_file"] = os.path.relpath((ROOT / source).resolve() if not Path(source).is_absolute()
+                # a notebook's run names it from notebooks/ (its working directory), a command's from the root
+                found = next((b / source for b in (ROOT / "notebooks", ROOT) if (b / source).is_file()), ROOT / source)
+                record["config_file"] = os.path.relpath(found.resolve() if not Path(source).is_absolute()
                                                         else Path(source), ROOT)
             (staging / "config.yaml").write_text(yaml.safe_dump(record["experiment"], sort_keys=False,
                                                                 allow_unicode=True), encoding="utf-8")
