@@ -101,7 +101,8 @@ def test_notebook_01_identifier_analysis(tmp_path):
     assert "recall NAME" in table and "NaN" not in table  # one row per detector, no undefined cells
     bars = [o for c in nb.cells for o in c.get("outputs", [])
             if "%|" in str(o.get("data", {}).get("text/plain", ""))]
-    assert len(bars) == 1 and "spaCy NER" in str(bars[0]), bars  # one labelled bar; spaCy runs once
+    # a finished bar leaves no text behind (toolkit.progress: none frozen at 99%); at most one, spaCy's, ran
+    assert len(bars) <= 1 and all("spaCy NER" in str(b) and "100%" in str(b) for b in bars), bars
     check_course(nb)
     assert "word types join at k=3" in text  # exercise 1's solution, computed
 

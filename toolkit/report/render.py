@@ -53,7 +53,15 @@ def run_findings(run: RunData, results: pd.DataFrame | None) -> list[str]:
                            "audited documents.")
             else:
                 out.append("Before fine-tuning, the base model predicts none of these identifier types.")
+    if results is not None and len(results) and run.strategies:
+        trained = []
+        for strat in run.strategies:
+            e = run.last(strat)[0]
+            trained.append(f"{strat} after {e} epochs" if e is not None
+                           else f"{strat} (fine-tuned outside this run: epochs unknown)")
+        out.append("Checkpoints audited: " + "; ".join(trained) + ".")
     out += evidence_findings(evidence_table(run), names=ATTACK_NAMES, rules=RULES)
+    out += _attack_conditions(run)
     if results is not None and len(results):
         last = {st: run.last(st)[1]["metrics"]["privacy"] for st in run.strategies}
         if len(last) > 1 and max(last.values()) == min(last.values()):
@@ -97,6 +105,25 @@ def run_findings(run: RunData, results: pd.DataFrame | None) -> list[str]:
                        + (f" ({pct(a.get('share_name_like'), 2)})" if a.get("share_name_like") is not None else "")
                        + (f"; an original name was predicted in {a['n_original_name_predicted']} sentences"
                           if a.get("n_original_name_predicted") is not None else "") + ".")
+    return out
+
+
+def _attack_conditions(run: RunData) -> list[str]:
+    """Per attacked model, what its membership attacks' figures rest on: how many attacks, members and non-members,
+    the window (and the model's clipping of the one asked) and how the AUC intervals were computed."""
+    out = []
+    for label, m in run.attack_models().items():
+        att = m.get("attacks") or {}
+        reps = att.get("attacks") or {}
+        if not reps:
+            continue
+        out.append(f"{label}: {len(reps)} membership attacks on {att.get('n_members')} members and "
+                   f"{att.get('n_nonmembers')} non-members"
+                   + (f"; window {att['window']} tokens" if att.get("window") else "")
+                   + (f" of the {att['window_requested']} asked, the model's limit"
+                      if att.get("window_requested", att.get("window")) != att.get("window") else "")
+                   + ("; Hanley–McNeil interval, no bootstrap" if att.get("auc_ci_method") == "hanley-mcneil"
+                      else f"; {att['n_bootstrap']} bootstrap resamples" if att.get("n_bootstrap") else "") + ".")
     return out
 
 
