@@ -85,12 +85,17 @@ def blind_score(texts: Sequence[str], member: Sequence[bool], groups: Sequence, 
     splits = folds_over_individuals(y, groups, seed=seed, folds=folds)
     if not splits:
         return out
+    from threadpoolctl import threadpool_limits
+
     x = text_features(texts)
-    for train, test in splits:
-        if y[train].all() or not y[train].any():
-            continue
-        clf = LogisticRegression(C=C, max_iter=2000).fit(x[train], y[train])
-        out[test] = clf.decision_function(x[test])
+    # on one BLAS thread: the same scores, to the bit, whatever the process' thread count (a step's files are the
+    # same whether it ran alone on every core or beside others; tests/test_parallel_steps.py)
+    with threadpool_limits(limits=1):
+        for train, test in splits:
+            if y[train].all() or not y[train].any():
+                continue
+            clf = LogisticRegression(C=C, max_iter=2000).fit(x[train], y[train])
+            out[test] = clf.decision_function(x[test])
     return out
 
 
