@@ -117,3 +117,16 @@ def write_audit_dir(out: Path) -> dict[str, dict]:
                                           regurgitation=None)}
     (out / "verdicts.json").write_text(json.dumps(verdicts), encoding="utf-8")
     return verdicts
+
+
+def tiny_clm(n: int = 16, words: int = 8):
+    """A seeded one-layer GPT-2 on :func:`notes` (model in eval mode, tokenizer, the notes): the battery's fixture."""
+    import torch
+
+    from toolkit.models import TinyModelConfig, init_model, train_tokenizer
+
+    torch.manual_seed(0)
+    docs = notes(n, words)
+    tok = train_tokenizer([d.text for d in docs] * 3, "clm", 300)
+    cfg = TinyModelConfig(kind="clm", hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64, max_length=96)
+    return init_model(tok, cfg).eval(), tok, docs

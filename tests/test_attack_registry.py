@@ -9,15 +9,13 @@ import json
 
 import numpy as np
 import pytest
-import torch
 
 from toolkit.audit.attacks import (ATTACKS, REGISTRY, AttackEntry, AttackInputs, applicable, register, run_battery,
                                    unregister)
 from toolkit.audit.verdict import verdict
 from toolkit.corpus import Corpus
-from toolkit.models import TinyModelConfig, init_model, train_tokenizer
 
-from _attack_fixtures import identifiers, notes, write_model
+from _attack_fixtures import identifiers, tiny_clm, write_model
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
@@ -37,11 +35,7 @@ def toy():
 
 @pytest.fixture(scope="module")
 def model():
-    torch.manual_seed(0)
-    docs = notes(16, 8)
-    tok = train_tokenizer([d.text for d in docs] * 3, "clm", 300)
-    cfg = TinyModelConfig(kind="clm", hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64, max_length=96)
-    return init_model(tok, cfg).eval(), tok, docs
+    return tiny_clm(16, 8)
 
 
 def test_the_shipped_entries_declare_their_needs():

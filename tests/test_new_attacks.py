@@ -24,11 +24,11 @@ from toolkit.audit.attacks.dc_pdd import dc_pdd_document, token_frequencies
 from toolkit.audit.attacks.ez_mia import ez_ratio
 from toolkit.audit.losses import token_losses
 from toolkit.audit.verdict import verdict
-from toolkit.corpus import Corpus, make_document
+from toolkit.corpus import Corpus
 from toolkit.metrics import mia_report
 from toolkit.models import TinyModelConfig, init_model, train_tokenizer
 
-from _attack_fixtures import notes
+from _attack_fixtures import notes, tiny_clm
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
@@ -147,11 +147,7 @@ def test_where_the_blind_baseline_separates_the_groups_the_attacks_it_explains_d
 
 @pytest.fixture(scope="module")
 def model():
-    torch.manual_seed(0)
-    docs = notes(16, 8)
-    tok = train_tokenizer([d.text for d in docs] * 3, "clm", 300)
-    cfg = TinyModelConfig(kind="clm", hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64, max_length=96)
-    return init_model(tok, cfg).eval(), tok, docs
+    return tiny_clm(16, 8)
 
 
 def test_the_new_attacks_run_where_their_needs_are_met(model):
