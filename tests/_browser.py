@@ -99,17 +99,17 @@ def click(driver, css: str, timeout: float = 30) -> None:
 
 
 @contextlib.contextmanager
-def jupyter(app: str, options: list[str], log: Path, env: dict[str, str] | None = None):
+def jupyter(app: str, options: list[str], log: Path, env: dict[str, str] | None = None, *, start_within: float = 90):
     """``jupyter APP`` (``lab``, ``server``) with ``options`` on a free port behind token ``t``, in its own process
-    group (Lab and the kernels it starts), ``env`` added to the environment; yields its base URL once it answers,
-    then stops it (a minute to shut a kernel down, as that is slow on a loaded machine, then killed)."""
+    group (Lab and the kernels it starts), ``env`` added to the environment; yields its base URL once it answers
+    (within ``start_within`` seconds), then stops it (a minute to shut a kernel down, as that is slow on a loaded machine, then killed)."""
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "jupyter", app, *options, f"--port={port}", "--no-browser",
                              "--IdentityProvider.token=t", "--allow-root"], env={**os.environ, **(env or {})},
                             stdout=subprocess.DEVNULL, stderr=open(log, "wb"), cwd=log.parent, start_new_session=True)
     try:
         base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 90
+        deadline = time.monotonic() + start_within
         while True:
             try:
                 urllib.request.urlopen(f"{base}/api/status?token=t", timeout=5).close()

@@ -5,18 +5,12 @@ the link JupyterLab renders in the notebook's output is followed to the report."
 
 from __future__ import annotations
 
-import contextlib
-import os
 import re
-import signal
-import subprocess
-import sys
-import time
 import urllib.request
 from pathlib import Path
 
 import pytest
-from _browser import attr, browser, free_port, needs_chromium, wait_text  # noqa: F401 (browser: a fixture)
+from _browser import attr, browser, jupyter, needs_chromium, wait_text  # noqa: F401 (browser: a fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -33,36 +27,6 @@ def _parameter(notebook: Path, name: str) -> str:
     return re.search(rf'^{name} = "([^"]+)"', notebook.read_text(encoding="utf-8"), re.M).group(1)
 
 
-@contextlib.contextmanager
-def _jupyter(app: str, options: list[str], log: Path):
-    """``jupyter APP`` with ``options`` on a free port behind token ``t``, in its own process group (Lab and the
-    kernel it starts); yields its base URL once it answers, then stops it (a minute to shut a kernel down, as that is
-    slow on a loaded machine, then killed)."""
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "jupyter", app, *options, f"--port={port}", "--no-browser",
-                             "--IdentityProvider.token=t", "--allow-root"],
-                            stdout=subprocess.DEVNULL, stderr=open(log, "wb"), cwd=log.parent, start_new_session=True)
-    try:
-        base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                urllib.request.urlopen(f"{base}/api/status?token=t", timeout=5).close()
-                break
-            except (ConnectionError, urllib.error.URLError):
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise RuntimeError(log.read_text()[-2000:]) from None
-                time.sleep(0.3)
-        yield base
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
-
-
 def test_notebook_00_report_link_resolves_under_make_lab(tmp_path):
     nb = ROOT / "notebooks" / "00_quickstart.py"
     report = (nb.parent / _parameter(nb, "report_path")).resolve()
@@ -74,8 +38,8 @@ def test_notebook_00_report_link_resolves_under_make_lab(tmp_path):
         report.parent.mkdir(parents=True, exist_ok=True)
         report.write_text("<html>report</html>", encoding="utf-8")
     try:
-        with _jupyter("server", [o for o in options if "LabApp" not in o] + ["--ServerApp.disable_check_xsrf=True"],
-                      tmp_path / "server.log") as base:
+        with jupyter("server", [o for o in options if "LabApp" not in o] + ["--ServerApp.disable_check_xsrf=True"],
+                     tmp_path / "server.log", start_within=60) as base:
             with urllib.request.urlopen(f"{base}/files/{report.relative_to(root).as_posix()}?token=t",
                                         timeout=30) as r:
                 assert r.status == 200 and r.read()
@@ -107,7 +71,7 @@ def test_report_link_followed_in_jupyterlab(tmp_path, browser):
         "text/plain": "<IPython.core.display.HTML object>"})]
     nbformat.write(nb, root / "notebooks" / "00_quickstart.ipynb")
     options = [o for o in _lab_options() if not o.startswith("--ServerApp.root_dir=")]
-    with _jupyter("lab", [*options, f"--ServerApp.root_dir={root}"], tmp_path / "lab.log") as base:
+    with jupyter("lab", [*options, f"--ServerApp.root_dir={root}"], tmp_path / "lab.log", start_within=60) as base:
         browser.get(f"{base}/lab/tree/notebooks/00_quickstart.ipynb?token=t")
         link = "a[href*='00_quickstart_report.html']"
         href = WebDriverWait(browser, 120, poll_frequency=0.5).until(
