@@ -45,7 +45,10 @@ sys.path.insert(0, str(ROOT))
 from toolkit.audit.attacks import (battery_from_scores, canaries_into_corpus, canary_ranges, exposure,  # noqa: E402
                                    pii_inference,
                                    pii_member_advantage, public_identifier_keys, run_battery)
-from toolkit.audit.attacks.blind import blind_score  # noqa: E402
+from toolkit.audit.attacks.battery import person_scores  # noqa: E402
+from toolkit.audit.attacks.registry import REGISTRY, AttackInputs  # noqa: E402
+from toolkit.audit.attacks.battery import without_ranges  # noqa: E402
+from toolkit.audit.losses import _encode, _max_tokens  # noqa: E402
 from toolkit.audit.attacks.pii_inference import identifier_occurrences  # noqa: E402
 from toolkit.audit.evaluate import corpus_word_types, novel_identifiers_by_person  # noqa: E402
 from toolkit.audit.probe_causal import probe_causal  # noqa: E402
@@ -62,10 +65,19 @@ from toolkit.training.trainer import TrainConfig, train  # noqa: E402
 CORPUS = ROOT / "data_samples" / "clinical" / "notes.jsonl"
 BASES = {"clm": ROOT / "prebuilt" / "c34a500c5cc9828972a0e6452aaf1a27138f6d95f614f6288724e452560f83e5",
          "mlm": ROOT / "prebuilt" / "1b93acc91fe5796d10b3ef25fa85937be4961ec5a0f354e6bc5a35859b482028"}
-#: the CPU profile's fine-tuning schedule (toolkit/configs/cpu.yaml)
+#: the CPU profile's fine-tuning schedule (toolkit/configs/cpu.yaml); ``clm_dp``: the ``clm_dp`` strategy of
+#: configs/cpu_causal.yaml (the profile's causal schedule, DP-SGD at its defaults: ε = 8, δ = 1e-5, C = 10, the
+#: individual as privacy unit; its last checkpoint, ``dp_epochs: [4, 8]``)
 SCHEDULE = {"clm": dict(batch_size=16, learning_rate=2e-3, lr_schedule="constant", max_length=256),
             "mlm": dict(batch_size=8, learning_rate=2e-3, warmup_steps=50, lr_schedule="constant", max_length=256)}
-EPOCHS = {"clm": 8, "mlm": 32}
+SCHEDULE["clm_dp"] = SCHEDULE["clm"]
+EPOCHS = {"clm": 8, "mlm": 32, "clm_dp": 8}
+#: the model kind of each null world's strategy
+MODEL_KIND = {"clm": "clm", "mlm": "mlm", "clm_dp": "clm"}
+#: the attacks of the battery before issue 57 (the record of the six-attack battery; the verdict of d13fd36 knew these)
+SIX = ("loss", "zlib", "min_k", "min_k_plus_plus", "reference", "rmia")
+#: an attack needs the reference model when it needs one of these (toolkit.audit.attacks.registry)
+REFERENCE_NEEDS = {"reference_losses", "reference_log_probs", "rmia"}
 
 
 def positions(corpus: Corpus) -> pd.DataFrame:
@@ -85,9 +97,44 @@ def of(corpus: Corpus, ids) -> Corpus:
 
 def fine_tune(corpus: Corpus, kind: str, epochs: list[int], out: Path, checkpoints_per_epoch: int = 0,
               **schedule) -> list[tuple[int, Path]]:
+    """Fine-tune the base of ``kind``'s model kind with strategy ``kind`` (``clm``, ``mlm``, ``clm_dp``)."""
     cfg = TrainConfig(epochs=epochs, seed=0, checkpoints_per_epoch=checkpoints_per_epoch,
                       **{**SCHEDULE[kind], **schedule})
-    return train(corpus, BASES[kind], out, kind, cfg, progress=False)
+    return train(corpus, BASES[MODEL_KIND[kind]], out, kind, cfg, progress=False)
+
+
+def blind_inputs(res, docs: Corpus, tok, model, *, exclude=None, window: int = 256) -> list[tuple]:
+    """``(doc_id, person_id, text, scoreable)`` of every document the battery ``res`` scored, ``text`` the window
+    the audit's blind baseline reads (the audited window, the excluded ranges cut out: as
+    :func:`~toolkit.audit.attacks.run_battery` builds ``AttackInputs.texts``); checked against the battery's own
+    blind scores on its split (the same scores to 1e-9, or the benchmark stops)."""
+    doc_ids = [d.doc_id for d in docs]
+    texts = [d.text for d in docs]
+    limit = _max_tokens(model, window)
+    if exclude:
+        texts, _ = without_ranges(tok, texts, [list(exclude.get(i, ())) for i in doc_ids], limit)
+    windows = [e[3] for e in _encode(tok, texts, limit)]
+    d = res.doc_scores
+    if list(d["doc_id"]) != doc_ids:
+        raise RuntimeError("blind_inputs: the battery's documents are not in the order given")
+    out = list(zip(doc_ids, d["person_id"], windows, d["scoreable"].astype(bool)))
+    if "blind" in d:
+        again = doc_blind(out, set(p for p, m in zip(d["person_id"], d["member"]) if m), seed=0)
+        ok = np.isfinite(d["blind"].to_numpy(float))
+        if not np.allclose(again[ok], d["blind"].to_numpy(float)[ok], rtol=0, atol=1e-9):
+            raise RuntimeError("blind_inputs: the blind baseline re-fitted on the battery's split differs from its "
+                               "scores (the texts are not the audit's)")
+    return out
+
+
+def doc_blind(docs: list[tuple], members: set, *, seed: int) -> np.ndarray:
+    """The blind baseline's document scores by its registry entry (cross-fitted over individuals), nan where the
+    battery left a document unscoreable (as run_battery does)."""
+    x = AttackInputs(texts=[t for _, _, t, _ in docs], persons=[p for _, p, _, _ in docs],
+                     labels=np.array([p in members for _, p, _, _ in docs]), seed=seed)
+    out = np.asarray(REGISTRY["blind"].score(x), dtype=float)
+    out[~np.array([ok for *_, ok in docs], dtype=bool)] = np.nan
+    return out
 
 
 def score_once(model_dir: Path, kind: str, members: Corpus | None, unseen: Corpus, pos: pd.DataFrame, public_keys: set,
@@ -97,6 +144,7 @@ def score_once(model_dir: Path, kind: str, members: Corpus | None, unseen: Corpu
     inference per occurrence (model and reference), regurgitation per individual (causal), and with
     ``base_vocabulary`` each individual's novel identifiers and the words the §4 probe predicts on their notes
     (identifiers: the oracle analysis of everyone scored, k = 2, n = 1)."""
+    kind = MODEL_KIND[kind]
     model, tok = load_model(model_dir, kind=kind)
     ref = load_model(BASES[kind], kind=kind)
     everyone = Corpus(list(members or []) + list(unseen))
@@ -107,6 +155,8 @@ def score_once(model_dir: Path, kind: str, members: Corpus | None, unseen: Corpu
     res = run_battery(model, tok, a, b, reference=ref, window=256, n_bootstrap=0, progress=False, exclude=exclude,
                       public=public_texts, **pll)
     print(f"  battery scored, {rss()}", flush=True)
+    # the blind baseline is fitted on the split's labels: re-fitted per world (world()) on the audit's texts
+    docs = blind_inputs(res, Corpus(list(a) + list(b)), tok, model, exclude=exclude)
     scores = res.scores.set_index("id").drop(columns=["member"])
     ref_scores = res.reference_scores
     _, table = pii_inference(model, tok, everyone, pos, reference=ref, n_candidates=20,
@@ -128,23 +178,31 @@ def score_once(model_dir: Path, kind: str, members: Corpus | None, unseen: Corpu
         probe = probe_masked if kind == "mlm" else probe_causal
         preds = probe(model, tok, everyone, positions=tables["positions"], max_length=256, progress=False)
         novel = novel_identifiers_by_person(preds, tables, everyone, base_vocabulary=base_vocabulary)
-    docs = res.doc_scores  # the blind baseline is fitted on the split's labels: re-fitted per world (world())
-    texts = {d.doc_id: d.text for d in everyone}
     return {"scores": scores, "ref_scores": ref_scores, "pii": table, "regurgitation": reg, "ref_regurgitation": ref_reg,
-            "novel": novel, "docs": [(i, p, texts[i]) for i, p in zip(docs["doc_id"], docs["person_id"])]}
+            "novel": novel, "docs": docs}
 
 
-def world(s: dict, a: list[str], b: list[str], *, with_reference: bool, seed: int) -> dict:
-    """The verdict's inputs for members ``a`` and non-members ``b`` from the per-individual scores ``s``."""
+def dp_settings(ckpt: Path) -> dict:
+    """The DP-SGD run's settings and its accountant's figures, as its run.json records them."""
+    meta = json.loads((ckpt.parent / "run.json").read_text(encoding="utf-8"))
+    keep = {k: v for k, v in meta.items() if "eps" in k or "sigma" in k or "noise" in k or k in ("dp", "steps")}
+    return {"strategy": meta.get("strategy"), "dp": meta.get("config", {}).get("dp"), **keep}
+
+
+def world(s: dict, a: list[str], b: list[str], *, with_reference: bool, seed: int,
+          attacks: tuple[str, ...] | None = None) -> dict:
+    """The verdict's inputs for members ``a`` and non-members ``b`` from the per-individual scores ``s``; without
+    the reference, the attacks that need it (their registry needs) left out; ``attacks``: only these."""
     ids = list(a) + list(b)
     member = np.r_[np.ones(len(a), bool), np.zeros(len(b), bool)]
-    cols = [c for c in s["scores"].columns if with_reference or c not in ("reference", "ez")]
+    cols = [c for c in s["scores"].columns if (attacks is None or c in attacks)
+            and (with_reference or c not in REGISTRY or not REGISTRY[c].needs & REFERENCE_NEEDS)]
     table = s["scores"].loc[ids, cols].copy()
     if "blind" in table and s.get("docs"):  # fitted on this world's labels, cross-fitted over its individuals
-        mine = set(a)
-        docs = [d for d in s["docs"] if d[1] in mine or d[1] in set(b)]
-        doc_blind = blind_score([d[2] for d in docs], [d[1] in mine for d in docs], [d[1] for d in docs], seed=seed)
-        table["blind"] = pd.Series(doc_blind).groupby([d[1] for d in docs]).mean().reindex(ids).to_numpy()
+        mine, both = set(a), set(a) | set(b)
+        docs = [d for d in s["docs"] if d[1] in both]
+        doc = doc_blind(docs, mine, seed=seed)
+        table["blind"] = person_scores(pd.DataFrame({"blind": doc}), [d[1] for d in docs]).reindex(ids)["blind"]
     bat = battery_from_scores(table, member, n_bootstrap=0).to_json()
     if with_reference:
         bat["reference_model_attacks"] = battery_from_scores(s["ref_scores"].loc[ids], member,
@@ -185,7 +243,7 @@ def world(s: dict, a: list[str], b: list[str], *, with_reference: bool, seed: in
 def world_before(s: dict, a: list[str], b: list[str], *, with_reference: bool) -> dict:
     """The same world as the verdict of d13fd36 read it: the members' figures only, the reference (base) model's as
     the comparison (PII inference per category, regurgitation's share)."""
-    w = world(s, a, b, with_reference=with_reference, seed=0)
+    w = world(s, a, b, with_reference=with_reference, seed=0, attacks=SIX)  # the battery it knew
     t = s["pii"]
     ta = t[t["person_id"].isin(set(a))]
 
@@ -256,7 +314,8 @@ def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="runs/verdict_error_rates")
     ap.add_argument("--splits", type=int, default=100)
-    ap.add_argument("--kinds", default="clm,mlm")
+    ap.add_argument("--kinds", default="clm,mlm", help="null worlds of these strategies: clm, mlm, clm_dp (DP-SGD, "
+                    "the clm_dp strategy of configs/cpu_causal.yaml)")
     ap.add_argument("--pii-occurrences", type=int, default=1500)
     ap.add_argument("--skip-power", action="store_true")
     ap.add_argument("--power-kinds", default="clm", help="the planted leaks of these model kinds (clm, mlm)")
@@ -304,7 +363,8 @@ def main(argv=None) -> dict:
                        base_vocabulary=vocab, pii_copies=args.mlm_pii_copies, public_texts=public_texts)
         result.setdefault("settings", {})[f"null {kind}"] = {"pii_occurrences": args.pii_occurrences,
                                                              **({"pii_pll_copies": args.mlm_pii_copies,
-                                                                 "battery_pll_copies": 32} if kind == "mlm" else {})}
+                                                                 "battery_pll_copies": 32} if kind == "mlm" else {}),
+                                                             **(dp_settings(ckpt) if kind == "clm_dp" else {})}
         pd.to_pickle(s, out / f"null-{kind}-scores.pkl")  # per-individual scores: worlds re-read without re-scoring
         result["seconds"][f"null {kind}: train and score"] = round(time.time() - t, 1)
         print(f"null {kind}: scored in {time.time() - t:.0f} s, {rss()}", flush=True)
