@@ -370,3 +370,58 @@ def test_novel_identifiers_the_model_writes_out_for_anyone_are_not_leakage():
     assert (v.level, v.rule) == ("red", "novel_identifiers") and "over individuals" in v.figure
     v = verdict(attacks=battery({"loss": QUIET}), pii=CLEAN_PII, novel_privacy=0.55)
     assert (v.level, v.rule) == ("amber", "novel_privacy_unchecked")
+
+
+# ---- the benchmark's null worlds: the new attacks as the audit runs them ---------------------------------------------
+
+def _benchmark():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "verdict_error_rates.py"
+    spec = importlib.util.spec_from_file_location("verdict_error_rates", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_benchmarks_worlds_refit_the_blind_baseline_and_drop_the_reference_attacks_by_their_needs():
+    """benchmarks/verdict_error_rates.py's ``world``: the blind baseline is re-fitted on each world's own labels by
+    its registry entry (cross-fitted over that world's individuals; the score scored once on another split is not
+    reused), averaged per individual as the battery does; without the reference model the attacks that need it
+    (``reference``, ``ez``: their registry needs) are out and the reference-free new ones (``recall``, ``dc_pdd``)
+    stay; the verdict of d13fd36 is given the six attacks it knew."""
+    import pandas as pd
+
+    from toolkit.audit.attacks.battery import person_scores
+    from toolkit.audit.attacks.blind import blind_score
+
+    bench = _benchmark()
+    rng = np.random.default_rng(0)
+    people = [f"p{i:02d}" for i in range(40)]
+    words = ["fever", "cough", "rash", "pain", "nausea", "fatigue", "dizzy", "itch"]
+    docs = [(f"{p}-{j}", p, " ".join(rng.choice(words, 12)), True) for p in people for j in range(2)]
+    cols = ["loss", "zlib", "min_k", "min_k_plus_plus", "reference", "ez", "recall", "dc_pdd", "blind"]
+    scores = pd.DataFrame(rng.normal(size=(40, len(cols))), index=pd.Index(people, name="id"), columns=cols)
+    scores["blind"] = 99.0  # the scores of another split: must not be read
+    pii = pd.DataFrame({"person_id": people, "sharing": "private", "top1": 0.0, "chance": 0.05, "category": "ID",
+                        "reference_top1": 0.0})
+    s = {"scores": scores, "ref_scores": scores[["loss", "zlib", "min_k", "min_k_plus_plus"]], "pii": pii,
+         "regurgitation": None, "novel": None, "docs": docs}
+    a, b = people[:20], people[20:]
+    with_ref = bench.world(s, a, b, with_reference=True, seed=3)["attacks"]
+    without = bench.world(s, a, b, with_reference=False, seed=3)["attacks"]
+    assert set(with_ref["attacks"]) == set(cols) and "reference_model_attacks" in with_ref
+    assert set(without["attacks"]) == set(cols) - {"reference", "ez"}
+    doc = blind_score([d[2] for d in docs], [d[1] in set(a) for d in docs], [d[1] for d in docs], seed=3)
+    mean = person_scores(pd.DataFrame({"blind": doc}), [d[1] for d in docs])["blind"].reindex(a + b).to_numpy()
+    member = np.r_[np.ones(20, bool), np.zeros(20, bool)]
+    expected = mia_report(mean[member], mean[~member], n_bootstrap=0)["auc"]
+    assert with_ref["attacks"]["blind"]["auc"] == pytest.approx(expected, abs=1e-12)
+    # another world of the same individuals: the baseline re-fitted on its labels, not the first world's
+    swapped = bench.world(s, b, a, with_reference=True, seed=3)["attacks"]["attacks"]["blind"]["auc"]
+    doc2 = blind_score([d[2] for d in docs], [d[1] in set(b) for d in docs], [d[1] for d in docs], seed=3)
+    mean2 = person_scores(pd.DataFrame({"blind": doc2}), [d[1] for d in docs])["blind"].reindex(b + a).to_numpy()
+    assert swapped == pytest.approx(mia_report(mean2[member], mean2[~member], n_bootstrap=0)["auc"], abs=1e-12)
+    assert set(bench.world(s, a, b, with_reference=True, seed=0, attacks=bench.SIX)["attacks"]["attacks"]) \
+        == {"loss", "zlib", "min_k", "min_k_plus_plus", "reference"}
