@@ -324,7 +324,10 @@ def main(argv=None) -> dict:
     ap.add_argument("--duplicates", action="store_true", help="run the duplicated-documents planted leak (only it "
                     "with --kinds '' --skip-power)")
     ap.add_argument("--publish", action="store_true", help="copy the result to toolkit/audit/operating_characteristic.json")
-    ap.add_argument("--merge", nargs="+", help="only merge these results (parts run separately) into --out")
+    ap.add_argument("--merge", nargs="+", help="only merge these results (parts run separately) into --out; a later "
+                    "part's entries replace an earlier one's")
+    ap.add_argument("--before", help="with --merge: a record to compare with (e.g. the published one before a change "
+                    "of the battery), kept in the result as 'before' and set beside it in the before/after table")
     args = ap.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -338,6 +341,10 @@ def main(argv=None) -> dict:
                 result["commits"][k] = part.get("commits", {}).get(k, part["commit"])
         result["commit"] = ", ".join(dict.fromkeys(result["commits"].values()))
         result["seconds"]["total"] = round(sum(p["seconds"].get("total", 0) for p in parts), 1)
+        if args.before:
+            old = json.loads(Path(args.before).read_text(encoding="utf-8"))
+            result["before"] = {k: old.get(k) for k in ("commit", "commits", "machine", "splits", "settings",
+                                                          "null_worlds", "power")}
         return _write(result, out, args.publish)
     t0 = time.time()
     corpus = load_corpus(CORPUS)
@@ -528,9 +535,39 @@ def markdown(result: dict) -> str:
     return "\n".join(out)
 
 
+def before_after(result: dict) -> str:
+    """The result beside its ``before`` record (``--merge --before``): one row per null world and planted leak of
+    either, "not re-run" where the result's entry is the before record's own (the same commit)."""
+    before = result.get("before") or {}
+    if not before:
+        return ""
+
+    def cells(x: dict | None) -> str:
+        if x is None:
+            return "— | — | —"
+        x = x.get("membership and PII (no canaries)", x)
+        n, lv = x["n"], x["levels"]
+        got = []
+        for what, k in (("non_green", n - lv["green"]), ("red", lv["red"])):
+            lo, hi = x[what]["ci95"]
+            got.append(f"{k}/{n} ({lo:.1%}–{hi:.1%})")
+        return " | ".join(got + [", ".join(x.get("rules", [])) or "—"])
+
+    out = ["| | after: non-green | red | rules | before: non-green | red | rules |", "|---|---|---|---|---|---|---|"]
+    for section in ("null_worlds", "power"):
+        new, old = result.get(section) or {}, before.get(section) or {}
+        for name in dict.fromkeys(list(old) + list(new)):
+            same = name in old and (result.get("commits") or {}).get(name) == (before.get("commits") or {}).get(name)
+            after = "not re-run | | " if same else cells(new.get(name))
+            out.append(f"| {name} | {after} | {cells(old.get(name))} |")
+    return "\n".join(out)
+
+
 def _write(result: dict, out: Path, publish: bool) -> dict:
     (out / "operating_characteristic.json").write_text(json.dumps(result, indent=1), encoding="utf-8")
     print(markdown(result))
+    if result.get("before"):
+        print(before_after(result))
     if publish:
         (ROOT / "toolkit" / "audit" / "operating_characteristic.json").write_text(json.dumps(result, indent=1),
                                                                                  encoding="utf-8")
