@@ -47,8 +47,6 @@ from toolkit.audit.attacks import (battery_from_scores, canaries_into_corpus, ca
                                    pii_member_advantage, public_identifier_keys, run_battery)
 from toolkit.audit.attacks.battery import person_scores  # noqa: E402
 from toolkit.audit.attacks.registry import REGISTRY, AttackInputs  # noqa: E402
-from toolkit.audit.attacks.battery import without_ranges  # noqa: E402
-from toolkit.audit.losses import _encode, _max_tokens  # noqa: E402
 from toolkit.audit.attacks.pii_inference import identifier_occurrences  # noqa: E402
 from toolkit.audit.evaluate import corpus_word_types, novel_identifiers_by_person  # noqa: E402
 from toolkit.audit.probe_causal import probe_causal  # noqa: E402
@@ -103,21 +101,13 @@ def fine_tune(corpus: Corpus, kind: str, epochs: list[int], out: Path, checkpoin
     return train(corpus, BASES[MODEL_KIND[kind]], out, kind, cfg, progress=False)
 
 
-def blind_inputs(res, docs: Corpus, tok, model, *, exclude=None, window: int = 256) -> list[tuple]:
+def blind_inputs(res) -> list[tuple]:
     """``(doc_id, person_id, text, scoreable)`` of every document the battery ``res`` scored, ``text`` the window
-    the audit's blind baseline reads (the audited window, the excluded ranges cut out: as
-    :func:`~toolkit.audit.attacks.run_battery` builds ``AttackInputs.texts``); checked against the battery's own
-    blind scores on its split (the same scores to 1e-9, or the benchmark stops)."""
-    doc_ids = [d.doc_id for d in docs]
-    texts = [d.text for d in docs]
-    limit = _max_tokens(model, window)
-    if exclude:
-        texts, _ = without_ranges(tok, texts, [list(exclude.get(i, ())) for i in doc_ids], limit)
-    windows = [e[3] for e in _encode(tok, texts, limit)]
+    its attacks read (``res.window_texts``: the audited window, the excluded ranges cut out), as the audit's blind
+    baseline reads it; checked against the battery's own blind scores on its split (the same scores to 1e-9, or the
+    benchmark stops)."""
     d = res.doc_scores
-    if list(d["doc_id"]) != doc_ids:
-        raise RuntimeError("blind_inputs: the battery's documents are not in the order given")
-    out = list(zip(doc_ids, d["person_id"], windows, d["scoreable"].astype(bool)))
+    out = list(zip(d["doc_id"], d["person_id"], res.window_texts, d["scoreable"].astype(bool)))
     if "blind" in d:
         again = doc_blind(out, set(p for p, m in zip(d["person_id"], d["member"]) if m), seed=0)
         ok = np.isfinite(d["blind"].to_numpy(float))
@@ -156,7 +146,7 @@ def score_once(model_dir: Path, kind: str, members: Corpus | None, unseen: Corpu
                       public=public_texts, **pll)
     print(f"  battery scored, {rss()}", flush=True)
     # the blind baseline is fitted on the split's labels: re-fitted per world (world()) on the audit's texts
-    docs = blind_inputs(res, Corpus(list(a) + list(b)), tok, model, exclude=exclude)
+    docs = blind_inputs(res)
     scores = res.scores.set_index("id").drop(columns=["member"])
     ref_scores = res.reference_scores
     _, table = pii_inference(model, tok, everyone, pos, reference=ref, n_candidates=20,

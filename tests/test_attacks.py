@@ -266,6 +266,34 @@ def test_person_scores_mean():
 # ---- battery --------------------------------------------------------------------------------------------------------
 
 
+def test_battery_keeps_the_windows_its_attacks_read_in_memory_only(gpt2, tmp_path):
+    """``BatteryResult.window_texts``: the texts the attacks scored, in ``doc_scores``' order — each document's
+    window with its excluded ranges cut out, the very texts the blind baseline was fitted on (its scores recomputed
+    from them) — and never in a file the result writes."""
+    from toolkit.audit.attacks.blind import blind_score
+
+    model, tok = gpt2
+    docs = _docs(16)
+    members = Corpus([d for d in docs if int(d.person_id[1:]) < 4])
+    nonmembers = Corpus([d for d in docs if int(d.person_id[1:]) >= 4])
+    first = docs[0]
+    cut = (5, 15)
+    res = run_battery(model, tok, members, nonmembers, window=32, progress=False, exclude={first.doc_id: [cut]})
+    d = res.doc_scores
+    assert len(res.window_texts) == len(d)
+    by_id = {x.doc_id: x.text for x in docs}
+    for doc_id, text in zip(d["doc_id"], res.window_texts):
+        whole = by_id[doc_id] if doc_id != first.doc_id else by_id[doc_id][:cut[0]] + by_id[doc_id][cut[1]:]
+        assert text and whole.startswith(text)
+    labels = [bool(m) for m in d["member"]]
+    again = blind_score(res.window_texts, labels, list(d["person_id"]), seed=0)
+    ok = d["scoreable"].to_numpy(bool)
+    assert np.allclose(again[ok], d["blind"].to_numpy(float)[ok], rtol=0, atol=1e-12)
+    written = "".join(p.read_bytes().decode("latin-1") for p in res.save(tmp_path).values())
+    assert not any(t in written for t in res.window_texts)
+    assert "window_texts" not in repr(res)
+
+
 def test_battery_roc_matches_sklearn(gpt2, tmp_path):
     model, tok = gpt2
     docs = _docs(16)

@@ -141,6 +141,9 @@ class BatteryResult:
     meta: dict = field(default_factory=dict)
     #: the reference model's own scores per unit (the split check), where a reference was given
     reference_scores: pd.DataFrame | None = None
+    #: the texts the attacks scored (each document's audited window, excluded ranges cut out), in ``doc_scores``'
+    #: order, where :func:`run_battery` made the result; held in memory only, never written (they are the notes)
+    window_texts: list[str] | None = field(default=None, repr=False, compare=False)
 
     @property
     def n_members(self) -> int:
@@ -362,6 +365,7 @@ def run_battery(model, tokenizer, members: Corpus, nonmembers: Corpus, *, refere
     res = battery_from_scores(scores, member, unit=unit, reference=ref_name, seed=seed, n_bootstrap=n_bootstrap,
                               groups=groups)
     res.doc_scores = doc_table
+    res.window_texts = list(tl.window_texts)
     if ref_tl is not None:
         # the split check (methods.md §11): the reference model — which saw neither group — attacked on the same
         # units by the attacks that need no reference, from the token losses it already computed
