@@ -300,7 +300,7 @@ class ProbeInputs:
     identifiers: str
     documents: Fingerprint
     base_vocabulary: Fingerprint | None
-    max_length: int
+    window: int
     batch_size: int
     seed: int
 
@@ -314,7 +314,7 @@ class MiaInputs:
     identifiers: str
     members: Fingerprint
     nonmembers: Fingerprint
-    max_length: int
+    window: int
     batch_size: int
     seed: int
     n_bootstrap: int
