@@ -165,8 +165,9 @@ def missed_audit(model, tokenizer, members: Corpus, nonmembers: Corpus, members_
     n_candidates, max_occurrences, window, seed, batch_size, pll_copies
         PII inference's settings (:func:`~toolkit.audit.attacks.pii_inference`), per group.
     regurgitation : dict, optional
-        ``prefix_tokens`` and ``max_new_tokens`` of :func:`~toolkit.audit.probe_causal.regurgitation_rate`; None, or
-        a masked model: not measured.
+        ``prefix_tokens`` and ``max_new_tokens`` of :func:`~toolkit.audit.probe_causal.regurgitation_rate` (cut to
+        the model's position table when they do not fit: half of it at most for the prompt, the rest for the
+        continuation; the result records what was used); None, or a masked model: not measured.
     hash_key : bytes, optional
         The run's key (default: :func:`~toolkit.audit.hashing.active_key`, else a one-off key nobody keeps).
     scorer, reference_scorer : callable, optional
@@ -224,9 +225,15 @@ def missed_audit(model, tokenizer, members: Corpus, nonmembers: Corpus, members_
     if regurgitation is not None and model is not None and model_kind(model) == "clm" and targets:
         from toolkit.audit.probe_causal import regurgitation_rate, with_nonmembers
 
-        rkw = dict(prefix_tokens=int(regurgitation["prefix_tokens"]),
-                   max_new_tokens=int(regurgitation["max_new_tokens"]), progress=progress, hash_key=key,
-                   n_examples=0, by_type=True)
+        from toolkit.audit.losses import model_max_tokens
+
+        prefix, new = int(regurgitation["prefix_tokens"]), int(regurgitation["max_new_tokens"])
+        limit = model_max_tokens(model)
+        if limit is not None and prefix + new + 1 > limit:  # prompt, BOS and continuation in the position table
+            prefix = min(prefix, limit // 2)
+            new = max(1, limit - prefix - 1)
+        rkw = dict(prefix_tokens=prefix, max_new_tokens=new, progress=progress, hash_key=key, n_examples=0,
+                   by_type=True)
         if batch_size:
             rkw["batch_size"] = batch_size
         r_m = regurgitation_rate(model, tokenizer, members, targets, **rkw)
