@@ -211,9 +211,7 @@ def missed_audit(model, tokenizer, members: Corpus, nonmembers: Corpus, members_
     for g, corpus in (("members", members), ("nonmembers", nonmembers)):
         occ = spans[g][spans[g]["missed"]][["doc_id", "start", "end", "category", "term"]]
         pii[g], tables[g] = pii_inference(model, tokenizer, corpus, occ, **kw)
-    usable = [t[t["sharing"] != "public"] for t in tables.values()]
-    pii["member_advantage"] = pii_member_advantage(tables["members"], tables["nonmembers"], seed=seed) \
-        if all(len(t) for t in usable) else None
+    pii["member_advantage"] = pii_member_advantage(tables["members"], tables["nonmembers"], seed=seed)
     out["pii_inference"] = pii
     per_pii = {g: _pii_side(t) for g, t in tables.items()}
 
