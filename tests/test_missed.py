@@ -168,6 +168,7 @@ def test_audit_with_a_detector_lists_what_it_missed_hashed(tmp_path):
         f = tmp_path / "out" / "missed" / label / "missed.json"
         step = json.loads((f.parent / "step.json").read_text(encoding="utf-8"))
         assert step["step"] == f"missed/{label}" and step["status"] == "done"
+        html = (tmp_path / "out" / "report.html").read_text(encoding="utf-8")
         again = audit_models([tmp_path / "m"], docs, **kw, report=False)  # cached: the same key
     finally:
         torch.set_num_threads(threads)
@@ -179,7 +180,6 @@ def test_audit_with_a_detector_lists_what_it_missed_hashed(tmp_path):
     assert m["members"]["missed_spans"] == int(spans["missed"].sum()) > 0
     assert m["members"]["gold_spans"] == len(spans) == sum(len(d.spans) for d in members)
     assert m["regurgitation"] is not None and m["pii_inference"]["members"]["overall"]["n"] > 0
-    html = (tmp_path / "out" / "report.html").read_text(encoding="utf-8")
     assert 'id="run1-missed"' in html and "Gold identifiers the detector missed" in html
     assert m["identifiers"][0]["hash"] in html
     text = f.read_text(encoding="utf-8")
