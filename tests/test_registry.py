@@ -25,7 +25,7 @@ from toolkit.models import TinyModelConfig
 from toolkit.pipelines import registry
 from toolkit.pipelines.cache import step_key
 from toolkit.pipelines.registry import (ABSENT, STEPS, AnonymizeInputs, AttacksInputs, AuditInputs, BaseInputs,
-                                        CanariesInputs, ExternalBase, IdentifiersInputs, ProbeSettings,
+                                        CanariesInputs, ExternalBase, IdentifiersInputs, MissedInputs, ProbeSettings,
                                         RegurgitationInputs, RmiaReferencesInputs, TrainInputs, identifier_settings)
 from toolkit.results.layout import RunLayout
 from toolkit.scrub.anonymize import AnonymizeConfig
@@ -117,6 +117,12 @@ def _cases():
         references=4, n_train=8, seed=0, strategy="clm", train=tcfg, base=K1, public=FP),
         {"references": 4, "split": "independent halves of the whole public split", "n_train": 8,
          "seed": 0, "strategy": "clm", "train": asdict(tcfg), "base": K1, "public": FP})
+    # new on 2026-12-03 (no earlier key): the missed gold identifiers of one model, planned for a non-oracle detector
+    yield ("missed", "missed/clm/epoch-8", MissedInputs(
+        model=K1, epoch=8, reference=K2, identifiers_members=K3, identifiers_all=K4, members=FP, nonmembers=FP2,
+        gold="g" * 64, attacks=opts, regurgitation=reg, seed=0),
+        {"model": K1, "epoch": 8, "reference": K2, "identifiers_members": K3, "identifiers_all": K4, "members": FP,
+         "nonmembers": FP2, "gold": "g" * 64, "attacks": asdict(opts), "regurgitation": asdict(reg), "seed": 0})
     anon = AnonymizeConfig()
     yield ("anonymize", "anonymize", AnonymizeInputs(FP, anon), {"corpus": FP, "config": asdict(anon)})
 
@@ -227,7 +233,7 @@ def test_every_step_has_a_place_a_doc_and_frozen_inputs(kind, tmp_path):
     assert step.place.strip()
     if step.place.startswith("RunLayout."):
         parts = {"base": ("clm",), "identifiers": ("members",), "train": ("clm",), "audit": ("clm", 4),
-                 "regurgitation": ("clm",), "attacks": ("clm", 4)}.get(kind, ())
+                 "regurgitation": ("clm",), "attacks": ("clm", 4), "missed": ("clm", 4)}.get(kind, ())
         folder = step.folder(RunLayout(tmp_path), *parts)
         assert folder.is_relative_to(tmp_path) and folder != tmp_path
     else:

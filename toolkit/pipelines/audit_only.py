@@ -20,6 +20,7 @@ Every step is cached by the one cache rule (:mod:`toolkit.pipelines.cache`). Lay
     audit/<label>/                             metrics.json, roc.json, predictions.hashed.parquet,
                                                mia_predictions.hashed.parquet (the §4 probe; keyed hashes)
     attacks/<label>/                           attacks.json, roc.json, scores.parquet, identifiers.json, verdict.json
+    missed/<label>/                            missed.json (gold identifiers the detector missed; not for oracle)
     attacks.json identifiers.json verdicts.json report.html   .hash_key (the hashes' key)
 
 (``attacks.json`` / ``identifiers.json``: the model's own for one model, ``{label: …}`` for several.
@@ -109,6 +110,7 @@ class AuditResult:
     references: dict[str, str | None] = field(default_factory=dict)
     audits: dict[str, dict[str, Any]] = field(default_factory=dict)
     attacks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    missed: dict[str, dict[str, Any]] = field(default_factory=dict)  # missed.json per label (non-oracle detector)
 
     @property
     def verdicts(self) -> dict[str, dict[str, Any]]:
@@ -330,6 +332,9 @@ def _audit(models, out: Path, mem: Corpus, non: Corpus, *, reference, identifier
         return model_fingerprint(src) if Path(src).is_dir() else str(src)
 
     result, plans, layout = AuditResult(out_dir=out, models={}), [], RunLayout(out)
+    from toolkit.pipelines.missed_steps import load_missed, missed_inputs, missed_model, planned_detector, wants_missed
+
+    missed_plan: dict[str, Any] = {}  # the gold identifiers the detector missed (methods.md §2.1), per label
     for src in models:
         label = model_label(src)
         while label in result.models:
@@ -358,6 +363,12 @@ def _audit(models, out: Path, mem: Corpus, non: Corpus, *, reference, identifier
                     "auc_ci_method": method, "pll_positions": "all" if pll is None else pll, "pll_copies": copies,
                     "pii_pll_copies": getattr(opts, "pii_pll_copies", None) or copies}
         plans.append((label, src, ref, opts, audit_inputs, inputs, settings))
+        if wants_missed(planned_detector(given, analyses), mem, non):
+            missed_plan[label] = missed_inputs(
+                model=inputs.model, reference=inputs.reference, identifiers_members=key_m, identifiers_all=key_a,
+                members=mem, nonmembers=non, fingerprints=data, options=opts, seed=seed,
+                public=inputs.public or None, dtype=dtype)
+            keys[layout.step("missed", label)] = key("missed", missed_plan[label], layout.step("missed", label))
     if standalone:
         removed = remove_stale(out, keys, keep=(identifiers,) if isinstance(identifiers, (str, Path)) else ())
         if echo and removed:
@@ -406,6 +417,15 @@ def _audit(models, out: Path, mem: Corpus, non: Corpus, *, reference, identifier
 
         result.attacks[label] = step("attacks", layout.step("attacks", label),
                                      f"{label}: membership battery, PII inference, memorisation", d, inputs, attack, load)
+        if label in missed_plan:
+            d_m = layout.missed(label)
+            result.missed[label] = step("missed", layout.step("missed", label), f"{label}: missed gold identifiers",
+                                        d_m, missed_plan[label], lambda src=src, ref=ref, d=d_m, opts=opts: missed_model(
+                                            src, mem, non, ids_m, ids_a, out_dir=d, reference=ref, options=opts,
+                                            regurgitation=missed_plan[label].regurgitation, seed=seed, dtype=dtype,
+                                            public_texts=[x.text for x in public] if public is not None else None,
+                                            device_map=device_map, hash_key=run_key(out), progress=progress),
+                                        lambda d=d_m: load_missed(d))
     if on_verdicts is not None:
         on_verdicts(result)
     result.save(report=report)

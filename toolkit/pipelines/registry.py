@@ -268,6 +268,30 @@ class AttacksInputs:
 
 
 @dataclass(frozen=True, kw_only=True)
+class MissedInputs:
+    """The gold identifiers the detector missed and what one model does with them
+    (:func:`toolkit.pipelines.missed_steps.missed_model`, methods.md §2.1): the model's and its reference's keys (or
+    fingerprints), the identifier steps' keys, the documents' fingerprints and their gold spans' (``gold``:
+    :func:`toolkit.audit.missed.gold_fingerprint`), ``attacks`` (AttacksSection: PII inference's settings),
+    ``regurgitation`` (RegurgitationSection or None), seed, the public split, the canaries, the weights' type."""
+
+    model: Any
+    epoch: int = ABSENT
+    reference: Any
+    identifiers_members: str
+    identifiers_all: str
+    members: Fingerprint
+    nonmembers: Fingerprint
+    gold: str
+    attacks: Any
+    regurgitation: Any
+    seed: int
+    public: Fingerprint | None = ABSENT
+    canaries: str | None = ABSENT
+    dtype: str | None = ABSENT
+
+
+@dataclass(frozen=True, kw_only=True)
 class RmiaReferencesInputs:
     """RMIA's reference models: how many, how the public split is cut (independent halves of all of it, capped at
     ``n_train`` individuals; RMIA's population is the audited non-members, not a held-back part of the public split),
@@ -367,6 +391,10 @@ STEPS: dict[str, Step] = {s.kind: s for s in (
     Step("attacks", AttacksInputs, "RunLayout.attacks", files.DONE,
          "the attack battery, PII inference, memorisation, canaries and the verdict of one model (methods.md §10–11)",
          name="attacks/<model part>"),
+    Step("missed", MissedInputs, "RunLayout.missed", "missed.json",
+         "the gold identifiers the detector missed: PII inference and regurgitation on them, members against "
+         "non-members (methods.md §2.1); planned only for a detector other than the gold spans",
+         name="missed/<model part>"),
     Step("rmia_references", RmiaReferencesInputs, "RunLayout.rmia_references", "references.json",
          "RMIA's reference models, trained on independent halves of the public split", resumable=True),
     Step("anonymize", AnonymizeInputs, "notebook 05's work folder: anonymized/", "anonymized.jsonl",
@@ -425,6 +453,6 @@ def run_step(cache: StepCache | None, step: Step | str, inputs: Any, compute: Ca
 
 
 __all__ = ["ABSENT", "AnonymizeInputs", "AttacksInputs", "AuditInputs", "BaseInputs", "CanariesInputs",
-           "ExternalBase", "IdentifiersInputs", "MiaInputs", "ProbeInputs", "ProbeSettings", "RegurgitationInputs",
+           "ExternalBase", "IdentifiersInputs", "MiaInputs", "MissedInputs", "ProbeInputs", "ProbeSettings", "RegurgitationInputs",
            "RmiaReferencesInputs", "STEPS", "Step", "TrainInputs", "current", "identifier_settings", "key",
            "key_inputs", "prebuilt_ready", "run_step"]
