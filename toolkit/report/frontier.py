@@ -135,13 +135,86 @@ RETIRED_RULES = frozenset({"novel_privacy", "regurgitation_base_level", "pii_ref
 
 def verdicts_judged(result) -> list[str]:
     """Per row of a :class:`~toolkit.results.frontier.FrontierResult`, under which rules its verdict was judged:
-    ``"current rules"``, or ``"older rules: …"`` where the table says it was judged under older ones
-    (``verdicts_judged`` of ``frontier.json``, with when and why it was not re-judged) or where its deciding rule is
-    one the current rules no longer have (:data:`RETIRED_RULES`)."""
+    ``"current rules"`` where the row records the current :data:`~toolkit.audit.verdict.RULES_VERSION`
+    (``verdict_rules``) and its deciding rule is a current one; else ``"older rules: …"`` — the rules the row records,
+    or the table's ``verdicts_judged`` stamp (with when and why it was not re-judged), or, with neither, "not
+    recorded" — never the current rules by default. A deciding rule the current rules no longer have
+    (:data:`RETIRED_RULES`) marks its row too."""
+    from toolkit.audit.verdict import RULES_VERSION
+
     stamp = result.verdicts_judged or {}
-    older = f"older rules: {stamp['rules']}" if stamp.get("rules") else None
-    return [older or (f"older rules: its deciding rule `{r}` is no longer a rule" if r in RETIRED_RULES
-                      else "current rules") for r in result.table["verdict_rule"]]
+    rules = result.table["verdict_rules"] if "verdict_rules" in result.table else [None] * len(result.table)
+    out = []
+    for version, rule in zip(rules, result.table["verdict_rule"]):
+        version = None if version is None or pd.isna(version) else str(version)
+        if rule in RETIRED_RULES and version in (None, RULES_VERSION):
+            out.append(f"older rules: {stamp['rules']}" if stamp.get("rules")
+                       else f"older rules: its deciding rule `{rule}` is no longer a rule")
+        elif version == RULES_VERSION:
+            out.append("current rules")
+        elif version is not None:
+            out.append(f"older rules: the verdict of {version}")
+        elif stamp.get("rules"):
+            out.append(f"older rules: {stamp['rules']}")
+        else:
+            out.append("older rules: not recorded (a verdict written before verdicts recorded their rules)")
+    return out
+
+
+def verdict_sentences(result) -> list[str]:
+    """One sentence per row of a :class:`~toolkit.results.frontier.FrontierResult`: its colour and what decided it —
+    the deciding rule in plain words (:data:`toolkit.report.verdicts.RULES`; a rule whose meaning changed since, in
+    the words of the rules that judged it: the stamp's ``rule_words``) — and under which rules it was judged
+    (:func:`verdicts_judged`), with why an older verdict was not re-judged (the stamp's ``missing``)."""
+    from toolkit.audit.verdict import GREEN_STATEMENT
+    from toolkit.report.verdicts import RULES
+
+    stamp = result.verdicts_judged or {}
+    then = stamp.get("rule_words") or {}
+    out = []
+    for r, judged in zip(result.table.itertuples(index=False), verdicts_judged(result)):
+        eps = epsilon_text(r.epsilon)
+        head = f"{r.size} individuals, {r.strategy} at ε = {eps}{' (no DP)' if eps == '∞' else ''}: "
+        level, rule = (r.verdict if isinstance(r.verdict, str) else None), r.verdict_rule
+        if level is None:
+            out.append(head + "no verdict recorded.")
+            continue
+        if level == "green":
+            why = GREEN_STATEMENT
+        else:
+            words = then.get(rule) if judged != "current rules" and rule in then else RULES.get(rule, str(rule))
+            why = f"{words} (`{rule}`)"
+        if judged == "current rules":
+            tail = "judged under the current rules"
+        elif stamp.get("rules_version") and judged == f"older rules: {stamp.get('rules')}":
+            tail = (f"judged under the verdict of {stamp['rules_version']}"
+                    + (f" ({stamp['rules_commit']})" if stamp.get("rules_commit") else "")
+                    + ("; not re-judged" if stamp.get("recomputable") is False else ""))
+        else:
+            tail = f"judged under {judged.removeprefix('older rules: ')}"
+        out.append(f"{head}{level} — {why}; {tail}.")
+    return out
+
+
+def rules_sentence(result) -> str:
+    """Once per table: how many rows the current rules judged (:data:`~toolkit.audit.verdict.RULES_VERSION`), and
+    for the others the rules that did, what re-judging them would need and when that was last checked (the table's
+    ``verdicts_judged`` stamp)."""
+    from toolkit.audit.verdict import RULES_VERSION
+
+    marks = verdicts_judged(result)
+    current = sum(m == "current rules" for m in marks)
+    text = f"{current} of {len(marks)} verdicts were judged under the current rules (those of {RULES_VERSION})."
+    stamp = result.verdicts_judged or {}
+    if current < len(marks) and stamp.get("rules"):
+        text += f" The others: {stamp['rules']}."
+        if stamp.get("recomputable") is False:
+            text += f" They cannot be re-judged here: {stamp.get('missing') or 'what re-judging needs is not at hand'}."
+        checked = stamp.get("checked") or {}
+        if checked.get("commit"):
+            text += (f" Checked against the rules of {checked.get('rules_version')} at commit {checked['commit']} "
+                     f"({checked.get('date')}): {checked.get('rows_recomputed', 0)} of {len(marks)} rows re-judged.")
+    return text
 
 
 def gain_sentences(frontier: pd.DataFrame, plain: str) -> list[str]:
@@ -181,7 +254,8 @@ def frontier_context(directory: str | Path) -> dict[str, Any]:
     """What the report's template shows of one frontier directory."""
     res = load_frontier_result(directory)
     seconds = sum(float(v) for v in res.seconds.values())
-    return {"path": str(directory), "figure": figure(frontier_figure(res.table)),
+    return {"path": str(directory), "figure": figure(frontier_figure(res.table)), "verdicts": verdict_sentences(res),
+            "rules": rules_sentence(res),
             "table": table(shown_table(res.table), index=False),
             "best": best_sentences(best_recipes(res.table) if len(res.table) else {}, res.plain),
             "base": base_sentence(res.table, res.plain),
@@ -190,4 +264,4 @@ def frontier_context(directory: str | Path) -> dict[str, Any]:
 
 
 __all__ = ["RETIRED_RULES", "SHOWN", "base_sentence", "best_sentences", "frontier_context", "gain_sentences",
-           "is_frontier_dir", "shown_table", "verdicts_judged"]
+           "is_frontier_dir", "rules_sentence", "shown_table", "verdict_sentences", "verdicts_judged"]

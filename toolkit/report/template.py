@@ -86,6 +86,9 @@ recorded); the hover text gives each model's held-out utility and, labelled, its
 papers' metric, which also rewards memorising them).</p></div>
 <p>{{ f.base }}</p>
 {{ f.table|safe }}
+<details><summary>What decided each colour, and under which rules it was judged</summary>
+<p>{{ f.rules }}</p>
+<ul>{% for v in f.verdicts %}<li>{{ v }}</li>{% endfor %}</ul></details>
 {% endfor %}
 </section>
 {% endif %}

@@ -11,7 +11,9 @@ it, utility on the training notes beside them, the strongest membership attack (
 FPR over the battery's attacks), PII inference top-1 and its chance level, the largest canary exposure (bits), the
 one-run audit's empirical ε lower bound beside the accountant's ε, a DP row's per-step noise-to-signal ratio
 (:func:`noise_to_signal`: how much of the ambient dimension its noise pays for), and the verdict with its deciding
-rule (methods.md §4, §10–11). The frontier's goal (:data:`GAIN_GOAL`): a model green under every attack that keeps
+rule and the rules that judged it (``verdict_rules``: the verdict's ``rules_version``,
+:data:`toolkit.audit.verdict.RULES_VERSION`; None for a verdict written before verdicts recorded it — a shipped table
+of such rows says under which rules they were judged in ``verdicts_judged``) (methods.md §4, §10–11). The frontier's goal (:data:`GAIN_GOAL`): a model green under every attack that keeps
 at least half of plain fine-tuning's held-out gain; :func:`best_recipes` names, per size, the green model that keeps
 the most.
 """
@@ -33,7 +35,7 @@ COLUMNS = ("size", "strategy", "epsilon", "dp", "epoch", "heldout_utility", "hel
            "heldout_gain_retained", "heldout_gain_retained_low", "heldout_gain_retained_high", "base_heldout_utility",
            "base_attack_auc", "utility", "utility_vs_plain", "strongest_attack", "attack_auc", "attack_tpr_at_1pct_fpr",
            "pii_top1", "pii_chance", "canary_max_exposure", "empirical_epsilon", "accountant_epsilon",
-           "noise_to_signal", "verdict", "verdict_rule", "run_dir")
+           "noise_to_signal", "verdict", "verdict_rule", "verdict_rules", "run_dir")
 
 
 @dataclass
@@ -208,7 +210,8 @@ def frontier_row(p: FrontierPoint) -> dict[str, Any]:
             "empirical_epsilon": _num(one.get("epsilon_lower_bound")),
             "accountant_epsilon": _num((p.dp or {}).get("spent_epsilon")),
             "noise_to_signal": noise_to_signal(p.dp) if p.dp is not None else None,
-            "verdict": p.verdict.get("level"), "verdict_rule": p.verdict.get("rule"), "run_dir": p.run_dir}
+            "verdict": p.verdict.get("level"), "verdict_rule": p.verdict.get("rule"),
+            "verdict_rules": p.verdict.get("rules_version"), "run_dir": p.run_dir}
 
 
 def frontier_table(points: list[FrontierPoint], plain: str = "clm") -> pd.DataFrame:
@@ -383,7 +386,11 @@ class FrontierResult:
     seconds: dict[str, float]
     plain: str = "clm"
     best: dict[int, dict[str, Any]] = field(default_factory=dict)
-    verdicts_judged: dict[str, Any] | None = None  # a shipped table judged under older rules says so (None: current)
+    #: a table whose rows do not record their rules (``verdict_rules``) says under which rules they were judged:
+    #: ``rules`` (words), ``rules_version`` (date), ``rules_commit``, ``recomputable``, ``missing`` (what re-judging
+    #: would need), ``rule_words`` (a deciding rule whose meaning has changed since: its words then) and ``checked``
+    #: (the rules, commit and date it was last compared with, and how many rows could be re-judged)
+    verdicts_judged: dict[str, Any] | None = None
 
     def save(self, out_dir: str | Path) -> dict[str, Path]:
         """``frontier.csv`` and ``frontier.json`` (records, ε = ∞ written as null, with the best recipe per size
