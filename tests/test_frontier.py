@@ -770,45 +770,74 @@ def test_a_frontier_without_attacks_says_why_its_table_is_empty(tmp_path, capsys
     assert "no model in the table" not in capsys.readouterr().out
 
 
-def test_every_shipped_verdict_says_under_which_rules_it_was_judged():
-    """A shipped frontier row with a deciding rule the current rules no longer have lies in a table that says it was
-    judged under older rules; the default frontier (notebook 07) is such a table and every row of it is marked; the
-    retired rules are emitted by no current rule (issue 55, problem 8: red, amber, red, red at 1,000 without a word)."""
-    from toolkit.report.frontier import RETIRED_RULES, verdicts_judged
+def test_every_shipped_row_is_judged_by_the_current_rules_or_says_which_rules_and_why_not():
+    """Every shipped frontier row: its verdict is the current rules' answer — the row records the current
+    RULES_VERSION — or the row is shown as judged under older rules, with their date and commit, what re-judging needs
+    and when that was checked; a row is never "current" by default. No shipped frontier holds attack results, so no
+    row can be re-judged (checked: none is in docs/data); a change of the rules (RULES_VERSION) turns every row
+    recorded as current into an older one (issue 55, problem 8: red, amber, red, red at 1,000 without a word)."""
+    from toolkit.audit.verdict import RULES_VERSION
+    from toolkit.report.frontier import RETIRED_RULES, rules_sentence, verdict_sentences, verdicts_judged
     from toolkit.results.frontier import load_frontier_result
 
     shipped = sorted((ROOT / "docs" / "data").rglob("frontier.json"))
-    assert len(shipped) >= 5
+    assert len(shipped) >= 15
     for path in shipped:
         res = load_frontier_result(path.parent)
-        retired = set(res.table["verdict_rule"].dropna()) & RETIRED_RULES
-        if retired:
-            assert res.verdicts_judged and res.verdicts_judged.get("recomputable") is False, (path, retired)
         marks = verdicts_judged(res)
-        assert len(marks) == len(res.table)
-        assert all(m.startswith("older rules") for m in marks) == bool(res.verdicts_judged), path
+        assert len(marks) == len(res.table) == len(verdict_sentences(res))
+        current = [m == "current rules" for m in marks]
+        stamp = res.verdicts_judged or {}
+        recorded = [v == RULES_VERSION for v in res.table["verdict_rules"]]
+        assert current == recorded, path  # current only where the row says so
+        if not all(current):
+            assert stamp.get("rules_version") and stamp["rules_version"] < RULES_VERSION, path
+            assert stamp.get("rules_commit") and stamp.get("rules") and stamp.get("missing"), path
+            assert (stamp.get("checked") or {}).get("rules_version") == RULES_VERSION, path  # checked against these
+        # what re-judging needs is not shipped (the stamp says so, and it is true): a table that ships its attack
+        # results must have its rows re-judged by the current rules and recorded so (verdict_rules), not stamped
+        assert not list(path.parent.rglob("attacks.json")) and not list(path.parent.rglob("scores.parquet")), path
+        assert all(current) or stamp.get("recomputable") is False, path
+        retired = set(res.table["verdict_rule"].dropna()) & RETIRED_RULES
+        assert not retired or not any(current), (path, retired)
+        assert "of %d verdicts were judged under the current rules" % len(marks) in rules_sentence(res)
     default = load_frontier_result(ROOT / "docs" / "data" / "frontier")
-    assert "6888e34" in default.verdicts_judged["rules"] and "not re-judged" in default.verdicts_judged["rules"]
+    stamp = default.verdicts_judged
+    assert "6888e34" in stamp["rules"] and stamp["rules_commit"] == "88c4820" and stamp["recomputable"] is False
     at_1000 = default.table[(default.table["size"] == 1000) & (default.table["strategy"] == "clm_dp")]
     assert list(at_1000.sort_values("epsilon")["verdict"]) == ["red", "amber", "red", "red"]  # the ones the issue saw
+    sentences = [s for s in verdict_sentences(default) if s.startswith("1000 individuals, clm_dp at ε = 1:")]
+    assert sentences == [
+        "1000 individuals, clm_dp at ε = 1: red — " + stamp["rule_words"]["regurgitation"]
+        + " (`regurgitation`); judged under the verdict of 2026-11-27 (88c4820); not re-judged."]
     source = "\n".join(p.read_text(encoding="utf-8") for p in (ROOT / "toolkit" / "audit").rglob("*.py"))
     for rule in RETIRED_RULES:
         assert f'FamilyTest("{rule}"' not in source and f'(("{rule}"' not in source and f'"{rule}" if' not in source
 
 
-def test_a_saved_frontier_keeps_its_verdicts_judged_stamp(tmp_path):
-    from toolkit.report.frontier import verdicts_judged
+def test_a_saved_frontier_keeps_its_rules_per_row_and_its_stamp(tmp_path):
+    from toolkit.audit.verdict import RULES_VERSION, verdict
+    from toolkit.report.frontier import verdict_sentences, verdicts_judged
     from toolkit.results.frontier import load_frontier_result
 
-    res = FrontierResult(frontier_table(fake_points()), [], {})
+    assert verdict().to_dict()["rules_version"] == RULES_VERSION  # every verdict records its rules
+    points = fake_points()
+    res = FrontierResult(frontier_table(points), [], {})
+    res.save(tmp_path / "none")  # verdicts without a rules record: never read as current
+    marks = set(verdicts_judged(load_frontier_result(tmp_path / "none")))
+    assert marks == {"older rules: not recorded (a verdict written before verdicts recorded their rules)"}
+    for p in points:
+        p.verdict["rules_version"] = RULES_VERSION
+    points[0].verdict["rules_version"] = "2026-11-28"
+    res = FrontierResult(frontier_table(points), [], {})
     res.save(tmp_path / "now")
-    assert "verdicts_judged" not in json.loads((tmp_path / "now" / "frontier.json").read_text(encoding="utf-8"))
-    assert set(verdicts_judged(load_frontier_result(tmp_path / "now"))) == {"current rules"}
+    back = load_frontier_result(tmp_path / "now")
+    marks = verdicts_judged(back)
+    assert marks.count("current rules") == 5 and "older rules: the verdict of 2026-11-28" in marks
+    assert any("judged under the current rules." in s for s in verdict_sentences(back))
     res.verdicts_judged = {"rules": "the verdict of 2026-11-27", "recomputable": False}
     res.save(tmp_path / "old")
-    back = load_frontier_result(tmp_path / "old")
-    assert back.verdicts_judged == res.verdicts_judged
-    assert set(verdicts_judged(back)) == {"older rules: the verdict of 2026-11-27"}
+    assert load_frontier_result(tmp_path / "old").verdicts_judged == res.verdicts_judged
 
 
 def test_gain_sentences_ask_how_much_a_green_private_model_keeps():
