@@ -10,6 +10,11 @@ from toolkit.cli.common import add_quiet, add_reading_options, csv_list, load_ar
 TITLE = "audit"
 
 
+def pii_estimator(text: str) -> int | str:
+    """``--pii-pll-copies``: ``all``, ``candidate`` or an integer (checked ≥ 1 with the other options)."""
+    return text if text == "candidate" else pll_budget(text)
+
+
 def pll_budget(text: str) -> int | str:
     """``--pll-positions``: ``all`` or an integer (checked ≥ 1 with the other options)."""
     if text == "all":
@@ -98,8 +103,11 @@ def register(sub) -> None:
                         "masked together (strided; membership, and PII inference and canaries unless "
                         "--pii-pll-copies; 32 agrees with "
                         "exact within 0.011 AUC on notebook 02's models: docs/performance.md)")
-    s.add_argument("--pii-pll-copies", type=pll_budget, default=None, metavar="K|all",
-                   help="masked models: the same for PII inference and canaries only (default: as --pll-copies)")
+    s.add_argument("--pii-pll-copies", type=pii_estimator, default=None, metavar="K|all|candidate",
+                   help="masked models: the same for PII inference and canaries only (default: as --pll-copies); "
+                        "candidate: each candidate window scored over the candidate's own tokens, one masked copy "
+                        "per token (candidate-token PLL, methods.md §10; its agreement with exact is not measured "
+                        "yet, the CPU profile does not use it)")
     s.add_argument("--seed", type=int, default=0, help="seed of the samples, candidates and masks (default 0)")
     s.add_argument("--raw-predictions", action="store_true",
                    help="keep the probe's predicted words in OUT/audit/<model>/predictions.parquet and "
