@@ -106,7 +106,7 @@ def register(sub) -> None:
     s.add_argument("--pii-pll-copies", type=pii_estimator, default=None, metavar="K|all|candidate",
                    help="masked models: the same for PII inference and canaries only (default: as --pll-copies); "
                         "candidate: each candidate window scored over the candidate's own tokens, one masked copy "
-                        "per token (candidate-token PLL, methods.md §10; its agreement with exact is not measured "
+                        "per token (candidate-token pseudo-log-likelihood; its agreement with exact is not measured "
                         "yet, the CPU profile does not use it)")
     s.add_argument("--seed", type=int, default=0, help="seed of the samples, candidates and masks (default 0)")
     s.add_argument("--raw-predictions", action="store_true",
