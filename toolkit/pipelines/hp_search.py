@@ -302,7 +302,7 @@ def search_strategy(strategy: str, target, n_target: int, public: Corpus, base, 
     def score(model_key, checkpoint: Path, d: Path, epoch: int | None) -> float:
         inputs = ProbeInputs(checkpoint="base" if epoch is None else f"epoch-{epoch}", model=str(model_key),
                              identifiers=id_keys["public"], documents=fp["validation"], base_vocabulary=None,
-                             max_length=probe["max_length"], batch_size=probe["batch_size"], seed=seed)
+                             window=probe["max_length"], batch_size=probe["batch_size"], seed=seed)
         res = run_step(None, "probe", inputs,
                        lambda: validation_utility(checkpoint, validation, ids["public"]["positions"], d, seed=seed,
                                                   **probe),
