@@ -269,21 +269,21 @@ def tiny_checkpoint(tmp_path_factory):
 
 @pytest.mark.parametrize("command, output", [("probe", "metrics.json"), ("mia", "roc.json")])
 def test_probe_and_mia_are_cached_steps(tiny_checkpoint, command, output, tmp_path, monkeypatch, capsys):
-    import toolkit.cli.audit as cli_audit
+    import toolkit.cli.probe as cli_probe
     from toolkit.cli import main
     from toolkit.errors import ToolkitError
 
     calls = []
-    real = cli_audit.probe_checkpoint
+    real = cli_probe.probe_checkpoint
 
     def counted(*a, **kw):
         calls.append(1)
         return real(*a, **kw)
 
-    monkeypatch.setattr(cli_audit, "probe_checkpoint", counted)
+    monkeypatch.setattr(cli_probe, "probe_checkpoint", counted)
     out = tmp_path / "out"
     argv = [command, str(tiny_checkpoint["model"]), "--corpus", str(tiny_checkpoint["corpus"]), "--identifiers",
-            str(tiny_checkpoint["ids"]), "--out", str(out), "--max-length", "64", "--quiet"]
+            str(tiny_checkpoint["ids"]), "--out", str(out), "--window", "64", "--quiet"]
     if command == "mia":
         argv += ["--bootstrap", "10"]
     assert main(argv) == 0
@@ -293,9 +293,11 @@ def test_probe_and_mia_are_cached_steps(tiny_checkpoint, command, output, tmp_pa
     assert main(argv) == 0  # the same call again: loaded, not probed
     assert len(calls) == 1 and capsys.readouterr().out == printed
     assert json.loads((out / output).read_text()) == first
+    old_flag = [a if a != "--window" else "--max-length" for a in argv]  # the flag's former name: the same window
+    assert old_flag != argv and main(old_flag) == 0 and len(calls) == 1
     assert main([*argv, "--seed", "1"]) == 0  # another input: computed again, the folder replaced
     assert len(calls) == 2 and json.loads((out / "step.json").read_text())["key"] != step["key"]
     (out / "notes.txt").write_text("not the command's", encoding="utf-8")
     with pytest.raises(ToolkitError, match="did not write"):
-        cli_audit._cached(command, out, None, None, None, (output,))
+        cli_probe._cached(command, out, None, None, None, (output,))
     assert (out / "notes.txt").is_file()  # never removed

@@ -7,7 +7,7 @@ non-members of a corpus:
 1. the §4 probe, fill-mask or teacher-forced next word from the architecture
    (:func:`toolkit.pipelines.steps.audit_checkpoint`): privacy, novel privacy (with a ``public`` corpus) and the
    papers' ``identifier_count`` membership scores;
-2. the attacks (:func:`toolkit.pipelines.steps.attack_model`): the membership battery (loss, zlib, Min-K%,
+2. the attacks (:func:`toolkit.audit.model_audit.audit_model`): the membership battery (loss, zlib, Min-K%,
    Min-K%++, reference, identifier_count), PII inference (and the reference's), memorisation of identifier types
    (with a reference model) and the traffic-light verdict.
 
@@ -103,7 +103,7 @@ def default_reference(model: str | Path) -> str | None:
 class AuditResult:
     """What :func:`audit_models` returns: per model label, the model, its reference, the §4 audit
     (:func:`~toolkit.pipelines.steps.load_audit`'s keys) and the attacks
-    (:func:`~toolkit.pipelines.steps.load_attacks`'s keys, ``verdict`` included)."""
+    (:func:`~toolkit.audit.model_audit.read_attack_files`'s keys, ``verdict`` included)."""
 
     out_dir: Path
     models: dict[str, str]
@@ -293,9 +293,10 @@ def _audit(models, out: Path, mem: Corpus, non: Corpus, *, reference, identifier
     import torch
 
     from toolkit.audit.evaluate import corpus_word_types, membership_scores, novel_evidence
+    from toolkit.audit.files import write_attack_files
+    from toolkit.audit.model_audit import AuditContext, AuditSettings, audit_model, read_attack_files
     from toolkit.audit.hashing import run_key
     from toolkit.identifiers import load_identifiers
-    from toolkit.io import atomic_write_json
     from toolkit.pipelines import steps
     from toolkit.pipelines.audit_outputs import (hash_predictions, hashed_membership_scores, position_limit,
                                                  remove_stale)
@@ -397,22 +398,21 @@ def _audit(models, out: Path, mem: Corpus, non: Corpus, *, reference, identifier
         def attack(src=src, ref=ref, d=d, audit=audit, opts=opts, settings=settings):
             counts = (hashed_membership_scores(audit["mia_predictions"], ids_a, both, hash_key) if hash_key
                       else membership_scores(audit["mia_predictions"], ids_a, both))
-            res = steps.attack_model(src, mem, non, ids_m, out_dir=d, reference=ref,
-                                     identifier_count=counts.to_dict(),
-                                     novel_privacy=novel_evidence(audit["metrics"]), options=opts,
-                                     n_bootstrap=n_bootstrap, seed=seed, dtype=dtype, device_map=device_map,
-                                     identifiers_all=ids_a, saw_neither=ref is not None and ref == src,
-                                     public_texts=[x.text for x in public] if public is not None else None,
-                                     progress=progress)
-            res["attacks"] = {**res["attacks"], **settings}
-            atomic_write_json(res["attacks"], d / "attacks.json")
-            return res
+            context = AuditContext(identifiers_all=ids_a, identifier_count=counts.to_dict(),
+                                   novel_privacy=novel_evidence(audit["metrics"]),
+                                   public_texts=[x.text for x in public] if public is not None else None,
+                                   saw_neither=ref is not None and ref == src)
+            res = audit_model(src, mem, non, ids_m, reference=ref, context=context, settings=AuditSettings(
+                opts, n_bootstrap=n_bootstrap, seed=seed, dtype=dtype, device_map=device_map, progress=progress))
+            res = res.with_settings(settings)
+            res.to_files(d)
+            return res.to_dict()
 
         def load(d=d, settings=settings):
-            res = steps.load_attacks(d)
+            res = read_attack_files(d)
             merged = {**res["attacks"], **settings}
             if merged != res["attacks"]:  # e.g. the same window, asked as 100000 this time: the file says so too
-                atomic_write_json(merged, d / "attacks.json")
+                write_attack_files(d, {"attacks": merged})
             return {**res, "attacks": merged}
 
         result.attacks[label] = step("attacks", layout.step("attacks", label),

@@ -70,7 +70,7 @@ def check_options(*, window, n_bootstrap, seed, n_individuals=None, batch_size=3
     """Each option of :func:`audit_models` against the minimum ``toolkit run`` enforces for the same config key
     (:mod:`toolkit.config.experiment`; :data:`~toolkit.config.sections.ATTACK_MINIMA`), as one-line errors naming the
     option (``flags``: as the command line spells it). Returns the PLL budget (None: exact)."""
-    from toolkit.audit.pll import check_budget
+    from toolkit.audit.pll import check_budget, check_pii_estimator
 
     def name(param: str, flag: str) -> str:
         return flag if flags else param
@@ -86,7 +86,7 @@ def check_options(*, window, n_bootstrap, seed, n_individuals=None, batch_size=3
     if check_budget(pll_copies, name("pll_copies", "--pll-copies")) is not None and pll_positions != "all":
         raise ToolkitError(f"{name('pll_positions', '--pll-positions')} and {name('pll_copies', '--pll-copies')}: "
                            "give one estimator of the pseudo-log-likelihood, not both")
-    check_budget(pii_pll_copies, name("pii_pll_copies", "--pii-pll-copies"))
+    check_pii_estimator(pii_pll_copies, name("pii_pll_copies", "--pii-pll-copies"))
     return check_budget(pll_positions, name("pll_positions", "--pll-positions"))
 
 

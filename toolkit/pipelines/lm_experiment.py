@@ -59,7 +59,7 @@ class RunResult:
     """What :func:`run_experiment` returns: the run directory, its manifest, the audits of every checkpoint, the
     checkpoints, the base model, the data (``corpus``, ``public``, ``members``, ``nonmembers``), the identifier
     tables (``members``, ``all``), the free-running regurgitation results (causal LM), the attacks (``(name,
-    epoch) →`` :func:`~toolkit.pipelines.steps.load_attacks`'s dict) and their verdicts (``(name, epoch) →``
+    epoch) →`` :func:`~toolkit.audit.model_audit.read_attack_files`'s dict) and their verdicts (``(name, epoch) →``
     ``Verdict.to_dict()``). A ``models:`` run keys its models ``(label, 0)``."""
 
     run_dir: Path

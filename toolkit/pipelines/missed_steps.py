@@ -43,7 +43,7 @@ def missed_model(model: str | Path, members: Corpus, nonmembers: Corpus, identif
     from toolkit.audit.missed import missed_audit
     from toolkit.config.sections import AttacksSection
     from toolkit.io import atomic_write_json, make_private_dir
-    from toolkit.pipelines.steps import load_models
+    from toolkit.audit.model_audit import load_models
 
     opt = options or AttacksSection()
     copies = getattr(opt, "pii_pll_copies", None)

@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from toolkit.audit import files
 from toolkit.pipelines.cache import StepCache, cached_step, is_current, prebuilt_copy, step_key
 from toolkit.results.layout import RunLayout
 
@@ -238,7 +239,7 @@ class RegurgitationInputs:
 
 @dataclass(frozen=True, kw_only=True)
 class AttacksInputs:
-    """The attack battery and the verdict of one model (:func:`toolkit.pipelines.steps.attack_model`): the model's
+    """The attack battery and the verdict of one model (:func:`toolkit.audit.model_audit.audit_model`): the model's
     and its reference's keys (or fingerprints), the audit step's key, the regurgitation steps' keys (``toolkit run``),
     the identifiers, the data, the canaries, ``attacks`` (AttacksSection), bootstrap, seed, RMIA's references."""
 
@@ -320,7 +321,7 @@ class ProbeInputs:
     identifiers: str
     documents: Fingerprint
     base_vocabulary: Fingerprint | None
-    max_length: int
+    window: int
     batch_size: int
     seed: int
 
@@ -334,7 +335,7 @@ class MiaInputs:
     identifiers: str
     members: Fingerprint
     nonmembers: Fingerprint
-    max_length: int
+    window: int
     batch_size: int
     seed: int
     n_bootstrap: int
@@ -383,7 +384,7 @@ STEPS: dict[str, Step] = {s.kind: s for s in (
          name="audit/<model part>"),
     Step("regurgitation", RegurgitationInputs, "RunLayout.regurgitation", "regurgitation.json",
          "free-running regurgitation of a causal model's last checkpoint", name="regurgitation/<strategy>"),
-    Step("attacks", AttacksInputs, "RunLayout.attacks", "verdict.json",
+    Step("attacks", AttacksInputs, "RunLayout.attacks", files.DONE,
          "the attack battery, PII inference, memorisation, canaries and the verdict of one model (methods.md §10–11)",
          name="attacks/<model part>"),
     Step("missed", MissedInputs, "RunLayout.missed", "missed.json", "missed gold identifiers, attacked (§2.1)"),

@@ -29,14 +29,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from toolkit.audit import files
 from toolkit.errors import ToolkitError
 
 BASE = "base"
 #: the identifier analyses: of the members (what training protects) and of members ∪ non-members (the attacks')
 IDENTIFIER_PARTS = ("members", "all")
 #: files of one model's attack folder (every one optional; a folder counts when it has attacks.json or verdict.json)
-ATTACK_FILES = {"attacks": "attacks.json", "roc": "roc.json", "identifiers": "identifiers.json",
-                "verdict": "verdict.json"}
+ATTACK_FILES = files.ATTACK_JSON
 #: top-level folders of the layout: no model label may take one of these names
 RESERVED = frozenset({BASE, "audit", "attacks", "canaries", "identifiers_members", "identifiers_all", "runs",
                       "regurgitation", "rmia_references", "missed"})
@@ -248,7 +248,7 @@ class RunLayout:
         for label in dict.fromkeys(labels):
             d = self.attacks(label)
             info = self.step_info(d)
-            if not (info and info.get("status") == "done" and (d / "verdict.json").is_file()):
+            if not (info and info.get("status") == "done" and (d / files.VERDICT).is_file()):
                 out.append(label)
         return out
 
