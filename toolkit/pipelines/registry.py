@@ -270,7 +270,6 @@ class AttacksInputs:
 @dataclass(frozen=True, kw_only=True)
 class MissedInputs:
     """One model's missed gold identifiers (``missed_steps.missed_model``; ``gold``: ``missed.gold_fingerprint``)."""
-
     model: Any
     epoch: int = ABSENT
     reference: Any
