@@ -269,12 +269,7 @@ class AttacksInputs:
 
 @dataclass(frozen=True, kw_only=True)
 class MissedInputs:
-    """The gold identifiers the detector missed and what one model does with them
-    (:func:`toolkit.pipelines.missed_steps.missed_model`, methods.md §2.1): the model's and its reference's keys (or
-    fingerprints), the identifier steps' keys, the documents' fingerprints and their gold spans' (``gold``:
-    :func:`toolkit.audit.missed.gold_fingerprint`), ``attacks`` (AttacksSection: PII inference's settings),
-    ``regurgitation`` (RegurgitationSection or None), seed, the public split, the canaries, the weights' type."""
-
+    """One model's missed gold identifiers (``missed_steps.missed_model``; ``gold``: ``missed.gold_fingerprint``)."""
     model: Any
     epoch: int = ABSENT
     reference: Any
@@ -391,10 +386,7 @@ STEPS: dict[str, Step] = {s.kind: s for s in (
     Step("attacks", AttacksInputs, "RunLayout.attacks", files.DONE,
          "the attack battery, PII inference, memorisation, canaries and the verdict of one model (methods.md §10–11)",
          name="attacks/<model part>"),
-    Step("missed", MissedInputs, "RunLayout.missed", "missed.json",
-         "the gold identifiers the detector missed: PII inference and regurgitation on them, members against "
-         "non-members (methods.md §2.1); planned only for a detector other than the gold spans",
-         name="missed/<model part>"),
+    Step("missed", MissedInputs, "RunLayout.missed", "missed.json", "missed gold identifiers, attacked (§2.1)"),
     Step("rmia_references", RmiaReferencesInputs, "RunLayout.rmia_references", "references.json",
          "RMIA's reference models, trained on independent halves of the public split", resumable=True),
     Step("anonymize", AnonymizeInputs, "notebook 05's work folder: anonymized/", "anonymized.jsonl",

@@ -118,9 +118,9 @@ def missed_section(run: RunData) -> list[dict[str, Any]]:
     detector = _detector(run)
     if not run.missed:
         if detector is not None and "oracle" in {p.strip().lower() for p in str(detector).split("+")}:
-            return [block("absent", "The gold spans were the detector ('oracle'): no gold identifier is missed by "
+            return [block("p", "The gold spans were the detector ('oracle'): no gold identifier is missed by "
                                     "definition, and every identifier finding covers every annotated identifier.")]
-        return [block("absent", "No missed gold identifiers in this run: the corpus has no gold spans (the "
+        return [block("p", "No missed gold identifiers in this run: the corpus has no gold spans (the "
                                 "identifier findings cover detected identifiers only; see the corpus section), or "
                                 "the run was made before this step.")]
     first = next(iter(run.missed.values()))
