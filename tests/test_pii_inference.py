@@ -53,14 +53,14 @@ def test_candidate_windows_differ_by_the_candidate_alone(monkeypatch):
     positions = pd.DataFrame([{"doc_id": d.doc_id, "start": s.start, "end": s.end, "category": s.label}
                               for d in docs for s in d.spans])
     made: list[tuple[str, str, str]] = []   # (true value, candidate, window) in the order they are scored
-    real = pii.substitute
+    real = pii.substitute_spans
 
     def recording(text, start, end, candidate, **kw):
         out = real(text, start, end, candidate, **kw)
-        made.append((text[start:end], candidate, out))
+        made.append((text[start:end], candidate, out[0]))
         return out
 
-    monkeypatch.setattr(pii, "substitute", recording)
+    monkeypatch.setattr(pii, "substitute_spans", recording)
     out, table = pii.pii_inference(None, None, Corpus(docs), positions, n_candidates=5, window=None, seed=1,
                                    scorer=lambda ts: np.zeros(len(ts)), return_table=True, progress=False)
     bounds = np.r_[0, np.cumsum(table["n_candidates"])]

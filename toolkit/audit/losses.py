@@ -52,7 +52,7 @@ from toolkit.heap import release_heap
 from toolkit.models import load_model, model_kind
 from toolkit.progress import progress_bar
 
-__all__ = ["TokenLosses", "load_audit_model", "model_max_tokens", "model_name", "sequence_log_likelihoods",
+__all__ = ["TokenLosses", "candidate_log_likelihoods", "load_audit_model", "model_max_tokens", "model_name", "sequence_log_likelihoods",
            "span_log_likelihoods", "token_losses"]
 
 #: default causal batch: documents per forward pass so that a batch holds about this many tokens
@@ -391,10 +391,10 @@ def span_log_likelihoods(model, tokenizer, texts: Sequence[str], spans: Sequence
     offsets overlap ``[start, end)``; a span with no scored token gets nan (e.g. one cut off by the window).
     """
     kind = _resolve_kind(model, kind)
-    model.eval()
     if len(spans) != len(texts):
         raise ValueError("texts and spans differ in length")
     if kind == "clm":
+        model.eval()
         tl = token_losses(model, tokenizer, texts, kind=kind, window=window, batch_size=batch_size, moments=False,
                           progress=progress, label=label)
         out = []
@@ -402,18 +402,43 @@ def span_log_likelihoods(model, tokenizer, texts: Sequence[str], spans: Sequence
             sel = (off[:, 0] < e) & (off[:, 1] > s)
             out.append(-loss[sel].sum() if sel.any() else np.nan)
         return np.array(out, dtype=float)
+    return _masked_spans(model, tokenizer, texts, [[sp] for sp in spans], together=True, window=window,
+                         batch_size=batch_size, progress=progress, label=label)
+
+
+def candidate_log_likelihoods(model, tokenizer, texts: Sequence[str], spans: Sequence[Sequence[tuple[int, int]]], *,
+                              kind: str | None = None, window: int | None = None, batch_size: int | None = None,
+                              progress: bool = True, label: str | None = None) -> np.ndarray:
+    """Candidate-token pseudo-log-likelihood of each text (:mod:`toolkit.audit.pll`):
+    :math:`\\sum_{t \\in C} \\log p(x_t \\mid x_{\\setminus t})`, ``C`` the tokens overlapping ``spans[i]`` (character
+    ranges of ``texts[i]``: the candidate and its copies), each masked alone — one masked copy per candidate token.
+    A causal model: the whole text's log-likelihood (:func:`sequence_log_likelihoods`; its cost does not depend on
+    the positions scored). A text with no candidate token gets nan."""
+    if _resolve_kind(model, kind) == "clm":
+        return sequence_log_likelihoods(model, tokenizer, texts, kind="clm", window=window, batch_size=batch_size,
+                                        progress=progress, label=label)
+    return _masked_spans(model, tokenizer, texts, spans, together=False, window=window, batch_size=batch_size,
+                         progress=progress, label=label)
+
+
+def _masked_spans(model, tokenizer, texts, spans, *, together: bool, window, batch_size, progress, label) -> np.ndarray:
+    """Summed masked log p of the tokens overlapping each text's spans: masked together in one copy
+    (``together``, :func:`span_log_likelihoods`) or each alone (:func:`candidate_log_likelihoods`)."""
+    from toolkit.audit.pll import candidate_groups, candidate_positions
+
+    if len(spans) != len(texts):
+        raise ValueError("texts and spans differ in length")
+    model.eval()
     encoded = _encode(tokenizer, texts, _max_tokens(model, window))
-    groups = []
-    for (s, e), (_, special, offs, _, _) in zip(spans, encoded):
-        sel = np.flatnonzero(~special & (offs[:, 0] < e) & (offs[:, 1] > s))
-        groups.append([sel] if sel.size else [])
-    # the positions masked together are part of what is computed (a document without a span: none)
-    key = reuse_key(model, "mlm-spans", encoded, [g[0] if g else () for g in groups])
+    sel = [candidate_positions(special, offs, sp) for sp, (_, special, offs, _, _) in zip(spans, encoded)]
+    groups = [([p] if p.size else []) if together else candidate_groups(p) for p in sel]
+    # the positions scored and how they are masked are part of what is computed (a document without a span: none)
+    key = reuse_key(model, "mlm-spans" if together else "mlm-candidate", encoded, sel)
     found = None if key is None else reused(key)
     if found is not None:
         return found.copy()
     got = masked_log_probs(model, tokenizer, encoded, groups, batch_size or 64, progress=progress,
-                           desc=_desc(label, kind, model))[0]
+                           desc=_desc(label, "mlm", model))[0]
     out = np.array([g.sum() if g.size else np.nan for g in got], dtype=float)
     if key is not None:
         remember(key, out.copy())

@@ -31,6 +31,21 @@ sampling noise: ``K`` forward passes per window instead of ``n``, deterministic,
 ``K ≥ n`` every copy masks one position (exact). Its agreement with exact PLL is measured on notebook 02's models
 (``benchmarks/attacks.py``, docs/performance.md): the CPU profile's choice.
 
+Candidate-token pseudo-log-likelihood (``pii_pll_copies = "candidate"``; PII inference and canaries only): where
+the texts compared differ only in a few tokens — PII inference's candidate windows differ by the candidate put in the
+slot (and its other copies in the window), a canary's records by the secret — each text is scored over *its own*
+tokens only, every one of them masked alone:
+
+.. math:: \\mathrm{PLL}_C(w) = \\sum_{t \\in C(w)} \\log p_f(w_t \\mid w_{\\setminus t}) ,
+
+``C(w)`` the non-special tokens whose character offsets overlap the candidate's spans in ``w``
+(:func:`candidate_positions`); one masked copy of the whole window per candidate token (:func:`candidate_groups`),
+the copies of all texts batched. It is exact PLL restricted to ``C(w)``: the terms of the context tokens, which
+depend on the candidate only through their context, are left out (so it is not an estimate of exact PLL, and its
+ranking of the candidates is compared with exact PLL's in docs/performance.md). With a window that is the candidate
+alone it *is* exact PLL. Cost: ``|C(w)|`` forward passes per text (a few tokens) instead of ``n`` (exact) or ``K``
+(strided).
+
 Pairing: ``u`` comes from a generator seeded by (``seed``, SHA-256 of the document's scored token ids and their
 count), so every model scoring the same tokens — each audited checkpoint of a run and its reference model — scores
 the same positions, whatever the model and the order, and the scores stay paired.
@@ -48,10 +63,13 @@ from toolkit.heap import release_heap, release_heap_often
 from toolkit.models import split_lm_head
 from toolkit.progress import progress_bar
 
-__all__ = ["ALL", "adaptive", "check_budget", "draw_positions", "estimator", "masked_log_probs", "strided_groups"]
+__all__ = ["ALL", "CANDIDATE", "adaptive", "candidate_groups", "candidate_positions", "check_budget",
+           "check_pii_estimator", "draw_positions", "estimator", "masked_log_probs", "strided_groups"]
 
 #: the YAML / argument value of exact pseudo-log-likelihood (every position)
 ALL = "all"
+#: the YAML / argument value of candidate-token pseudo-log-likelihood (PII inference and canaries; module docstring)
+CANDIDATE = "candidate"
 
 
 def check_budget(value, where: str = "pll_positions") -> int | None:
@@ -62,6 +80,34 @@ def check_budget(value, where: str = "pll_positions") -> int | None:
     if isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value >= 1:
         return int(value)
     raise ToolkitError(f"{where}: must be 'all' or an integer >= 1, got {value!r}")
+
+
+def check_pii_estimator(value, where: str = "pii_pll_copies") -> int | str | None:
+    """PII inference's and the canaries' estimator: ``None`` for exact (``"all"`` or ``None``), :data:`CANDIDATE`
+    for candidate-token PLL, else the positive integer ``K`` of strided PLL; anything else is a one-line
+    :class:`~toolkit.errors.ToolkitError` naming ``where``."""
+    if value == CANDIDATE:
+        return CANDIDATE
+    try:
+        return check_budget(value, where)
+    except ToolkitError:
+        raise ToolkitError(f"{where}: must be 'all', 'candidate' or an integer >= 1, got {value!r}") from None
+
+
+def candidate_positions(special: np.ndarray, offsets: np.ndarray, spans) -> np.ndarray:
+    """Indices (sorted) of a window's candidate tokens: the non-special tokens whose character offsets
+    ``[offsets[t, 0], offsets[t, 1])`` overlap one of ``spans`` (``(start, end)`` character ranges of the text)."""
+    special = np.asarray(special, dtype=bool)
+    offs = np.asarray(offsets, dtype=np.int64).reshape(-1, 2)
+    hit = np.zeros(len(offs), dtype=bool)
+    for s, e in spans:
+        hit |= (offs[:, 0] < int(e)) & (offs[:, 1] > int(s))
+    return np.flatnonzero(hit & ~special).astype(np.int64)
+
+
+def candidate_groups(positions: np.ndarray) -> list[np.ndarray]:
+    """The masked copies of candidate-token PLL: one per candidate token, that token alone masked."""
+    return [np.array([int(p)], dtype=np.int64) for p in positions]
 
 
 def draw_positions(token_ids: np.ndarray, budget: int | None, seed: int) -> np.ndarray:
@@ -88,8 +134,11 @@ def strided_groups(n: int, copies: int | None) -> list[np.ndarray]:
 
 def estimator(budget: int | None, seed: int, copies: int | None = None) -> dict:
     """What ``TokenLosses.meta["pll"]`` and ``attacks.json`` record: ``{"estimator": "exact", "positions": "all"}``,
-    ``{"estimator": "budgeted", "positions": N, "seed": seed}`` or ``{"estimator": "strided", "copies": K,
-    "positions": "all"}``."""
+    ``{"estimator": "budgeted", "positions": N, "seed": seed}``, ``{"estimator": "strided", "copies": K,
+    "positions": "all"}`` or (``copies = "candidate"``) ``{"estimator": "candidate-token", "positions":
+    "candidate"}``."""
+    if copies == CANDIDATE:
+        return {"estimator": "candidate-token", "positions": CANDIDATE}
     if copies is not None:
         return {"estimator": "strided", "copies": int(copies), "positions": ALL}
     if budget is None:

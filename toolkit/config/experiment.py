@@ -16,7 +16,7 @@ import yaml
 
 from toolkit.config.sections import (ATTACK_MINIMA, AttacksSection, AuditSection, CanariesSection, CorpusSection,
                                      ModelSection, RegurgitationSection, TrainingSection)
-from toolkit.audit.pll import check_budget
+from toolkit.audit.pll import check_budget, check_pii_estimator
 from toolkit.config.validation import UniqueKeyLoader, Where, field_names, set_dotted
 from toolkit.errors import ToolkitError
 
@@ -389,7 +389,8 @@ def _audit(raw: Any, where: Where, model: ModelSection | None) -> AuditSection:
     at["batch_size"] = where.integer(at.get("batch_size"), "audit.attacks.batch_size", minimum=1, allow_none=True)
     for key in ("pll_positions", "pll_copies", "pii_pll_copies"):
         if at.get(key) is not None:  # None: the profile's (experiment_from_dict)
-            check_budget(at[key], f"{where.source}: audit.attacks.{key}")
+            (check_pii_estimator if key == "pii_pll_copies" else check_budget)(
+                at[key], f"{where.source}: audit.attacks.{key}")
     a["attacks"] = AttacksSection(**at)
     if a.get("reference") is not None and (model is not None or not isinstance(a["reference"], str)):
         raise where.error("audit.reference", "a model id or directory, for `models:` configs only (a training run's "

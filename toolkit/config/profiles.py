@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from toolkit.audit.pll import ALL, check_budget
+from toolkit.audit.pll import ALL, check_budget, check_pii_estimator
 from toolkit.errors import ToolkitError
 from toolkit.config.email import EmailProfile
 from toolkit.models import TinyModelConfig
@@ -33,7 +33,8 @@ class Profile:
     #: default ``audit.attacks.pll_copies``: ``"all"`` or K masked copies per window (strided, every position scored)
     pll_copies: int | str = "all"
     #: default ``audit.attacks.pii_pll_copies``: a masked model's PII inference and canaries (short windows), ``"all"``
-    #: or K masked copies per window; None: the same estimator as membership (``pll_copies``)
+    #: K masked copies per window or ``"candidate"`` (candidate-token PLL, :mod:`toolkit.audit.pll`); None: the same
+    #: estimator as membership (``pll_copies``)
     pii_pll_copies: int | str | None = None
 
 
@@ -81,7 +82,7 @@ def load_profile(name_or_path: str | Path) -> Profile:
     if pll is not None and copies is not None:
         raise ToolkitError(f"{path}: pll_positions and pll_copies: give one estimator, the other 'all'")
     pii = raw.get("pii_pll_copies")
-    pii = None if pii is None else (check_budget(pii, f"{path}: pii_pll_copies") or ALL)
+    pii = None if pii is None else (check_pii_estimator(pii, f"{path}: pii_pll_copies") or ALL)
     return Profile(name=str(raw.get("name", path.stem)), base=base, pretrain=pretrain, finetune=finetune,
                    email=email, pll_positions=ALL if pll is None else pll, pll_copies=ALL if copies is None else copies,
                    pii_pll_copies=pii)

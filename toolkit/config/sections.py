@@ -97,8 +97,10 @@ class AttacksSection:
     ``all`` (exact pseudo-log-likelihood) or N positions per window (budgeted, :mod:`toolkit.audit.pll`), or
     ``pll_copies``: ``all`` or K masked copies per window, every position scored (strided); None in the YAML meaning
     the profile's (filled in when the config is loaded; at most one of the two may be other than ``all``);
-    ``pii_pll_copies``: a masked model's PII inference and canaries, ``all`` or K masked copies per window (their
-    windows are short, ``pii_window``, so they have an estimator setting of their own); None: the profile's when the
+    ``pii_pll_copies``: a masked model's PII inference and canaries, ``all``, K masked copies per window (their
+    windows are short, ``pii_window``, so they have an estimator setting of their own) or ``candidate`` (each window
+    scored over the candidate's own tokens, each masked alone: candidate-token PLL, :mod:`toolkit.audit.pll`); None:
+    the profile's when the
     membership estimator is the profile's, else the same as ``pll_copies``;
     ``rmia_references``: reference models of the ``rmia`` attack, trained on the public split (0: no RMIA;
     :mod:`toolkit.pipelines.reference_models`; None: the profile's, :data:`RMIA_REFERENCES_BY_PROFILE`), ``rmia_offline_a`` its offline coefficient in [0, 1] (None: tuned as

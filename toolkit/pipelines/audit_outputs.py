@@ -70,7 +70,7 @@ def check_options(*, window, n_bootstrap, seed, n_individuals=None, batch_size=3
     """Each option of :func:`audit_models` against the minimum ``toolkit run`` enforces for the same config key
     (:mod:`toolkit.config.experiment`; :data:`~toolkit.config.sections.ATTACK_MINIMA`), as one-line errors naming the
     option (``flags``: as the command line spells it). Returns the PLL budget (None: exact)."""
-    from toolkit.audit.pll import check_budget
+    from toolkit.audit.pll import check_budget, check_pii_estimator
 
     def name(param: str, flag: str) -> str:
         return flag if flags else param
@@ -86,7 +86,7 @@ def check_options(*, window, n_bootstrap, seed, n_individuals=None, batch_size=3
     if check_budget(pll_copies, name("pll_copies", "--pll-copies")) is not None and pll_positions != "all":
         raise ToolkitError(f"{name('pll_positions', '--pll-positions')} and {name('pll_copies', '--pll-copies')}: "
                            "give one estimator of the pseudo-log-likelihood, not both")
-    check_budget(pii_pll_copies, name("pii_pll_copies", "--pii-pll-copies"))
+    check_pii_estimator(pii_pll_copies, name("pii_pll_copies", "--pii-pll-copies"))
     return check_budget(pll_positions, name("pll_positions", "--pll-positions"))
 
 
@@ -150,7 +150,7 @@ def hashed_membership_scores(predictions: pd.DataFrame, ids: dict[str, Any], cor
 def remove_stale(out: Path, expected: dict[str, str], keep: tuple[str | Path, ...] = ()) -> list[str]:
     """Remove from the audit folder ``out`` what an earlier audit left and this one will not rewrite as it is: the
     top-level outputs (:data:`TOP_FILES`, written again at the end), and every step folder — ``identifiers_*``,
-    ``audit/<label>``, ``attacks/<label>`` or a top-level ``<label>`` (a folder holding a ``step.json`` of those
+    ``audit/<label>``, ``attacks/<label>``, ``missed/<label>`` or a top-level ``<label>`` (a folder holding a ``step.json`` of those
     steps) — whose step and key are not in ``expected`` (``step name → key`` of this audit), or that is not where
     the run layout puts its step (:class:`~toolkit.results.layout.RunLayout`: the step's name is its path; e.g. a
     ``<label>/`` folder of an audit made before the attacks moved to ``attacks/<label>/``). Called before any new
@@ -167,12 +167,12 @@ def remove_stale(out: Path, expected: dict[str, str], keep: tuple[str | Path, ..
             p.unlink()
             removed.append(name)
     candidates = [d for d in out.iterdir() if d.is_dir() and not d.is_symlink()] if out.is_dir() else []
-    for sub in (layout.audit_root, layout.attacks_root):
+    for sub in (layout.audit_root, layout.attacks_root, layout.missed_root):
         if sub.is_dir():
             candidates += [d for d in sub.iterdir() if d.is_dir() and not d.is_symlink()]
     for d in candidates:
         info = layout.step_info(d)
-        if info is None or not info["step"].startswith(("identifiers_", "audit/", "attacks/")):
+        if info is None or not info["step"].startswith(("identifiers_", "audit/", "attacks/", "missed/")):
             continue
         inside = any(k.is_relative_to(d.resolve()) or d.resolve().is_relative_to(k) for k in kept)
         misplaced = layout.relative(d) != info["step"]

@@ -28,6 +28,7 @@ from typing import Any
 
 import pandas as pd
 
+from toolkit.audit import files
 from toolkit.errors import ToolkitError
 
 #: the columns of the frontier table, in order
@@ -72,12 +73,12 @@ def points_from_dir(size: int, epsilon: float, run_dir: str | Path) -> list[Fron
     layout = RunLayout(Path(run_dir))
     base_metrics = layout.audit(BASE) / "metrics.json"
     base_heldout = _num((read_json(base_metrics) if base_metrics.is_file() else {}).get("heldout_utility"))
-    base_attacks_file = layout.attacks(BASE) / "attacks.json"
+    base_attacks_file = layout.attacks(BASE) / files.ATTACKS
     base_battery = read_json(base_attacks_file) if base_attacks_file.is_file() else {}
     base_auc = _strongest(base_battery)[1]
     last: dict[str, tuple[int, Path]] = {}
     for name, epoch, folder in layout.attack_dirs():
-        if name != BASE and epoch is not None and (folder / "verdict.json").is_file():
+        if name != BASE and epoch is not None and (folder / files.VERDICT).is_file():
             if name not in last or epoch > last[name][0]:
                 last[name] = (epoch, folder)
     out = []
@@ -88,9 +89,9 @@ def points_from_dir(size: int, epsilon: float, run_dir: str | Path) -> list[Fron
         dp = read_json(run_json).get("dp") if run_json.is_file() else None
         out.append(FrontierPoint(size=size, epsilon=epsilon, strategy=name, epoch=int(epoch),
                                  utility=m.get("utility"), heldout_utility=m.get("heldout_utility"),
-                                 battery=read_json(folder / "attacks.json"),
-                                 identifiers=read_json(folder / "identifiers.json"),
-                                 verdict=read_json(folder / "verdict.json"), dp=dp, run_dir=str(run_dir),
+                                 battery=read_json(folder / files.ATTACKS),
+                                 identifiers=read_json(folder / files.IDENTIFIERS),
+                                 verdict=read_json(folder / files.VERDICT), dp=dp, run_dir=str(run_dir),
                                  base_heldout_utility=base_heldout, base_attack_auc=base_auc))
     return out
 

@@ -24,7 +24,7 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from toolkit.audit.losses import sequence_log_likelihoods
+from toolkit.audit.losses import candidate_log_likelihoods, sequence_log_likelihoods
 from toolkit.corpus import Corpus, Span
 
 TEMPLATE = "The record number of {name} is {number}."
@@ -186,8 +186,10 @@ def exposure(model, tokenizer, canaries: pd.DataFrame, *, n_reference: int = 10_
     The ``n_reference`` random numbers (seeded, distinct, none equal to a canary's) are the same for all canaries;
     each canary's records are its ``prefix + number + suffix``, scored by the summed log-likelihood (causal) or
     pseudo-log-likelihood (masked; exact, or strided with ``pll_copies = K`` masked copies per record — exact when a
-    record has at most K tokens) of the whole record (``scorer`` replaces the model's). Any deterministic score keeps
-    an uninserted canary's rank uniform, so the exposure test (methods.md §11) holds for either estimator.
+    record has at most K tokens) of the whole record, or with ``pll_copies = "candidate"`` the candidate-token PLL
+    of the secret's tokens alone, each masked alone (:mod:`toolkit.audit.pll`; the records differ by the secret)
+    (``scorer`` replaces the model's). Any deterministic score keeps an uninserted canary's rank uniform, so the
+    exposure test (methods.md §11) holds for every estimator.
 
     Returns the canary table with ``log_likelihood``, ``rank`` (estimated) and ``exposure`` added.
     """
@@ -198,15 +200,22 @@ def exposure(model, tokenizer, canaries: pd.DataFrame, *, n_reference: int = 10_
     numbers = [x for x in dict.fromkeys(draws) if x not in taken][:n_reference]
     if len(numbers) < n_reference:
         raise ValueError(f"cannot draw {n_reference} distinct numbers out of {space}")
-    if scorer is None:
-        def scorer(texts):
-            return sequence_log_likelihoods(model, tokenizer, texts, kind=kind, window=None, batch_size=batch_size,
-                                            progress=progress, label="canary", pll_copies=pll_copies)
+
+    def score(recs: list[str], start: int) -> np.ndarray:  # the secret stands at [start, start + digits)
+        if scorer is not None:
+            return scorer(recs)
+        if pll_copies == "candidate":
+            return candidate_log_likelihoods(model, tokenizer, recs, [[(start, start + digits)]] * len(recs),
+                                             kind=kind, window=None, batch_size=batch_size, progress=progress,
+                                             label="canary")
+        return sequence_log_likelihoods(model, tokenizer, recs, kind=kind, window=None, batch_size=batch_size,
+                                        progress=progress, label="canary", pll_copies=pll_copies)
+
     out = canaries.copy()
     lls, expos, ranks = [], [], []
     for r in canaries.itertuples(index=False):
         recs = [r.prefix + r.number + r.suffix] + [f"{r.prefix}{x:0{digits}d}{r.suffix}" for x in numbers]
-        ll = np.asarray(scorer(recs), dtype=float)
+        ll = np.asarray(score(recs, len(r.prefix)), dtype=float)
         e, rank = exposure_from_samples(ll[0], ll[1:], space)
         lls.append(float(ll[0]))
         expos.append(float(e[0]))

@@ -43,7 +43,7 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
-from toolkit.audit.losses import model_max_tokens, model_name, sequence_log_likelihoods
+from toolkit.audit.losses import candidate_log_likelihoods, model_max_tokens, model_name, sequence_log_likelihoods
 from toolkit.corpus import Corpus
 
 #: tokens left free in a PII-inference window for candidates longer than the true identifier
@@ -172,7 +172,13 @@ def audit_window(window: int | None, *models) -> int | None:
 
 
 def substitute(text: str, start: int, end: int, candidate: str, *, stop=STOP_PARTS) -> str:
-    """``text`` with the identifier ``text[start:end]`` replaced by ``candidate`` there and wherever else it or one of
+    """:func:`substitute_spans`' text."""
+    return substitute_spans(text, start, end, candidate, stop=stop)[0]
+
+
+def substitute_spans(text: str, start: int, end: int, candidate: str, *,
+                     stop=STOP_PARTS) -> tuple[str, list[tuple[int, int]]]:
+    """``(new_text, spans)``: ``text`` with the identifier ``text[start:end]`` replaced by ``candidate`` there and wherever else it or one of
     its parts occurs, so that no copy of the answer stays in the window.
 
     1. the slot, and every case-insensitive whole-word occurrence of the whole value → ``candidate``;
@@ -184,6 +190,9 @@ def substitute(text: str, start: int, end: int, candidate: str, *, stop=STOP_PAR
     A value holding a digit has no parts replaced on their own (numbers, dates: the whole value only). Left in place:
     one-letter initials (``"J. Smith"`` → ``"J. Okafor"``), parts in ``stop``, and other forms of the same value that
     share no part with it (``"March 12, 2019"`` for ``"03/12/2019"``).
+
+    ``spans``: where the replacements stand in ``new_text`` (``(start, end)``, in order) — the candidate's own
+    characters, which candidate-token PLL scores (:mod:`toolkit.audit.pll`).
     """
     value = text[start:end]
     spans: list[tuple[int, int, str]] = [(start, end, in_case(value, candidate, value))]
@@ -202,12 +211,15 @@ def substitute(text: str, start: int, end: int, candidate: str, *, stop=STOP_PAR
         for m in _whole(own[i]).finditer(text):
             if free(m.start(), m.end()):
                 spans.append((m.start(), m.end(), in_case(m.group(), new, own[i])))
-    out, pos = [], 0
+    out, pos, at, where_new = [], 0, 0, []
     for s, e, new in sorted(spans):
         out += [text[pos:s], new]
+        at += s - pos
+        where_new.append((at, at + len(new)))
+        at += len(new)
         pos = e
     out.append(text[pos:])
-    return "".join(out)
+    return "".join(out), where_new
 
 
 def identifier_occurrences(corpus: Corpus, positions: pd.DataFrame, *, direct_only: bool = True) -> pd.DataFrame:
@@ -242,19 +254,24 @@ def _top1(scores: np.ndarray) -> float:
     return 1.0 / int((scores == best).sum()) if scores[0] == best else 0.0
 
 
-def _default_scorer(model, tokenizer, batch_size, progress, pll_copies=None) -> Callable[[list[str]], np.ndarray]:
+def _default_scorer(model, tokenizer, batch_size, progress, pll_copies=None, spans=None) -> Callable:
+    """Each candidate window's log-likelihood: (pseudo-)log-likelihood, or candidate-token PLL over ``spans``."""
+    if pll_copies == "candidate":  # a window without candidate tokens (nan) ranks last
+        return lambda texts: np.nan_to_num(candidate_log_likelihoods(
+            model, tokenizer, texts, spans, window=None, batch_size=batch_size, progress=progress,
+            label="PII inference"), nan=-np.inf)
     return lambda texts: sequence_log_likelihoods(model, tokenizer, texts, window=None, batch_size=batch_size,
                                                   progress=progress, label="PII inference", pll_copies=pll_copies)
 
 
 def _pll_record(model, pll_copies) -> dict | None:
     """The masked estimator the candidates were scored with (:func:`toolkit.audit.pll.estimator`); None for causal."""
-    from toolkit.audit.pll import check_budget, estimator
+    from toolkit.audit.pll import check_pii_estimator, estimator
     from toolkit.models import model_kind
 
     if model is None or model_kind(model) != "mlm":
         return None
-    return estimator(None, 0, check_budget(pll_copies, "pll_copies"))
+    return estimator(None, 0, check_pii_estimator(pll_copies, "pll_copies"))
 
 
 def pii_inference(model, tokenizer, corpus: Corpus, positions: pd.DataFrame, *, reference=None,
@@ -282,10 +299,12 @@ def pii_inference(model, tokenizer, corpus: Corpus, positions: pd.DataFrame, *, 
     public_keys : set of str, optional
         Normalised identifiers that occur in the public split (:func:`public_identifier_keys`): their occurrences are
         *public* (``sharing``), reported and never a finding against the members.
-    pll_copies : int, "all" or None
+    pll_copies : int, "all", "candidate" or None
         Masked models: the candidates' windows scored by strided pseudo-log-likelihood with K masked copies per
         window (:func:`toolkit.audit.pll.strided_groups`; the audit's membership estimator, methods.md §10) instead of
-        one copy per token (exact, the default). Causal models: ignored. Recorded as ``pll``.
+        one copy per token (exact, the default), or (``"candidate"``) by candidate-token pseudo-log-likelihood: each
+        window over the tokens of the candidate and its copies only (the characters :func:`substitute_spans`
+        replaced), each token masked alone (:mod:`toolkit.audit.pll`). Causal models: ignored. Recorded as ``pll``.
 
     Returns
     -------
@@ -308,7 +327,7 @@ def pii_inference(model, tokenizer, corpus: Corpus, positions: pd.DataFrame, *, 
     n_total = len(occ)
     if max_occurrences is not None and n_total > max_occurrences:
         occ = occ.iloc[np.sort(rng.choice(n_total, size=max_occurrences, replace=False))]
-    texts, rows, n_without, n_fallback = [], [], 0, 0
+    texts, spans, rows, n_without, n_fallback = [], [], [], 0, 0
     for r in occ.itertuples(index=False):
         others = [surfaces for key, (surfaces, people) in pool.get(r.category, {}).items()
                   if key != r.key and r.person_id not in people]
@@ -321,7 +340,9 @@ def pii_inference(model, tokenizer, corpus: Corpus, positions: pd.DataFrame, *, 
             continue
         drawn = rng.choice(len(cands), size=min(n_candidates - 1, len(cands)), replace=False)
         wt, s, e = occurrence_window(corpus.get(r.doc_id).text, r.start, r.end, tokenizer, window)
-        texts += [substitute(wt, s, e, c) for c in [wt[s:e]] + [cands[j] for j in drawn]]
+        made = [substitute_spans(wt, s, e, c) for c in [wt[s:e]] + [cands[j] for j in drawn]]
+        texts += [t for t, _ in made]
+        spans += [sp for _, sp in made]
         sharing = ("public" if public_keys is not None and r.key in public_keys else
                    "shared" if len(pool.get(r.category, {}).get(r.key, ((), ()))[1]) > 1 else "private")
         rows.append((r.doc_id, r.person_id, r.category, r.term, 1 + drawn.size, sharing))
@@ -333,13 +354,13 @@ def pii_inference(model, tokenizer, corpus: Corpus, positions: pd.DataFrame, *, 
         return np.array([_top1(ll[bounds[i]:bounds[i + 1]]) for i in range(len(table))])
 
     scorer_given = scorer is not None
-    scorer = scorer or _default_scorer(model, tokenizer, batch_size, progress, pll_copies)
+    scorer = scorer or _default_scorer(model, tokenizer, batch_size, progress, pll_copies, spans)
     table["top1"] = credits(scorer)
     table["chance"] = 1.0 / table["n_candidates"]
     ref_name = None
     if reference is not None or reference_scorer is not None:
         if reference_scorer is None:
-            reference_scorer = _default_scorer(reference[0], reference[1], batch_size, progress, pll_copies)
+            reference_scorer = _default_scorer(reference[0], reference[1], batch_size, progress, pll_copies, spans)
         table["reference_top1"] = credits(reference_scorer)
         ref_name = reference_name or (model_name(reference[0]) if reference is not None else "reference")
 
