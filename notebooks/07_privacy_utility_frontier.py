@@ -13,9 +13,12 @@
 # fine-tuning recipes whose model is **green under every attack** of the audit (membership incl. RMIA, PII inference,
 # canaries, regurgitation; methods.md §10–11), which keeps the largest share of what plain fine-tuning (`clm`, same
 # epochs) learns — its **gain retained**, (U − U_base) / (U_plain − U_base), U the held-out utility on notes the
-# model never saw (methods.md §4): 0% is the untouched base model, 100% plain fine-tuning? And how does that share
-# move with ε and the corpus size? (The ratio to plain, U / U_plain, is shown beside it; it starts from the base,
-# not from zero, so it is not the question.)
+# model never saw (methods.md §4): 0% is the untouched base model, 100% plain fine-tuning? Does one keep at least the
+# goal `GAIN_GOAL` (`toolkit.results.frontier`, 50%)? And how does that share move with ε and the corpus size? Where
+# plain fine-tuning's held-out utility is not (significantly) above the base's, the gain retained is undefined and
+# the notebook says so. (Held-out utility itself and its ratio to plain, U / U_plain, are shown beside it; the ratio
+# starts from the base, not from zero, so it is not the question. Utility on the training notes, the papers'
+# metric, is labelled where shown: it also rewards memorising them.)
 #
 # `python -m toolkit frontier configs/frontier.yaml` trains and audits every strategy (`clm`, `ppclm`,
 # `ppclm_surrogate`, and with DP-SGD per individual `clm_dp`, `ppclm_surrogate_dp`) at every target ε (1, 4, 8, 16;
@@ -36,8 +39,8 @@ frontier_dir = "../docs/data/frontier"  # a `python -m toolkit frontier` output 
 run = False  # True: run configs/frontier.yaml into ../outputs/work/07_frontier first (see docs/results.md for its time)
 sizes = None  # with run = True: the corpus sizes to run, comma-separated (None: every size of the config)
 report_path = "../outputs/frontier_report.html"
-current_rules_dirs = ["../docs/data/frontier_reserve/reserve1000", "../docs/data/frontier_reserve/rates1000"]  # shipped
-# frontiers at 1,000 individuals judged under the current verdict rules (section 5; [] to skip)
+reserve_dirs = ["../docs/data/frontier_reserve/reserve1000", "../docs/data/frontier_reserve/rates1000"]  # shipped
+# frontiers at 1,000 individuals with rates searched on a public reserve (section 5; [] to skip)
 
 # %%
 from pathlib import Path
@@ -48,9 +51,10 @@ from IPython.display import HTML, Markdown, display
 from toolkit import plots
 from toolkit.plots.frontier import frontier_explorer, frontier_figure
 from toolkit.report import build_report
-from toolkit.report.frontier import RETIRED_RULES, base_sentence, gain_sentences, shown_table, verdicts_judged
+from toolkit.report.frontier import (RETIRED_RULES, base_sentence, best_sentences, gain_sentences, rules_sentence,
+                                     shown_table, verdict_sentences, verdicts_judged)
 from toolkit.report.verdicts import RULES
-from toolkit.results.frontier import load_frontier_result
+from toolkit.results.frontier import GAIN_GOAL, best_recipes, epsilon_text, load_frontier_result
 
 plots.setup_notebook()
 pd.set_option("display.max_colwidth", None)  # the rules in plain words, in full
@@ -67,39 +71,43 @@ print(f"{Path(frontier_dir).resolve().name}: {len(table)} models, corpus sizes {
       f"{sum(result.seconds.values()) / 60:.0f} min of compute (each step once, as its manifest recorded it)")
 
 # %% [markdown]
-# **Under which rules were these verdicts judged?** A verdict is stored in the table as it was judged when the table
-# was written. A table judged under older rules says so (`verdicts_judged` in `frontier.json`), and a deciding rule
-# the current rules no longer have marks its row too; such rows cannot be re-judged without the runs' attack results,
-# which a shipped table does not hold (docs/data/frontier/README.md).
+# **Under which rules were these verdicts judged?** A verdict is stored in the table as it was judged when its run
+# finished, with the rules that judged it (`rules_version`, `toolkit.audit.verdict.RULES_VERSION`). A row counts as
+# judged under the current rules only where it records them; a table whose rows do not says under which rules they
+# were judged, what re-judging them would need and when that was checked (`verdicts_judged` in `frontier.json`).
+# Re-judging needs the runs' attack results (scores, identifier probes), which a shipped table does not hold
+# (docs/data/frontier/README.md).
 
 # %%
 older = table["verdict_judged"] != "current rules"
-display(Markdown(f"**{int(older.sum())} of {len(table)}** rows were judged under older rules" + (
-    f": {result.verdicts_judged['rules']}." if result.verdicts_judged else ".") + (
-    " Their colours are shown as they were judged; read them as the older rules' answer, not today's."
-    if older.any() else " Every verdict is the current rules' answer.")))
+display(Markdown(f"**{int(older.sum())} of {len(table)}** rows were judged under older rules. " + rules_sentence(result)
+                 + (" Their colours are shown as they were judged; read them as those rules' answer, not today's."
+                    if older.any() else " Every verdict is the current rules' answer.")))
 
 # %% [markdown]
 # ## 1. The frontier
 # Each marker is one model: its **gain retained** (y; 0 = the base model, 1 = plain fine-tuning) against the AUC of
-# the strongest membership attack on it (x; 0.5 = chance). A model near chance is not yet green: only its verdict
-# (hover, and the table below) says whether *every* attack — PII inference, canaries and regurgitation included —
-# found nothing. The second figure shows the ratio to plain for comparison: its black point or dotted line per size
-# is the base model before any fine-tuning, the level the ratio starts from (the sentence above the table in section
-# 3 gives it). Below them, an ε dropdown and the choice of y axis redraw the figure (needs a kernel).
+# the strongest membership attack on it (x; 0.5 = chance); the shaded region is the goal (AUC ≤ 0.55, gain retained
+# ≥ `GAIN_GOAL`). A model near chance is not yet green: only its verdict (hover, and the table below) says whether
+# *every* attack — PII inference, canaries and regurgitation included — found nothing. The hover text gives its
+# held-out utility and, labelled, its training-note utility. The second figure shows held-out utility itself: its
+# black point or dotted line per size is the base model before any fine-tuning. Below them, an ε dropdown and the
+# choice of y axis (gain retained, held-out utility, ratio to plain) redraw the figure (needs a kernel).
 
 # %%
-frontier_figure(table, y_col="heldout_gain_retained").show()
 frontier_figure(table).show()
+frontier_figure(table, y_col="heldout_utility").show()
 frontier_explorer(table)
 
 # %% [markdown]
-# ## 2. The best green private recipe per corpus size
-# Of the private (DP) models whose verdict is green, the one with the largest gain retained (its 95% interval where
-# the runs' predictions were at hand); where none is green, the one keeping the most, with its verdict.
+# ## 2. The best green recipe per corpus size
+# Of the models whose verdict is green, the one with the largest gain retained, and whether it reaches `GAIN_GOAL`
+# (`best_recipes`); then, of the private (DP) models, the green one that keeps the most (its 95% interval where the
+# runs' predictions were at hand) or, where none is green, the one keeping the most, with its verdict.
 
 # %%
-display(Markdown("\n".join(f"- {s}" for s in gain_sentences(table, result.plain))
+best = best_recipes(table)
+display(Markdown("\n".join(f"- {s}" for s in best_sentences(best, result.plain) + gain_sentences(table, result.plain))
                  + ("\n\n_Verdicts judged under older rules (see above)._" if older.any() else "")))
 
 # %% [markdown]
@@ -118,10 +126,14 @@ display(Markdown(base_sentence(table, result.plain)))
 shown_table(table).assign(**{"verdict judged under": table["verdict_judged"]}).round(3)
 
 # %% [markdown]
-# ## 4. What keeps each model from green
-# The deciding rule of every verdict that is not green, in plain words: membership (an attack separates members),
-# PII inference, canaries, regurgitation or the one-run audit. The rules and their thresholds are printed at the top
-# of the report.
+# ## 4. What decided each colour
+# Per model, its colour and the deciding rule in plain words (a rule whose meaning has changed since, in the words of
+# the rules that judged it), and under which rules it was judged; then the rules that keep models from green,
+# counted: membership (an attack separates members), PII inference, canaries, regurgitation or the one-run audit.
+# The current rules and their thresholds are printed at the top of the report.
+
+# %%
+display(Markdown("\n".join(f"- {s}" for s in verdict_sentences(result))))
 
 # %%
 blocked = table[table["verdict"] != "green"]
@@ -132,27 +144,52 @@ rules.index = [RULES.get(r, str(r)) + (" (a rule of older verdicts, no longer ap
 rules if len(rules) else Markdown("_Every model is green._")
 
 # %% [markdown]
-# ## 5. The current rules' answer at 1,000 individuals
-# The shipped frontiers of `current_rules_dirs` were judged under the current verdict rules (their strategies' learning
-# rates searched on a public reserve, docs/data/frontier_reserve/README.md; not the same runs as the table above).
+# ## 5. Other shipped frontiers at 1,000 individuals
+# The shipped frontiers of `reserve_dirs` (their strategies' learning rates searched on a public reserve,
+# docs/data/frontier_reserve/README.md; not the same runs as the table above): how many of their verdicts the current
+# rules judged, and which green private model keeps the most of the gain.
 
 # %%
-current = []
-for d in current_rules_dirs:
+current, stated = [], []
+for d in reserve_dirs:
     if Path(d, "frontier.json").is_file():
         r = load_frontier_result(d)
         current.append(r.table.assign(verdict_judged=verdicts_judged(r), source=Path(d).name))
+        stated.append(f"`{Path(d).name}`: {rules_sentence(r)}")
 if current:
     both = pd.concat(current, ignore_index=True)
     both = both[~(both["strategy"].eq("clm") & both.duplicated(["size", "strategy"]))]  # plain: in both tables
     display(Markdown(f"{len(both)} models; judged under the current rules: "
                      f"{int((both['verdict_judged'] == 'current rules').sum())}.\n\n"
-                     + "\n".join(f"- {s}" for s in gain_sentences(both, "clm"))))
+                     + "\n".join(f"- {x}" for x in stated + gain_sentences(both, "clm"))))
 else:
-    display(Markdown("_No frontier of `current_rules_dirs` found._"))
+    display(Markdown("_No frontier of `reserve_dirs` found._"))
 
 # %% [markdown]
-# ## 5. The report
+# ## 6. Findings
+# Read off the table above: per corpus size, the best green model's gain retained against the goal, and how many
+# verdicts the current rules judged.
+
+# %%
+lines = []
+for size, b in sorted(best.items()):
+    gain = b["heldout_gain_retained"]
+    if not b["gain_defined"]:
+        lines.append(f"{size} individuals: gain retained undefined (plain fine-tuning gained nothing significant on "
+                     "held-out notes over the base model).")
+    elif b["verdict"] != "green":
+        lines.append(f"{size} individuals: no model is green.")
+    else:
+        lines.append(f"{size} individuals: the best green model, {b['strategy']} at ε = {epsilon_text(b['epsilon'])}, keeps "
+                     f"{gain:.1%} of the gain — {'at or above' if b['found'] else 'below'} the goal of "
+                     f"{GAIN_GOAL:.0%}.")
+lines.append(f"{int((~older).sum())} of {len(table)} verdicts are the current rules' answer"
+             + (f"; {int(older.sum())} were judged under older rules and are not re-judged here." if older.any()
+                else "."))
+display(Markdown("\n".join(f"- {x}" for x in lines)))
+
+# %% [markdown]
+# ## 7. The report
 # The same figure, table and sentences as a section of the audit report (`python -m toolkit report FRONTIER_DIR`;
 # given beside run directories, it is one section of their report).
 
@@ -189,12 +226,13 @@ display(Markdown(f"{len(stale)} of {len(table)} rows were judged under older rul
                  + (", ".join(f"`{r}`" for r in gone) if gone else "none") + " no longer exist."))
 
 # %% [markdown]
-# *Reading*: a verdict is only as current as the rules that judged it; the frontiers of section 5 show the current
-# rules' answer.
+# *Reading*: a verdict is only as current as the rules that judged it; a row counts as current only where it records
+# the current rules.
 
 # %% [markdown] tags=["takeaway"]
 # ### Take-away
-# - The frontier's question is the gain retained by a green model: 0% is the base model, 100% plain fine-tuning.
+# - The frontier's question is the gain retained by a green model: 0% is the base model, 100% plain fine-tuning; the
+#   goal is at least 50% (`GAIN_GOAL`).
 # - The ratio to plain starts from the base model's utility, not from zero; it flatters a model that learnt little.
 # - Green means no attack of the battery found leakage at this sample size; it is judged per model.
 # - A stored verdict is the answer of the rules that judged it; a table judged under older rules says so.

@@ -310,7 +310,12 @@ def test_table_only_reads_the_finished_runs_back(tmp_path):
 def test_notebook_07_reads_a_frontier_and_writes_its_report(tmp_path):
     from test_notebooks import execute
 
-    FrontierResult(frontier_table(fake_points()), [], {"size-100/eps-inf": 60.0}).save(tmp_path / "f")
+    from toolkit.audit.verdict import RULES_VERSION
+
+    points = with_base(fake_points(), {100: 0.05, 1000: 0.30})
+    for p in points:
+        p.verdict["rules_version"] = RULES_VERSION
+    FrontierResult(frontier_table(points), [], {"size-100/eps-inf": 60.0}).save(tmp_path / "f")
     report = tmp_path / "frontier.html"
     text = execute(tmp_path, "07_privacy_utility_frontier.ipynb",
                    {"frontier_dir": str(tmp_path / "f"), "report_path": str(report)})
@@ -321,6 +326,11 @@ def test_notebook_07_reads_a_frontier_and_writes_its_report(tmp_path):
     assert "**0 of 6** rows were judged under older rules" in text
     assert "Every verdict is the current rules' answer" in text
     assert "Exercise 1." in text or "gain retained grows with ε" in text
+    # the findings are read off the table: 80% at 1,000 reaches the goal, 25% at 100 does not
+    assert "1000 individuals: the best green model, ppclm_surrogate_dp at ε = 16, keeps 80.0% of the gain — at or " \
+           "above the goal of 50%" in text
+    assert "100 individuals: the best green model, ppclm_surrogate_dp at ε = 8, keeps 25.0% of the gain — below" in text
+    assert "1000 individuals, clm at ε = ∞ (no DP): red" in text and "judged under the current rules." in text
     assert "Privacy–utility frontier" in report.read_text(encoding="utf-8")
 
 
