@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_quickstart_golden import CLI_SETTINGS, check_golden
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -21,10 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_quickstart_quiet_prints_only_the_results_table(tmp_path):
     out = tmp_path / "run"
     proc = subprocess.run([sys.executable, "-m", "toolkit", "run", "configs/quickstart.yaml", "--out", str(out),
-                           "--quiet", "--set", "training.epochs=[1,2]", "--set", "audit.n_bootstrap=20",
-                           "--set", "corpus.n_individuals=10", "--set", "audit.attacks.pii_occurrences=20",
-                           "--set", "audit.attacks.pii_candidates=5",
-                           "--set", "audit.attacks.memorisation_occurrences=50"],
+                           "--quiet", *CLI_SETTINGS],
                           cwd=ROOT, capture_output=True, text=True, timeout=900,
                           env={**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "2")})
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -36,3 +34,4 @@ def test_quickstart_quiet_prints_only_the_results_table(tmp_path):
     assert all(any(level in r for level in ("green", "amber", "red", "incomplete")) for r in rows)
     steps = {s["name"]: s["status"] for s in json.loads((out / "manifest.json").read_text())["steps"]}
     assert steps["base"] == "prebuilt"
+    check_golden(out, "cli_files")  # the values of its result files: tests/data/quickstart_golden.json

@@ -106,8 +106,8 @@ def register(sub) -> None:
     s.add_argument("--pii-pll-copies", type=pii_estimator, default=None, metavar="K|all|candidate",
                    help="masked models: the same for PII inference and canaries only (default: as --pll-copies); "
                         "candidate: each candidate window scored over the candidate's own tokens, one masked copy "
-                        "per token (candidate-token PLL, methods.md §10). The CPU profile's settings: --pll-copies 32 "
-                        "--pii-pll-copies candidate (agreement with exact: docs/performance.md)")
+                        "per token (candidate-token PLL, toolkit/audit/pll.py; its agreement with exact is not "
+                        "measured yet: docs/performance.md)")
     s.add_argument("--seed", type=int, default=0, help="seed of the samples, candidates and masks (default 0)")
     s.add_argument("--raw-predictions", action="store_true",
                    help="keep the probe's predicted words in OUT/audit/<model>/predictions.parquet and "
