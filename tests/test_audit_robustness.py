@@ -28,7 +28,8 @@ from toolkit.cli import main
 from toolkit.config.sections import AttacksSection
 from toolkit.corpus import Corpus, load_corpus, write_jsonl
 from toolkit.models import train_tokenizer
-from toolkit.pipelines import audit_only, steps
+import toolkit.audit.model_audit as model_audit
+from toolkit.pipelines import audit_only
 from toolkit.pipelines.audit_only import model_label
 from toolkit.pipelines.lock import LOCK_NAME
 
@@ -190,7 +191,7 @@ def test_an_interrupted_rerun_leaves_no_stale_verdict_and_the_report_says_why(se
     def killed(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(steps, "attack_model", killed)
+    monkeypatch.setattr(model_audit, "audit_model", killed)
     assert _audit(setup, out, "--seed", "1") == 130     # interrupted during the attacks of the new seed
     for name in ("attacks.json", "identifiers.json", "verdicts.json", "report.html"):
         assert not (out / name).exists(), name
@@ -262,13 +263,13 @@ def test_no_file_of_the_audit_holds_a_raw_identifier_unless_privacy_md_says_so(s
 
 def test_pll_positions_reach_the_attacks_and_are_recorded(setup, tmp_path, monkeypatch):
     seen = []
-    original = steps.attack_model
+    original = model_audit.audit_model
 
-    def spy(*args, options=None, **kwargs):
-        seen.append(options.pll_positions)
-        return original(*args, options=options, **kwargs)
+    def spy(*args, settings, **kwargs):
+        seen.append(settings.options.pll_positions)
+        return original(*args, settings=settings, **kwargs)
 
-    monkeypatch.setattr(steps, "attack_model", spy)
+    monkeypatch.setattr(model_audit, "audit_model", spy)
     out = _copy(setup, tmp_path)
     assert _audit(setup, out, "--pll-positions", "4") == 0
     assert seen == [4] and _json(out / "attacks.json")["pll_positions"] == 4
@@ -281,13 +282,13 @@ def test_pll_copies_of_membership_and_of_pii_inference_reach_the_attacks(setup, 
     """``--pii-pll-copies`` sets PII inference's and the canaries' estimator apart from membership's; without it they
     follow ``--pll-copies``; attacks.json records both."""
     seen = []
-    original = steps.attack_model
+    original = model_audit.audit_model
 
-    def spy(*args, options=None, **kwargs):
-        seen.append((options.pll_copies, options.pii_pll_copies))
-        return original(*args, options=options, **kwargs)
+    def spy(*args, settings, **kwargs):
+        seen.append((settings.options.pll_copies, settings.options.pii_pll_copies))
+        return original(*args, settings=settings, **kwargs)
 
-    monkeypatch.setattr(steps, "attack_model", spy)
+    monkeypatch.setattr(model_audit, "audit_model", spy)
     for flags, want in ((["--pll-copies", "4", "--pii-pll-copies", "8"], (4, 8)), (["--pll-copies", "4"], (4, 4))):
         out = _copy(setup, tmp_path / str(len(seen)))
         assert _audit(setup, out, *flags) == 0

@@ -187,7 +187,8 @@ def test_reference_per_byte_across_tokenizers(gpt2):
 def test_attack_model_passes_the_canary_ranges(gpt2, tmp_path, monkeypatch):
     """The experiment's attack step scores the canary-bearing members without their canaries."""
     import toolkit.audit.attacks as attacks
-    from toolkit.pipelines import steps
+    from toolkit.audit.model_audit import AuditContext, AuditSettings, audit_model
+    from toolkit.config.sections import AttacksSection
 
     model, tok = gpt2
     model.save_pretrained(tmp_path / "m")
@@ -205,8 +206,9 @@ def test_attack_model_passes_the_canary_ranges(gpt2, tmp_path, monkeypatch):
 
     monkeypatch.setattr(attacks, "run_battery", spy)
     with pytest.raises(Stop):
-        steps.attack_model(tmp_path / "m", corpus, nonmembers, {}, out_dir=tmp_path / "out", canaries=table)
+        audit_model(tmp_path / "m", corpus, nonmembers, {}, context=AuditContext(canaries=table),
+                    settings=AuditSettings(AttacksSection()))
     assert seen["exclude"] == canary_ranges(corpus, table, with_separator=True) and seen["exclude"]
     with pytest.raises(Stop):
-        steps.attack_model(tmp_path / "m", members, nonmembers, {}, out_dir=tmp_path / "out2")
+        audit_model(tmp_path / "m", members, nonmembers, {}, settings=AuditSettings(AttacksSection()))
     assert seen["exclude"] is None

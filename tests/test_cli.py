@@ -108,7 +108,7 @@ def test_every_option_has_help_and_commands_are_grouped_by_task():
                                  "candidates", "review-compare", "scrub", "anonymity-test", "review", "purge"]
     epilog = parser.format_help().split("commands by task:", 1)[1]
     assert " ".join(epilog.split()) == (
-        "run & report run, report, demo privacy-utility frontier audit probe, mia model audit audit data & identifiers identifiers, samples training base, train "
+        "run & report run, report, demo privacy-utility frontier probe probe, mia audit audit data & identifiers identifiers, samples training base, train "
         "e-mail rmft, dedup, email-train, email-base, extract, maxter scrubbing anonymize, sentences, candidates, review-compare, "
         "scrub, anonymity-test review review privacy purge")
 
@@ -163,7 +163,7 @@ def tiny_bases(tmp_path_factory):
 
 @pytest.mark.parametrize("kind", ["clm", "mlm"])
 def test_probe_and_mia_pick_the_probe_from_the_architecture(tiny_bases, kind, tmp_path, capsys):
-    common = ["--corpus", str(tiny_bases["corpus"]), "--identifiers", str(tiny_bases["ids"]), "--max-length", "64",
+    common = ["--corpus", str(tiny_bases["corpus"]), "--identifiers", str(tiny_bases["ids"]), "--window", "64",
               "--quiet"]
     assert main(["probe", str(tiny_bases[kind]), "--out", str(tmp_path / "probe")] + common) == 0, \
         capsys.readouterr().err

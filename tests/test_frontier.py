@@ -14,7 +14,8 @@ import yaml
 from toolkit.errors import ToolkitError
 from toolkit.pipelines.frontier import (FrontierPoint, FrontierResult, best_recipes, experiment_for, frontier_table,
                                         load_frontier, share_steps)
-from toolkit.plots.frontier import GREEN_AUC, GREEN_UTILITY, frontier_figure
+from toolkit.plots.frontier import GREEN_AUC, frontier_figure
+from toolkit.results.frontier import GAIN_GOAL
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTES = ROOT / "data_samples" / "clinical" / "notes.jsonl"
@@ -68,13 +69,26 @@ def test_table_reads_every_figure_and_divides_by_plain_at_the_same_size():
     assert t["size"].is_monotonic_increasing and len(t) == 6
 
 
-def test_best_recipe_per_size_and_the_saved_files(tmp_path):
-    t = frontier_table(fake_points())
+def test_best_recipe_per_size_is_the_green_model_keeping_the_most_gain_and_the_saved_files(tmp_path):
+    """best_recipes ranks the green models by gain retained against GAIN_GOAL (50%), never by the ratio to plain."""
+    t = frontier_table(with_base(fake_points(), {100: 0.05, 1000: 0.30}))
     best = best_recipes(t)
-    assert best[1000] == {"found": True, "strategy": "ppclm_surrogate_dp", "epsilon": 16.0,
-                          "heldout_utility_vs_plain": pytest.approx(0.95), "attack_auc": 0.53, "verdict": "green"}
-    # at 100 the only green model is far from 0.9x: named as the closest, not found
+    # 1,000: (0.38 − 0.30) / (0.40 − 0.30) = 80% ≥ 50%: found
+    assert best[1000]["found"] is True and best[1000]["strategy"] == "ppclm_surrogate_dp"
+    assert best[1000]["epsilon"] == 16.0 and best[1000]["heldout_gain_retained"] == pytest.approx(0.8)
+    assert best[1000]["verdict"] == "green" and best[1000]["attack_auc"] == 0.53 and best[1000]["gain_defined"]
+    # 100: the only green model keeps (0.10 − 0.05) / (0.25 − 0.05) = 25%: named, short of the goal
     assert best[100]["found"] is False and best[100]["strategy"] == "ppclm_surrogate_dp"
+    assert best[100]["heldout_gain_retained"] == pytest.approx(0.25)
+    # a green model at 0.95× plain that keeps 40% of the gain is short of the goal; at 55% it reaches it
+    t2 = t.copy()
+    t2.loc[(t2["size"] == 1000) & (t2["epsilon"] == 16.0), "heldout_gain_retained"] = GAIN_GOAL - 0.1
+    assert best_recipes(t2)[1000]["found"] is False
+    assert best_recipes(t2, min_gain=0.3)[1000]["found"] is True
+    # without a base (gain undefined) nothing is found, whatever the ratio to plain (0.95×)
+    bare = best_recipes(frontier_table(fake_points()))
+    assert bare[1000]["found"] is False and bare[1000]["gain_defined"] is False
+    assert bare[1000]["heldout_utility_vs_plain"] == pytest.approx(0.95)
     FrontierResult(t, [], {"size-100/eps-inf": 1.5}).save(tmp_path)
     saved = json.loads((tmp_path / "frontier.json").read_text())
     assert [r["epsilon"] for r in saved["rows"] if r["strategy"] == "clm"] == [None, None]  # ∞ written as null
@@ -83,8 +97,9 @@ def test_best_recipe_per_size_and_the_saved_files(tmp_path):
 
 
 def test_figure_marker_per_strategy_line_per_size_green_region():
-    t = frontier_table(fake_points())
+    t = frontier_table(with_base(fake_points(), {100: 0.05, 1000: 0.30}))
     fig = frontier_figure(t)
+    assert "gain retained" in fig.layout.yaxis.title.text
     lines = [tr for tr in fig.data if tr.mode == "lines"]
     markers = {tr.name: tr for tr in fig.data if "markers" in tr.mode}
     assert [tr.name for tr in lines] == ["100 individuals", "1000 individuals"]
@@ -92,8 +107,19 @@ def test_figure_marker_per_strategy_line_per_size_green_region():
     assert len({tr.marker.symbol for tr in markers.values()}) == 3
     assert len(markers["ppclm_surrogate_dp"].x) == 2  # the row without an AUC is left out
     assert "ε=∞" in markers["clm"].text and "ε=16" in markers["ppclm_surrogate_dp"].text
-    (rect,) = fig.layout.shapes
-    assert rect.x1 == GREEN_AUC and rect.y0 == GREEN_UTILITY and rect.x0 < 0.5
+    (rect,) = [sh for sh in fig.layout.shapes if sh.type == "rect"]
+    assert rect.x1 == GREEN_AUC and rect.y0 == GAIN_GOAL and rect.x0 < 0.5  # the goal: gain retained ≥ 50%
+    assert any(f"gain retained ≥ {GAIN_GOAL:.0%}" in a.text for a in fig.layout.annotations)
+    hover = markers["ppclm_surrogate_dp"].hovertext
+    assert any("gain retained 25%" in h and "held-out utility 0.100" in h and "training notes" in h for h in hover)
+    # a size whose gain is undefined is not drawn on the gain view, and the figure says so in words
+    undefined = frontier_figure(frontier_table(with_base(fake_points(), {100: 0.05})))
+    assert any("1000 individuals" in a.text and "undefined" in a.text for a in undefined.layout.annotations)
+    # the held-out utility view: no goal region, the utility itself on y
+    u = frontier_figure(t, y_col="heldout_utility")
+    assert not [sh for sh in u.layout.shapes if sh.type == "rect"] and "held-out utility" in u.layout.yaxis.title.text
+    with pytest.raises(ValueError):
+        frontier_figure(t, y_col="utility")
 
 
 def write(tmp_path, **changes) -> Path:
@@ -237,21 +263,24 @@ def test_tiny_frontier_end_to_end(tmp_path):
 
 def test_report_shows_a_frontier_directory(tmp_path):
     """`toolkit report FRONTIER_DIR`: the frontier section with its figure, one row per model read back from
-    frontier.json (ε = ∞ survives the round trip), and the best recipe per size in words."""
+    frontier.json (ε = ∞ survives the round trip), and the best recipe per size in words: the green model keeping
+    the most of plain's held-out gain, against the goal of 50% (never 0.9× plain, the retired goal)."""
     from toolkit.report.render import build_report
     from toolkit.results.frontier import load_frontier_result
 
-    table = frontier_table(fake_points())
+    table = frontier_table(with_base(fake_points(), {100: 0.05, 1000: 0.30}))
     FrontierResult(table, [], {"size-100/eps-inf": 60.0, "size-100/eps-8": 60.0}).save(tmp_path / "f")
     back = load_frontier_result(tmp_path / "f")
     assert back.table["epsilon"].tolist() == table["epsilon"].tolist() and len(back.table) == len(table)
     assert back.best[100]["strategy"] == "ppclm_surrogate_dp" and back.best[100]["found"] is False
     html = build_report([tmp_path / "f"], tmp_path / "r.html").read_text(encoding="utf-8")
     assert "Privacy–utility frontier" in html and "6 models in 2 runs (2 min of run time)" in html
-    assert "100 individuals: no green model reaches 0.9× clm&#39;s held-out utility; the best green one is " \
-           "ppclm_surrogate_dp at ε = 8 with 0.40×" in html
-    assert "1000 individuals: ppclm_surrogate_dp at ε = 16 is green under every attack with held-out utility 0.95×" \
-        in html
+    assert "100 individuals: no green model reaches the goal of 50%; the green one that keeps the most is " \
+           "ppclm_surrogate_dp at ε = 8: 25.0% of clm&#39;s held-out gain (held-out utility 0.100), short of the " \
+           "goal of 50% by 25.0 points" in html
+    assert "1000 individuals: ppclm_surrogate_dp at ε = 16 is green under every attack and keeps 80.0% of " \
+           "clm&#39;s held-out gain (held-out utility 0.380), reaching the goal of 50%" in html
+    assert "0.9×" not in html and "does one keep at least 50%?" in " ".join(html.split())
     assert html.count("<tr") == len(table) + 1 and "plotly" in html
     with pytest.raises(ToolkitError, match="frontier.json"):
         load_frontier_result(tmp_path)
@@ -387,6 +416,9 @@ def test_report_table_shows_gain_retained_no_wider_than_before(tmp_path):
     assert by.loc[(1000, "clm"), "gain retained"] == "n/a"  # no base recorded at 1000
     assert by.loc[(100, "clm"), "PII top-1 (chance)"] == "0.20 (0.050)"  # merged: one column for two
     assert set(SHOWN.values()) == set(shown.columns)
+    FrontierResult(frontier_table(fake_points()), [], {"size-100/eps-inf": 60.0}).save(tmp_path / "f")
+    html = build_report([tmp_path / "f"], tmp_path / "r.html").read_text(encoding="utf-8")
+    assert "gain retained undefined" in html  # no base recorded: said in words, never a ratio to plain
     FrontierResult(table, [], {"size-100/eps-inf": 60.0}).save(tmp_path / "f")
     html = build_report([tmp_path / "f"], tmp_path / "r.html").read_text(encoding="utf-8")
     assert "<th>gain retained</th>" in html and "<td>25%</td>" in html
@@ -394,19 +426,23 @@ def test_report_table_shows_gain_retained_no_wider_than_before(tmp_path):
 
 
 def test_figure_has_the_base_model_as_a_point_of_its_own():
+    """The base model on every y view: gain retained 0%, its held-out utility, its ratio to plain's."""
     table = frontier_table(with_base(fake_points(), {100: 0.05, 1000: 0.30}))
     table.loc[table["size"] == 1000, "base_attack_auc"] = 0.51
-    fig = frontier_figure(table)
-    (base,) = [tr for tr in fig.data if tr.name == "base model"]
-    assert list(base.x) == [0.51] and list(base.y) == pytest.approx([0.30 / 0.40])  # a point where its AUC is known
-    assert "AUC 0.510" in base.hovertext[0]
-    # where it is not, a line at its utility, never a point at a made-up AUC
-    (line,) = [sh for sh in fig.layout.shapes if sh.type == "line"]
-    assert line.y0 == line.y1 == pytest.approx(0.05 / 0.25)
-    assert any("100 individuals: 0.20× plain" in a.text and "not recorded" in a.text for a in fig.layout.annotations)
+    for y_col, level_100, level_1000 in (("heldout_gain_retained", 0.0, 0.0), ("heldout_utility", 0.05, 0.30),
+                                         ("heldout_utility_vs_plain", 0.05 / 0.25, 0.30 / 0.40)):
+        fig = frontier_figure(table, y_col=y_col)
+        (base,) = [tr for tr in fig.data if tr.name == "base model"]
+        assert list(base.x) == [0.51] and list(base.y) == pytest.approx([level_1000])  # a point where its AUC is known
+        assert "AUC 0.510" in base.hovertext[0] and "held-out utility 0.300" in base.hovertext[0]
+        # where it is not, a line at its level, never a point at a made-up AUC
+        lines = [sh for sh in fig.layout.shapes if sh.type == "line" and sh.y0 == sh.y1 == pytest.approx(level_100)]
+        assert lines, y_col
+        assert any("100 individuals: held-out utility 0.050" in a.text and "not recorded" in a.text
+                   for a in fig.layout.annotations), y_col
     (dp,) = [tr for tr in fig.data if tr.name == "ppclm_surrogate_dp"]
     assert any("gain retained 25%" in h for h in dp.hovertext)
-    bare = frontier_figure(frontier_table(fake_points()))
+    bare = frontier_figure(frontier_table(fake_points()), y_col="heldout_utility")
     assert not [tr for tr in bare.data if tr.name == "base model"]
     assert not [sh for sh in bare.layout.shapes if sh.type == "line"]
 
@@ -734,45 +770,74 @@ def test_a_frontier_without_attacks_says_why_its_table_is_empty(tmp_path, capsys
     assert "no model in the table" not in capsys.readouterr().out
 
 
-def test_every_shipped_verdict_says_under_which_rules_it_was_judged():
-    """A shipped frontier row with a deciding rule the current rules no longer have lies in a table that says it was
-    judged under older rules; the default frontier (notebook 07) is such a table and every row of it is marked; the
-    retired rules are emitted by no current rule (issue 55, problem 8: red, amber, red, red at 1,000 without a word)."""
-    from toolkit.report.frontier import RETIRED_RULES, verdicts_judged
+def test_every_shipped_row_is_judged_by_the_current_rules_or_says_which_rules_and_why_not():
+    """Every shipped frontier row: its verdict is the current rules' answer — the row records the current
+    RULES_VERSION — or the row is shown as judged under older rules, with their date and commit, what re-judging needs
+    and when that was checked; a row is never "current" by default. No shipped frontier holds attack results, so no
+    row can be re-judged (checked: none is in docs/data); a change of the rules (RULES_VERSION) turns every row
+    recorded as current into an older one (issue 55, problem 8: red, amber, red, red at 1,000 without a word)."""
+    from toolkit.audit.verdict import RULES_VERSION
+    from toolkit.report.frontier import RETIRED_RULES, rules_sentence, verdict_sentences, verdicts_judged
     from toolkit.results.frontier import load_frontier_result
 
     shipped = sorted((ROOT / "docs" / "data").rglob("frontier.json"))
-    assert len(shipped) >= 5
+    assert len(shipped) >= 15
     for path in shipped:
         res = load_frontier_result(path.parent)
-        retired = set(res.table["verdict_rule"].dropna()) & RETIRED_RULES
-        if retired:
-            assert res.verdicts_judged and res.verdicts_judged.get("recomputable") is False, (path, retired)
         marks = verdicts_judged(res)
-        assert len(marks) == len(res.table)
-        assert all(m.startswith("older rules") for m in marks) == bool(res.verdicts_judged), path
+        assert len(marks) == len(res.table) == len(verdict_sentences(res))
+        current = [m == "current rules" for m in marks]
+        stamp = res.verdicts_judged or {}
+        recorded = [v == RULES_VERSION for v in res.table["verdict_rules"]]
+        assert current == recorded, path  # current only where the row says so
+        if not all(current):
+            assert stamp.get("rules_version") and stamp["rules_version"] < RULES_VERSION, path
+            assert stamp.get("rules_commit") and stamp.get("rules") and stamp.get("missing"), path
+            assert (stamp.get("checked") or {}).get("rules_version") == RULES_VERSION, path  # checked against these
+        # what re-judging needs is not shipped (the stamp says so, and it is true): a table that ships its attack
+        # results must have its rows re-judged by the current rules and recorded so (verdict_rules), not stamped
+        assert not list(path.parent.rglob("attacks.json")) and not list(path.parent.rglob("scores.parquet")), path
+        assert all(current) or stamp.get("recomputable") is False, path
+        retired = set(res.table["verdict_rule"].dropna()) & RETIRED_RULES
+        assert not retired or not any(current), (path, retired)
+        assert "of %d verdicts were judged under the current rules" % len(marks) in rules_sentence(res)
     default = load_frontier_result(ROOT / "docs" / "data" / "frontier")
-    assert "6888e34" in default.verdicts_judged["rules"] and "not re-judged" in default.verdicts_judged["rules"]
+    stamp = default.verdicts_judged
+    assert "6888e34" in stamp["rules"] and stamp["rules_commit"] == "88c4820" and stamp["recomputable"] is False
     at_1000 = default.table[(default.table["size"] == 1000) & (default.table["strategy"] == "clm_dp")]
     assert list(at_1000.sort_values("epsilon")["verdict"]) == ["red", "amber", "red", "red"]  # the ones the issue saw
+    sentences = [s for s in verdict_sentences(default) if s.startswith("1000 individuals, clm_dp at ε = 1:")]
+    assert sentences == [
+        "1000 individuals, clm_dp at ε = 1: red — " + stamp["rule_words"]["regurgitation"]
+        + " (`regurgitation`); judged under the verdict of 2026-11-27 (88c4820); not re-judged."]
     source = "\n".join(p.read_text(encoding="utf-8") for p in (ROOT / "toolkit" / "audit").rglob("*.py"))
     for rule in RETIRED_RULES:
         assert f'FamilyTest("{rule}"' not in source and f'(("{rule}"' not in source and f'"{rule}" if' not in source
 
 
-def test_a_saved_frontier_keeps_its_verdicts_judged_stamp(tmp_path):
-    from toolkit.report.frontier import verdicts_judged
+def test_a_saved_frontier_keeps_its_rules_per_row_and_its_stamp(tmp_path):
+    from toolkit.audit.verdict import RULES_VERSION, verdict
+    from toolkit.report.frontier import verdict_sentences, verdicts_judged
     from toolkit.results.frontier import load_frontier_result
 
-    res = FrontierResult(frontier_table(fake_points()), [], {})
+    assert verdict().to_dict()["rules_version"] == RULES_VERSION  # every verdict records its rules
+    points = fake_points()
+    res = FrontierResult(frontier_table(points), [], {})
+    res.save(tmp_path / "none")  # verdicts without a rules record: never read as current
+    marks = set(verdicts_judged(load_frontier_result(tmp_path / "none")))
+    assert marks == {"older rules: not recorded (a verdict written before verdicts recorded their rules)"}
+    for p in points:
+        p.verdict["rules_version"] = RULES_VERSION
+    points[0].verdict["rules_version"] = "2026-11-28"
+    res = FrontierResult(frontier_table(points), [], {})
     res.save(tmp_path / "now")
-    assert "verdicts_judged" not in json.loads((tmp_path / "now" / "frontier.json").read_text(encoding="utf-8"))
-    assert set(verdicts_judged(load_frontier_result(tmp_path / "now"))) == {"current rules"}
+    back = load_frontier_result(tmp_path / "now")
+    marks = verdicts_judged(back)
+    assert marks.count("current rules") == 5 and "older rules: the verdict of 2026-11-28" in marks
+    assert any("judged under the current rules." in s for s in verdict_sentences(back))
     res.verdicts_judged = {"rules": "the verdict of 2026-11-27", "recomputable": False}
     res.save(tmp_path / "old")
-    back = load_frontier_result(tmp_path / "old")
-    assert back.verdicts_judged == res.verdicts_judged
-    assert set(verdicts_judged(back)) == {"older rules: the verdict of 2026-11-27"}
+    assert load_frontier_result(tmp_path / "old").verdicts_judged == res.verdicts_judged
 
 
 def test_gain_sentences_ask_how_much_a_green_private_model_keeps():
@@ -798,5 +863,7 @@ def test_frontier_rows_at_an_epsilon_keep_the_rows_without_dp():
     assert set(at8["epsilon"]) == {8.0, math.inf} and len(frontier_rows_at(table, "all")) == len(table)
     assert set(frontier_rows_at(table, "∞")["epsilon"]) == {math.inf}
     fig = frontier_figure(table.assign(heldout_gain_retained=0.5), y_col="heldout_gain_retained")
-    assert not any(sh.type == "rect" for sh in fig.layout.shapes)  # no 0.9x goal on the gain view
-    assert "gain retained" in fig.layout.yaxis.title.text
+    (rect,) = [sh for sh in fig.layout.shapes if sh.type == "rect"]  # the goal lives on the gain view only
+    assert rect.y0 == GAIN_GOAL and "gain retained" in fig.layout.yaxis.title.text
+    ratio = frontier_figure(table, y_col="heldout_utility_vs_plain")
+    assert not any(sh.type == "rect" for sh in ratio.layout.shapes)  # no 0.9x goal on the ratio view

@@ -314,7 +314,7 @@ def test_attack_step_scores_pii_and_canaries_with_their_own_estimator(tmp_path, 
     the canaries' exposure (spies record what each is given; the step stops at the canaries)."""
     import toolkit.audit.attacks as attacks
     from toolkit.config.sections import AttacksSection
-    from toolkit.pipelines import steps
+    import toolkit.audit.model_audit as model_audit
 
     seen = {}
 
@@ -332,7 +332,7 @@ def test_attack_step_scores_pii_and_canaries_with_their_own_estimator(tmp_path, 
             return result
         return f
 
-    monkeypatch.setattr(steps, "load_models", lambda *a, **k: ((None, None), None))
+    monkeypatch.setattr(model_audit, "load_models", lambda *a, **k: ((None, None), None))
     monkeypatch.setattr(attacks, "canary_ranges", lambda *a, **k: None)
     monkeypatch.setattr(attacks, "run_battery", record("battery", Battery()))
     monkeypatch.setattr(attacks, "pii_inference", record("pii", {}))
@@ -341,7 +341,8 @@ def test_attack_step_scores_pii_and_canaries_with_their_own_estimator(tmp_path, 
     for membership, pii, want in ((16, 32, (16, 32)), (8, None, (8, 8)), ("all", "all", ("all", "all"))):
         seen.clear()
         with pytest.raises(Stop):
-            steps.attack_model("m", Corpus(docs[:1]), Corpus(docs[1:]), {"spans": None, "positions": None},
-                               out_dir=tmp_path, options=AttacksSection(pll_copies=membership, pii_pll_copies=pii),
-                               canaries=pd.DataFrame({"canary_id": ["c"]}))
+            model_audit.audit_model(
+                "m", Corpus(docs[:1]), Corpus(docs[1:]), {"spans": None, "positions": None},
+                context=model_audit.AuditContext(canaries=pd.DataFrame({"canary_id": ["c"]})),
+                settings=model_audit.AuditSettings(AttacksSection(pll_copies=membership, pii_pll_copies=pii)))
         assert seen == {"battery": want[0], "pii": want[1], "exposure": want[1]}

@@ -330,7 +330,7 @@ def probe_causal(model, tokenizer, corpus, *, positions: pd.DataFrame | None, ma
 def regurgitation_rate(model, tokenizer, corpus, identifiers: set[str], *, prefix_tokens: int = 32,
                        max_new_tokens: int = 64, batch_size: int = 32, progress: bool = True, device=None,
                        lowercase: bool = True, add_bos: bool = False, n_examples: int = 5,
-                       hash_key: bytes | None = None) -> dict:
+                       hash_key: bytes | None = None, by_type: bool = False) -> dict:
     """Free-running regurgitation: the share of a document's later identifiers that the greedy continuation of its
     first tokens reproduces verbatim (issue 001; methods.md §4 *Regurgitation* for the teacher-forced counterpart).
 
@@ -349,6 +349,8 @@ def regurgitation_rate(model, tokenizer, corpus, identifiers: set[str], *, prefi
     ``examples_hashed``: keyed
     :func:`~toolkit.audit.hashing.hash_term` of up to ``n_examples`` reproduced types under ``hash_key`` (default: the
     run's :func:`~toolkit.audit.hashing.active_key`, else a one-off key nobody keeps); ``examples_hash`` says which.
+    With ``by_type``, also ``by_type``: per target type ``[documents it was a target in, reproduced]`` — in memory
+    only, for :mod:`toolkit.audit.missed`, which hashes the types before anything is written.
     """
     if prefix_tokens < 1:
         raise ToolkitError(f"prefix_tokens must be >= 1, got {prefix_tokens}")
@@ -390,6 +392,7 @@ def regurgitation_rate(model, tokenizer, corpus, identifiers: set[str], *, prefi
     reproduced: set[str] = set()
     n_targets = n_rep = 0
     by_person: dict[str, list[int]] = {}
+    per_type: dict[str, list[int]] = {}
     for ids, want, person in zip(conts, targets, people):
         text = tokenizer.decode(ids, skip_special_tokens=True)
         got = {normalize_term(text[s:e], lowercase) for s, e in iter_words(text)}
@@ -400,13 +403,20 @@ def regurgitation_rate(model, tokenizer, corpus, identifiers: set[str], *, prefi
         counts = by_person.setdefault(person, [0, 0])
         counts[0] += len(want)
         counts[1] += len(hit)
-    return {
+        for t in want:
+            c = per_type.setdefault(t, [0, 0])
+            c[0] += 1
+            c[1] += t in hit
+    out = {
         "n_documents": len(docs), "n_prompted": len(prompts), "n_identifier_occurrences": n_targets,
         "n_reproduced": n_rep, "share_reproduced": n_rep / n_targets if n_targets else None,
         "n_excluded_in_prompt": n_excluded, "prefix_tokens": int(prefix_tokens), "max_new_tokens": int(max_new_tokens),
         "examples_hashed": sorted(hash_term(t, key) for t in reproduced)[:max(0, int(n_examples))],
         "examples_hash": scheme, "by_person": by_person,
     }
+    if by_type:
+        out["by_type"] = per_type
+    return out
 
 
 def with_nonmembers(members: dict, nonmembers: dict, *, seed: int = 0, n_permutations: int = 9999) -> dict:
@@ -419,8 +429,8 @@ def with_nonmembers(members: dict, nonmembers: dict, *, seed: int = 0, n_permuta
     test = member_advantage_test([v[1] for v in bm.values()], [v[0] for v in bm.values()],
                                  [v[1] for v in bn.values()], [v[0] for v in bn.values()], seed=seed,
                                  n_permutations=n_permutations)
-    out = {k: v for k, v in members.items() if k != "by_person"}
-    out["nonmembers"] = {k: v for k, v in nonmembers.items() if k not in ("by_person", "examples_hashed")}
+    out = {k: v for k, v in members.items() if k not in ("by_person", "by_type")}
+    out["nonmembers"] = {k: v for k, v in nonmembers.items() if k not in ("by_person", "by_type", "examples_hashed")}
     out["member_advantage"] = test
     return out
 

@@ -93,10 +93,17 @@ from toolkit.audit.rules.membership import (CALIBRATED_ATTACKS, SWAPPED, blind_c
 from toolkit.metrics.mia import detectable_auc
 from toolkit.metrics.significance import holm
 
-__all__ = ["CALIBRATED_ATTACKS", "GREEN_STATEMENT", "LEVELS", "RuleResult", "SplitCheck", "Verdict", "VerdictThresholds",
+__all__ = ["CALIBRATED_ATTACKS", "GREEN_STATEMENT", "LEVELS", "RULES_COMMITS", "RULES_VERSION", "RuleResult", "SplitCheck", "Verdict", "VerdictThresholds",
            "compose", "detectable_auc", "split_check", "split_words", "verdict", "verdict_lines"]
 
 GREEN_STATEMENT = "no leakage detected by these attacks at this sample size"
+#: the date of the current rules: the last change to what decides a verdict (the family of tests, their composition,
+#: the attacks whose AUCs enter it), and its commits. Every verdict records it (``rules_version``); a stored verdict
+#: with another (or none) was judged by other rules (toolkit.report.frontier.verdicts_judged). Change both with the
+#: rules: 2026-12-02 — typed rule results and swapped groups (0e754de), EZ-MIA, DC-PDD and the blind baseline in the
+#: battery and its check (50172dc).
+RULES_VERSION = "2026-12-02"
+RULES_COMMITS = ("0e754de", "50172dc")
 #: the levels in order of precedence (amber: a significant test; a finding outside the family comes after incomplete)
 LEVELS = ("red", "amber", "incomplete", "green")
 
@@ -129,7 +136,8 @@ class Verdict:
     ``detectable_auc``, the one-run audit in ``empirical_epsilon``, the split check in ``split`` (text: the groups
     differ before fine-tuning, or ``None`` when they do not or it was not checked) and ``split_checked``, what the
     model knows of the population (not leakage) in ``population``, the family's ``tests`` (rule, attack, p-value,
-    significant, beyond the floor), the family-wise ``alpha`` and the ``correction``; a one-line ``statement``."""
+    significant, beyond the floor), the family-wise ``alpha`` and the ``correction``; a one-line ``statement``; the
+    rules that judged it in ``rules_version`` (:data:`RULES_VERSION`)."""
 
     level: str
     rule: str
@@ -154,6 +162,7 @@ class Verdict:
     inverted: bool = False
     blind: str | None = None
     blind_check: dict = field(default_factory=dict)
+    rules_version: str = RULES_VERSION
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

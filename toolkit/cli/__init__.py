@@ -12,11 +12,11 @@ import argparse
 import logging
 from collections.abc import Sequence
 
-from toolkit.cli import audit, data, email, frontier, model_audit, privacy, review, run, scrub, training
+from toolkit.cli import audit, data, email, frontier, privacy, probe, review, run, scrub, training
 from toolkit.cli.common import run_command
 
 # task order: how `--help` lists the commands
-FAMILIES = (run, frontier, audit, model_audit, data, training, email, scrub, review, privacy)
+FAMILIES = (run, frontier, probe, audit, data, training, email, scrub, review, privacy)
 
 DESCRIPTION = ("LM anonymity audit toolkit: identifier analysis, privacy-preserving training\n"
                "and memorisation audits of language models.")

@@ -130,6 +130,7 @@ def cmd_frontier(args: argparse.Namespace) -> int:
 def _one_frontier(cfg, out: Path, corpus, args):
     """Run (or, with ``--table-only``, collect) one frontier into ``out``, write its figure, print its lines."""
     from toolkit.pipelines.frontier import best_recipes, collect_frontier, run_frontier
+    from toolkit.results.frontier import GAIN_GOAL
     from toolkit.plots.frontier import frontier_figure
     from toolkit.results.frontier import epsilon_text
 
@@ -150,8 +151,11 @@ def _one_frontier(cfg, out: Path, corpus, args):
         print(f"  {r.size:>6}  {r.strategy:<22} ε={eps:<4} held-out {ratio:<6} gain retained {gain:<5} AUC {auc:<6} "
               f"{r.verdict or '-'}")
     for size, best in best_recipes(t).items() if len(t) else ():
-        found = "green at ≥ 0.9× held-out utility" if best["found"] else "no green model at ≥ 0.9× held-out utility"
-        print(f"  best at {size}: {best['strategy']} (ε={best['epsilon']:g}): {found}")
+        kept = _cell(best["heldout_gain_retained"], ".1%") if best["gain_defined"] else "undefined"
+        found = (f"green, reaches the goal of {GAIN_GOAL:.0%}" if best["found"] else
+                 f"green, short of the goal of {GAIN_GOAL:.0%}" if best["verdict"] == "green" else
+                 f"no green model (this one: {best['verdict']})")
+        print(f"  best at {size}: {best['strategy']} (ε={best['epsilon']:g}): gain retained {kept}, {found}")
     searched = out / "hp_search.json"
     if cfg.hp_search is not None and searched.is_file():  # the DP runs' values, chosen on public individuals
         data = "public reserve" if (cfg.experiment.get("corpus") or {}).get("public_reserve") else "public split"

@@ -9,7 +9,7 @@ Layout in the run directory (:class:`toolkit.results.layout.RunLayout`)::
     attacks/<strategy>/epoch-<N>/        the last checkpoint, the base model as reference
     rmia_references/                     RMIA's reference models (:mod:`toolkit.pipelines.reference_models`)
         attacks.json roc.json scores.parquet identifiers.json verdict.json
-                                         (written by :func:`toolkit.pipelines.steps.attack_model`)
+                                         (written by :meth:`toolkit.audit.model_audit.ModelAudit.to_files`)
         one_run.parquet                  the one-run audit's canaries and scores (when on; ``one_run`` in
                                          attacks.json, :func:`insert_one_run_canaries`)
 
@@ -100,36 +100,49 @@ def insert_one_run_canaries(cfg, data: ExperimentData, table: pd.DataFrame | Non
 _RMIA_IN_WORKER: dict[str, Any] = {}
 
 
+def attack_and_write(*, out_dir: Path, rmia=None, **audit) -> dict[str, Any]:
+    """One attack step: :func:`toolkit.audit.model_audit.audit_model` of ``audit``'s model (``rmia``: RMIA's
+    reference models, loaded by the caller) written into ``out_dir`` by :meth:`ModelAudit.to_files`; returns what
+    :func:`~toolkit.audit.model_audit.read_attack_files` reads back."""
+    from dataclasses import replace
+
+    from toolkit.audit.model_audit import audit_model
+
+    result = audit_model(**{**audit, "context": replace(audit["context"], rmia=rmia)})
+    result.to_files(out_dir)
+    return result.to_dict()
+
+
 def attack_in_worker(rmia_spec=None, **kwargs) -> None:
-    """:func:`toolkit.pipelines.steps.attack_model` in a worker process (:mod:`toolkit.pipelines.parallel`), RMIA's
-    reference models loaded there from ``rmia_spec`` = ``(ReferenceModels, public corpus, offline a)`` (once per
-    process) rather than pickled from the main process."""
-    from toolkit.pipelines import steps
+    """:func:`attack_and_write` in a worker process (:mod:`toolkit.pipelines.parallel`), RMIA's reference models
+    loaded there from ``rmia_spec`` = ``(ReferenceModels, public corpus, offline a)`` (once per process) rather than
+    pickled from the main process."""
+    from toolkit.audit.model_audit import load_models
     from toolkit.pipelines.reference_models import rmia_inputs
 
     rmia = None
     if rmia_spec is not None:
         refs, public, offline_a = rmia_spec
         if refs.key not in _RMIA_IN_WORKER:
-            _RMIA_IN_WORKER[refs.key] = rmia_inputs(refs, public, lambda p: steps.load_models(p)[0],
+            _RMIA_IN_WORKER[refs.key] = rmia_inputs(refs, public, lambda p: load_models(p)[0],
                                                     offline_a=offline_a)
         rmia = _RMIA_IN_WORKER[refs.key]
-    steps.attack_model(**kwargs, rmia=rmia)
+    attack_and_write(**kwargs, rmia=rmia)
 
 
 def run_attacks(cfg, cache, run_dir: Path, *, data: ExperimentData, tables: dict[str, dict], audits: dict,
                 regurgitation: dict, checkpoints: dict, train_keys: dict, base, base_key, canaries, canary_key,
                 identifier_keys: dict[str, str], fingerprints: dict, progress: bool = True,
                 side_by_side: bool = True) -> dict:
-    """The ``attacks/…`` steps (see the module docstring); ``(name, epoch) → load_attacks(...)`` result.
+    """The ``attacks/…`` steps (see the module docstring); ``(name, epoch) → read_attack_files(...)`` result.
 
     With ``side_by_side`` (a run not under ``accelerate launch``) and more than one step to compute on a machine
     without a GPU, those steps run in worker processes as the training steps do
     (:func:`toolkit.pipelines.parallel.step_processes`; the same function, inputs and seeds, so the same outputs;
     each worker scores the reference model once for the steps it computes)."""
     from toolkit.audit.evaluate import membership_scores, novel_evidence
+    from toolkit.audit.model_audit import AuditContext, AuditSettings, load_models, read_attack_files
     from toolkit.corpus import Corpus
-    from toolkit.pipelines import steps
     from toolkit.pipelines.cache import read_step
     from toolkit.pipelines.registry import AttacksInputs, run_step
     from toolkit.results.layout import RunLayout
@@ -151,7 +164,7 @@ def run_attacks(cfg, cache, run_dir: Path, *, data: ExperimentData, tables: dict
 
     def rmia():
         if refs is not None and "refs" not in loaded:
-            loaded["refs"] = rmia_inputs(refs, data.public, lambda p: steps.load_models(p)[0],
+            loaded["refs"] = rmia_inputs(refs, data.public, lambda p: load_models(p)[0],
                                          offline_a=opts.rmia_offline_a)
         return loaded.get("refs")
 
@@ -180,17 +193,18 @@ def run_attacks(cfg, cache, run_dir: Path, *, data: ExperimentData, tables: dict
             attacks=opts, n_bootstrap=cfg.audit.n_bootstrap, seed=cfg.seed,
             rmia_references=refs.key if refs is not None else None, public=fingerprints.get("public"))
 
-        def arguments(name=name, path=path, ref=ref, d=d, audit=audit, reg=reg) -> dict[str, Any]:
-            """attack_model's arguments but RMIA's (computed only for a step that runs)."""
+        def arguments(name=name, path=path, ref=ref, d=d, audit=audit, reg=reg, progress=progress) -> dict[str, Any]:
+            """attack_and_write's arguments but RMIA's (computed only for a step that runs)."""
             counts = membership_scores(audit["mia_predictions"], tables["all"], both)
+            context = AuditContext(
+                identifiers_all=tables["all"], identifier_count=counts.to_dict(),
+                canaries=exposed if exposed is not None and len(exposed) else None, one_run=one,
+                novel_privacy=novel_evidence(audit["metrics"]), regurgitation=reg, saw_neither=name == "base",
+                public_texts=[x.text for x in data.public] if data.public is not None else None)
             return dict(model=path, members=members, nonmembers=data.nonmembers, identifiers=ids, out_dir=d,
-                        reference=ref, identifier_count=counts.to_dict(),
-                        canaries=exposed if exposed is not None and len(exposed) else None,
-                        novel_privacy=novel_evidence(audit["metrics"]), regurgitation=reg, options=opts,
-                        n_bootstrap=cfg.audit.n_bootstrap, seed=cfg.seed, one_run=one,
-                        identifiers_all=tables["all"], saw_neither=name == "base",
-                        public_texts=[x.text for x in data.public] if data.public is not None else None,
-                        progress=progress)
+                        reference=ref, context=context,
+                        settings=AuditSettings(opts, n_bootstrap=cfg.audit.n_bootstrap, seed=cfg.seed,
+                                               progress=progress))
 
         plans.append((name, epoch, d, inputs, layout.step("attacks", name, epoch), arguments))
     from toolkit.pipelines.parallel import steps_side_by_side
@@ -198,18 +212,18 @@ def run_attacks(cfg, cache, run_dir: Path, *, data: ExperimentData, tables: dict
     spec = (refs, data.public, opts.rmia_offline_a) if refs is not None else None
     in_workers = steps_side_by_side(
         cache, [("attacks", step, d, inputs, attack_in_worker,
-                 lambda a=arguments: {**a(), "progress": False, "rmia_spec": spec})
+                 lambda a=arguments: {**a(progress=False), "rmia_spec": spec})
                 for _, _, d, inputs, step, arguments in plans], enabled=side_by_side,
         beyond_threads=False)  # a worker scores the reference model once for all its steps: no third process for it
     out = {}
     for name, epoch, d, inputs, step, arguments in plans:
         if step in in_workers:
-            out[(name, epoch)] = steps.load_attacks(d)
+            out[(name, epoch)] = read_attack_files(d)
             continue
         out[(name, epoch)] = run_step(cache, "attacks", inputs,
-                                      lambda arguments=arguments: steps.attack_model(**arguments(), rmia=rmia()),
-                                      lambda d=d: steps.load_attacks(d), out_dir=d, name=step)
+                                      lambda arguments=arguments: attack_and_write(**arguments(), rmia=rmia()),
+                                      lambda d=d: read_attack_files(d), out_dir=d, name=step)
     return out
 
 
-__all__ = ["attack_in_worker", "insert_one_run_canaries", "one_run_canary_count", "run_attacks", "run_canaries"]
+__all__ = ["attack_and_write", "attack_in_worker", "insert_one_run_canaries", "one_run_canary_count", "run_attacks", "run_canaries"]

@@ -7,7 +7,7 @@ non-members of a corpus:
 1. the §4 probe, fill-mask or teacher-forced next word from the architecture
    (:func:`toolkit.pipelines.steps.audit_checkpoint`): privacy, novel privacy (with a ``public`` corpus) and the
    papers' ``identifier_count`` membership scores;
-2. the attacks (:func:`toolkit.pipelines.steps.attack_model`): the membership battery (loss, zlib, Min-K%,
+2. the attacks (:func:`toolkit.audit.model_audit.audit_model`): the membership battery (loss, zlib, Min-K%,
    Min-K%++, reference, identifier_count), PII inference (and the reference's), memorisation of identifier types
    (with a reference model) and the traffic-light verdict.
 
@@ -20,6 +20,7 @@ Every step is cached by the one cache rule (:mod:`toolkit.pipelines.cache`). Lay
     audit/<label>/                             metrics.json, roc.json, predictions.hashed.parquet,
                                                mia_predictions.hashed.parquet (the §4 probe; keyed hashes)
     attacks/<label>/                           attacks.json, roc.json, scores.parquet, identifiers.json, verdict.json
+    missed/<label>/                            missed.json (gold identifiers the detector missed; not for oracle)
     attacks.json identifiers.json verdicts.json report.html   .hash_key (the hashes' key)
 
 (``attacks.json`` / ``identifiers.json``: the model's own for one model, ``{label: …}`` for several.
@@ -102,13 +103,14 @@ def default_reference(model: str | Path) -> str | None:
 class AuditResult:
     """What :func:`audit_models` returns: per model label, the model, its reference, the §4 audit
     (:func:`~toolkit.pipelines.steps.load_audit`'s keys) and the attacks
-    (:func:`~toolkit.pipelines.steps.load_attacks`'s keys, ``verdict`` included)."""
+    (:func:`~toolkit.audit.model_audit.read_attack_files`'s keys, ``verdict`` included)."""
 
     out_dir: Path
     models: dict[str, str]
     references: dict[str, str | None] = field(default_factory=dict)
     audits: dict[str, dict[str, Any]] = field(default_factory=dict)
     attacks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    missed: dict[str, dict[str, Any]] = field(default_factory=dict)  # missed.json per label (non-oracle detector)
 
     @property
     def verdicts(self) -> dict[str, dict[str, Any]]:
@@ -291,9 +293,10 @@ def _audit(models, out: Path, mem: Corpus, non: Corpus, *, reference, identifier
     import torch
 
     from toolkit.audit.evaluate import corpus_word_types, membership_scores, novel_evidence
+    from toolkit.audit.files import write_attack_files
+    from toolkit.audit.model_audit import AuditContext, AuditSettings, audit_model, read_attack_files
     from toolkit.audit.hashing import run_key
     from toolkit.identifiers import load_identifiers
-    from toolkit.io import atomic_write_json
     from toolkit.pipelines import steps
     from toolkit.pipelines.audit_outputs import (hash_predictions, hashed_membership_scores, position_limit,
                                                  remove_stale)
@@ -329,6 +332,9 @@ def _audit(models, out: Path, mem: Corpus, non: Corpus, *, reference, identifier
         return model_fingerprint(src) if Path(src).is_dir() else str(src)
 
     result, plans, layout = AuditResult(out_dir=out, models={}), [], RunLayout(out)
+    from toolkit.pipelines.missed_steps import load_missed, missed_inputs, missed_model, planned_detector, wants_missed
+
+    missed_plan: dict[str, Any] = {}  # the gold identifiers the detector missed (methods.md §2.1), per label
     for src in models:
         label = model_label(src)
         while label in result.models:
@@ -357,6 +363,12 @@ def _audit(models, out: Path, mem: Corpus, non: Corpus, *, reference, identifier
                     "auc_ci_method": method, "pll_positions": "all" if pll is None else pll, "pll_copies": copies,
                     "pii_pll_copies": getattr(opts, "pii_pll_copies", None) or copies}
         plans.append((label, src, ref, opts, audit_inputs, inputs, settings))
+        if wants_missed(planned_detector(given, analyses), mem, non):
+            missed_plan[label] = missed_inputs(
+                model=inputs.model, reference=inputs.reference, identifiers_members=key_m, identifiers_all=key_a,
+                members=mem, nonmembers=non, fingerprints=data, options=opts, seed=seed,
+                public=inputs.public or None, dtype=dtype)
+            keys[layout.step("missed", label)] = key("missed", missed_plan[label], layout.step("missed", label))
     if standalone:
         removed = remove_stale(out, keys, keep=(identifiers,) if isinstance(identifiers, (str, Path)) else ())
         if echo and removed:
@@ -386,26 +398,34 @@ def _audit(models, out: Path, mem: Corpus, non: Corpus, *, reference, identifier
         def attack(src=src, ref=ref, d=d, audit=audit, opts=opts, settings=settings):
             counts = (hashed_membership_scores(audit["mia_predictions"], ids_a, both, hash_key) if hash_key
                       else membership_scores(audit["mia_predictions"], ids_a, both))
-            res = steps.attack_model(src, mem, non, ids_m, out_dir=d, reference=ref,
-                                     identifier_count=counts.to_dict(),
-                                     novel_privacy=novel_evidence(audit["metrics"]), options=opts,
-                                     n_bootstrap=n_bootstrap, seed=seed, dtype=dtype, device_map=device_map,
-                                     identifiers_all=ids_a, saw_neither=ref is not None and ref == src,
-                                     public_texts=[x.text for x in public] if public is not None else None,
-                                     progress=progress)
-            res["attacks"] = {**res["attacks"], **settings}
-            atomic_write_json(res["attacks"], d / "attacks.json")
-            return res
+            context = AuditContext(identifiers_all=ids_a, identifier_count=counts.to_dict(),
+                                   novel_privacy=novel_evidence(audit["metrics"]),
+                                   public_texts=[x.text for x in public] if public is not None else None,
+                                   saw_neither=ref is not None and ref == src)
+            res = audit_model(src, mem, non, ids_m, reference=ref, context=context, settings=AuditSettings(
+                opts, n_bootstrap=n_bootstrap, seed=seed, dtype=dtype, device_map=device_map, progress=progress))
+            res = res.with_settings(settings)
+            res.to_files(d)
+            return res.to_dict()
 
         def load(d=d, settings=settings):
-            res = steps.load_attacks(d)
+            res = read_attack_files(d)
             merged = {**res["attacks"], **settings}
             if merged != res["attacks"]:  # e.g. the same window, asked as 100000 this time: the file says so too
-                atomic_write_json(merged, d / "attacks.json")
+                write_attack_files(d, {"attacks": merged})
             return {**res, "attacks": merged}
 
         result.attacks[label] = step("attacks", layout.step("attacks", label),
                                      f"{label}: membership battery, PII inference, memorisation", d, inputs, attack, load)
+        if label in missed_plan:
+            d_m = layout.missed(label)
+            result.missed[label] = step("missed", layout.step("missed", label), f"{label}: missed gold identifiers",
+                                        d_m, missed_plan[label], lambda src=src, ref=ref, d=d_m, opts=opts: missed_model(
+                                            src, mem, non, ids_m, ids_a, out_dir=d, reference=ref, options=opts,
+                                            regurgitation=missed_plan[label].regurgitation, seed=seed, dtype=dtype,
+                                            public_texts=[x.text for x in public] if public is not None else None,
+                                            device_map=device_map, hash_key=run_key(out), progress=progress),
+                                        lambda d=d_m: load_missed(d))
     if on_verdicts is not None:
         on_verdicts(result)
     result.save(report=report)

@@ -150,7 +150,7 @@ def hashed_membership_scores(predictions: pd.DataFrame, ids: dict[str, Any], cor
 def remove_stale(out: Path, expected: dict[str, str], keep: tuple[str | Path, ...] = ()) -> list[str]:
     """Remove from the audit folder ``out`` what an earlier audit left and this one will not rewrite as it is: the
     top-level outputs (:data:`TOP_FILES`, written again at the end), and every step folder — ``identifiers_*``,
-    ``audit/<label>``, ``attacks/<label>`` or a top-level ``<label>`` (a folder holding a ``step.json`` of those
+    ``audit/<label>``, ``attacks/<label>``, ``missed/<label>`` or a top-level ``<label>`` (a folder holding a ``step.json`` of those
     steps) — whose step and key are not in ``expected`` (``step name → key`` of this audit), or that is not where
     the run layout puts its step (:class:`~toolkit.results.layout.RunLayout`: the step's name is its path; e.g. a
     ``<label>/`` folder of an audit made before the attacks moved to ``attacks/<label>/``). Called before any new
@@ -167,12 +167,12 @@ def remove_stale(out: Path, expected: dict[str, str], keep: tuple[str | Path, ..
             p.unlink()
             removed.append(name)
     candidates = [d for d in out.iterdir() if d.is_dir() and not d.is_symlink()] if out.is_dir() else []
-    for sub in (layout.audit_root, layout.attacks_root):
+    for sub in (layout.audit_root, layout.attacks_root, layout.missed_root):
         if sub.is_dir():
             candidates += [d for d in sub.iterdir() if d.is_dir() and not d.is_symlink()]
     for d in candidates:
         info = layout.step_info(d)
-        if info is None or not info["step"].startswith(("identifiers_", "audit/", "attacks/")):
+        if info is None or not info["step"].startswith(("identifiers_", "audit/", "attacks/", "missed/")):
             continue
         inside = any(k.is_relative_to(d.resolve()) or d.resolve().is_relative_to(k) for k in kept)
         misplaced = layout.relative(d) != info["step"]

@@ -37,9 +37,10 @@ run's is computed again). A finished run is cached as any run is: a frontier int
 where it stopped.
 
 The table (:func:`frontier_table`, ``DIR/frontier.csv`` / ``frontier.json``): one row per (size, strategy, ε) with
-held-out utility relative to ``clm`` (``mlm`` for masked models) of the same size — the ≥ 0.9× condition of issue
-27 — and the gain retained over the untouched base model of that size
-(:func:`toolkit.results.frontier.gain_retained`), utility on the training notes beside them, the strongest membership attack (its AUC, and the largest TPR at
+the gain retained over the untouched base model of that size (:func:`toolkit.results.frontier.gain_retained`, the
+frontier's measure; its goal :data:`~toolkit.results.frontier.GAIN_GOAL`: a green model keeping ≥ 50% of plain
+fine-tuning's held-out gain), held-out utility relative to ``clm`` (``mlm`` for masked models) of the same size beside
+it, utility on the training notes beside them, the strongest membership attack (its AUC, and the largest TPR at
 1% FPR over the battery's attacks), PII inference top-1 and its chance level, the largest canary exposure (bits),
 the one-run audit's empirical ε lower bound beside the accountant's ε, and the verdict (methods.md §4, §10–11).
 """

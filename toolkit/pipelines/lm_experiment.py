@@ -8,6 +8,7 @@ the YAML and names the file and the key of every problem; :func:`run_experiment`
     data (→ canaries inserted into the members) → base model → identifiers (members; members ∪ non-members)
          → training of every strategy → audit of the base model and of every checkpoint
          → free-running regurgitation (causal LM) → attacks on the base model and every strategy's last checkpoint
+         → the gold identifiers the detector missed, attacked the same way (a non-oracle detector on gold spans)
 
 A config with ``models:`` instead of ``training:`` audits those models without training
 (:func:`toolkit.pipelines.audit_only.audit_config`, the layout of ``python -m toolkit audit``).
@@ -32,6 +33,7 @@ Layout of a run directory (:class:`toolkit.results.layout.RunLayout`, the same a
       canaries/canaries.parquet      the canaries inserted into the members (training.canaries)
       attacks/base/  attacks/NAME/epoch-N/     attacks.json, roc.json, scores.parquet, identifiers.json,
                                      verdict.json (toolkit.pipelines.attack_steps) + step.json
+      missed/base/  missed/NAME/epoch-N/       missed.json (toolkit.pipelines.missed_steps; non-oracle detector)
 """
 
 from __future__ import annotations
@@ -57,7 +59,7 @@ class RunResult:
     """What :func:`run_experiment` returns: the run directory, its manifest, the audits of every checkpoint, the
     checkpoints, the base model, the data (``corpus``, ``public``, ``members``, ``nonmembers``), the identifier
     tables (``members``, ``all``), the free-running regurgitation results (causal LM), the attacks (``(name,
-    epoch) →`` :func:`~toolkit.pipelines.steps.load_attacks`'s dict) and their verdicts (``(name, epoch) →``
+    epoch) →`` :func:`~toolkit.audit.model_audit.read_attack_files`'s dict) and their verdicts (``(name, epoch) →``
     ``Verdict.to_dict()``). A ``models:`` run keys its models ``(label, 0)``."""
 
     run_dir: Path
@@ -70,6 +72,8 @@ class RunResult:
     regurgitation: dict[str, dict[str, Any]] = field(default_factory=dict)
     attacks: dict[tuple[str, int], dict[str, Any]] = field(default_factory=dict)
     verdicts: dict[tuple[str, int], dict[str, Any]] = field(default_factory=dict)
+    #: ``(name, epoch) → missed.json``'s dict (:mod:`toolkit.pipelines.missed_steps`); empty for an oracle detector
+    missed: dict[tuple[str, int], dict[str, Any]] = field(default_factory=dict)
     main: bool = True  # False on the other processes of `accelerate launch` / `torchrun` (they print nothing)
 
     def steps(self, status: str | None = None) -> list[str]:
@@ -271,6 +275,7 @@ def run_experiment(cfg: ExperimentConfig, out_dir: str | Path, *, progress: bool
             audits: dict[tuple[str, int], dict[str, Any]] = {}
             regurgitation: dict[str, dict[str, Any]] = {}
             attacks: dict[tuple[str, int], dict[str, Any]] = {}
+            missed: dict[tuple[str, int], dict[str, Any]] = {}
             if main:
                 # audits (methods.md §4–5)
                 base_vocabulary = corpus_word_types(data.public) if data.public is not None else None
@@ -341,6 +346,12 @@ def run_experiment(cfg: ExperimentConfig, out_dir: str | Path, *, progress: bool
                                       base=base, base_key=base_key, canaries=canaries, canary_key=canary_key,
                                       identifier_keys=ids, fingerprints=fp, progress=progress,
                                       side_by_side=state is None)
+                # the gold identifiers the detector missed (methods.md §2.1): planned only for a non-oracle detector
+                from toolkit.pipelines.missed_steps import run_missed
+
+                missed = run_missed(cfg, cache, run_dir, data=data, tables=tables, checkpoints=checkpoints,
+                                    train_keys=train_keys, base=base, base_key=base_key, canary_key=canary_key,
+                                    identifier_keys=ids, fingerprints=fp, progress=progress)
             manifest.finish("done")
         except BaseException as exc:
             # the toolkit's own messages name files and records, never their text; another library's may quote data
@@ -351,7 +362,7 @@ def run_experiment(cfg: ExperimentConfig, out_dir: str | Path, *, progress: bool
             state.wait_for_everyone()
         return RunResult(run_dir=run_dir, manifest=manifest.data, audits=audits, checkpoints=checkpoints, base=base,
                          main=main,
-                         data=data, identifiers=tables, regurgitation=regurgitation, attacks=attacks,
+                         data=data, identifiers=tables, regurgitation=regurgitation, attacks=attacks, missed=missed,
                          verdicts={k: a["verdict"] for k, a in attacks.items()})
 
 

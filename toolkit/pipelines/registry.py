@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from toolkit.audit import files
 from toolkit.pipelines.cache import StepCache, cached_step, is_current, prebuilt_copy, step_key
 from toolkit.results.layout import RunLayout
 
@@ -238,7 +239,7 @@ class RegurgitationInputs:
 
 @dataclass(frozen=True, kw_only=True)
 class AttacksInputs:
-    """The attack battery and the verdict of one model (:func:`toolkit.pipelines.steps.attack_model`): the model's
+    """The attack battery and the verdict of one model (:func:`toolkit.audit.model_audit.audit_model`): the model's
     and its reference's keys (or fingerprints), the audit step's key, the regurgitation steps' keys (``toolkit run``),
     the identifiers, the data, the canaries, ``attacks`` (AttacksSection), bootstrap, seed, RMIA's references."""
 
@@ -264,6 +265,30 @@ class AttacksInputs:
     #: PII inference and canaries use a strided estimator too (``pii_pll_copies``, by default ``pll_copies``)
     evidence: str = "member-advantage+split-check+strided-pii"
     public: Fingerprint | None = ABSENT
+
+
+@dataclass(frozen=True, kw_only=True)
+class MissedInputs:
+    """The gold identifiers the detector missed and what one model does with them
+    (:func:`toolkit.pipelines.missed_steps.missed_model`, methods.md §2.1): the model's and its reference's keys (or
+    fingerprints), the identifier steps' keys, the documents' fingerprints and their gold spans' (``gold``:
+    :func:`toolkit.audit.missed.gold_fingerprint`), ``attacks`` (AttacksSection: PII inference's settings),
+    ``regurgitation`` (RegurgitationSection or None), seed, the public split, the canaries, the weights' type."""
+
+    model: Any
+    epoch: int = ABSENT
+    reference: Any
+    identifiers_members: str
+    identifiers_all: str
+    members: Fingerprint
+    nonmembers: Fingerprint
+    gold: str
+    attacks: Any
+    regurgitation: Any
+    seed: int
+    public: Fingerprint | None = ABSENT
+    canaries: str | None = ABSENT
+    dtype: str | None = ABSENT
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -300,7 +325,7 @@ class ProbeInputs:
     identifiers: str
     documents: Fingerprint
     base_vocabulary: Fingerprint | None
-    max_length: int
+    window: int
     batch_size: int
     seed: int
 
@@ -314,7 +339,7 @@ class MiaInputs:
     identifiers: str
     members: Fingerprint
     nonmembers: Fingerprint
-    max_length: int
+    window: int
     batch_size: int
     seed: int
     n_bootstrap: int
@@ -363,9 +388,13 @@ STEPS: dict[str, Step] = {s.kind: s for s in (
          name="audit/<model part>"),
     Step("regurgitation", RegurgitationInputs, "RunLayout.regurgitation", "regurgitation.json",
          "free-running regurgitation of a causal model's last checkpoint", name="regurgitation/<strategy>"),
-    Step("attacks", AttacksInputs, "RunLayout.attacks", "verdict.json",
+    Step("attacks", AttacksInputs, "RunLayout.attacks", files.DONE,
          "the attack battery, PII inference, memorisation, canaries and the verdict of one model (methods.md §10–11)",
          name="attacks/<model part>"),
+    Step("missed", MissedInputs, "RunLayout.missed", "missed.json",
+         "the gold identifiers the detector missed: PII inference and regurgitation on them, members against "
+         "non-members (methods.md §2.1); planned only for a detector other than the gold spans",
+         name="missed/<model part>"),
     Step("rmia_references", RmiaReferencesInputs, "RunLayout.rmia_references", "references.json",
          "RMIA's reference models, trained on independent halves of the public split", resumable=True),
     Step("anonymize", AnonymizeInputs, "notebook 05's work folder: anonymized/", "anonymized.jsonl",
@@ -424,6 +453,6 @@ def run_step(cache: StepCache | None, step: Step | str, inputs: Any, compute: Ca
 
 
 __all__ = ["ABSENT", "AnonymizeInputs", "AttacksInputs", "AuditInputs", "BaseInputs", "CanariesInputs",
-           "ExternalBase", "IdentifiersInputs", "MiaInputs", "ProbeInputs", "ProbeSettings", "RegurgitationInputs",
+           "ExternalBase", "IdentifiersInputs", "MiaInputs", "MissedInputs", "ProbeInputs", "ProbeSettings", "RegurgitationInputs",
            "RmiaReferencesInputs", "STEPS", "Step", "TrainInputs", "current", "identifier_settings", "key",
            "key_inputs", "prebuilt_ready", "run_step"]

@@ -12,8 +12,9 @@ from toolkit.identifiers.evaluation import measured_quality
 from toolkit.report.formatting import block, fmt
 
 
-def coverage_blocks(detector: Any) -> list[dict]:
-    """One paragraph on what the findings cover, for the run's ``identifiers.detector``."""
+def coverage_blocks(detector: Any, *, missed_listed: bool = False) -> list[dict]:
+    """One paragraph on what the findings cover, for the run's ``identifiers.detector``; ``missed_listed``: the run
+    holds the missed gold identifiers (``missed/``), which the report lists and attacks in a section of its own."""
     if detector is None:
         return []
     spec = str(detector)
@@ -23,6 +24,9 @@ def coverage_blocks(detector: Any) -> list[dict]:
     q = measured_quality(spec)
     head = (f"Identifier findings cover the identifiers the '{spec}' detector found, not those it missed: a missed "
             f"name is neither protected by PP* strategies nor tested by PII inference or regurgitation. ")
+    if missed_listed:
+        head += ("This corpus has gold spans: the gold identifiers the detector missed are listed and attacked in "
+                 "the section 'Gold identifiers the detector missed'. ")
     if q is None:
         return [block("p", head + "This detector's recall was not measured on a gold corpus "
                                   "(docs/results.md, \"Detection quality on clinical note formats\").")]

@@ -237,6 +237,7 @@ def render_report(runs: list[RunData], *, show_identifiers: bool = False, title:
     from toolkit.report.template import TEMPLATE
 
     from toolkit.report.frontier import frontier_context
+    from toolkit.results.frontier import GAIN_GOAL
 
     if not runs and not frontiers:
         raise ToolkitError("no run to report on")
@@ -248,7 +249,7 @@ def render_report(runs: list[RunData], *, show_identifiers: bool = False, title:
         incomplete=run_status_warnings(runs),
         verdicts_html=markup(verdicts_html(runs, show_run=len(runs) > 1 or not runs[0].verdicts) if runs else
                              "<p>No run directory given: the frontier's verdicts are in its table below.</p>"),
-        frontiers=[frontier_context(f) for f in frontiers],
+        frontiers=[frontier_context(f) for f in frontiers], gain_goal=f"{GAIN_GOAL:.0%}",
         thresholds_html=markup(thresholds_html()), glossary=glossary(), colours=colour_key(strategies),
         title=title or "Language-model anonymity audit report", version=_toolkit_version(),
         generated=time.strftime("%Y-%m-%d %H:%M:%S %Z"), show_identifiers=show_identifiers,

@@ -2,6 +2,7 @@
 draws (``{"kind": "p" | "h" | "table" | "figure" | "pre" | "absent", "body", "caption", "appendix"}``).
 
 Sections per run: the attacks (:mod:`toolkit.report.attack_sections`), corpus and identifier statistics (methods.md §2),
+the gold identifiers the detector missed (:mod:`toolkit.report.missed`, §2.1),
 strategies compared (§3), privacy–utility trade-off (§4), membership inference by the papers' attack (§5),
 regurgitation (§4), e-mail extraction with MaxTER/AURC (§6) and the vocabulary review and anonymity test (§7) when
 present. Technical material goes to the appendix (:data:`APPENDIX`): the manifest, and every block marked
@@ -26,12 +27,15 @@ from toolkit.plots import runs as figures
 from toolkit.report.appendix import manifest_section
 from toolkit.report.attack_sections import attacks_section
 from toolkit.report.coverage import coverage_blocks
+from toolkit.report.missed import missed_section
 from toolkit.results.collect import RunData
 from toolkit.results.layout import epoch_text
 from toolkit.report.formatting import Identifiers, as_int, block, figure, fmt, fmt_lr, pct, table
 
 SECTIONS = [("attacks", "Attacks: can the model give away who was in its training data?"),
-            ("corpus", "Corpus and identifier statistics"), ("strategies", "Strategies compared"),
+            ("corpus", "Corpus and identifier statistics"),
+            ("missed", "Gold identifiers the detector missed: did the model learn them?"),
+            ("strategies", "Strategies compared"),
             ("tradeoff", "Privacy–utility trade-off"),
             ("mia", "Membership inference by predicted rare words (the attack of the papers)"),
             ("regurgitation", "Regurgitation"), ("extraction", "E-mail extraction, MaxTER and AURC"),
@@ -60,7 +64,7 @@ def _corpus_section(run: RunData) -> list[dict]:
                          f"the '{cfg.get('detector', '?')}' detector; indirect identifiers are terms (word m-grams, "
                          f"m ≤ n = {cfg.get('n', '?')}) used by fewer than k = {cfg.get('k', '?')} individuals. "
                          "Only counts are shown."),
-              *coverage_blocks(cfg.get("detector")), block("table", table(counts))]
+              *coverage_blocks(cfg.get("detector"), missed_listed=bool(run.missed)), block("table", table(counts))]
     by_cat = (run.ids_summary.get("members") or {}).get("direct_positions_by_category") or {}
     if by_cat:
         blocks.append(block("table", table(pd.Series(by_cat, name="direct-identifier positions")
@@ -360,7 +364,7 @@ def run_sections(run: RunData, results: pd.DataFrame | None, ids: Identifiers) -
     """Every section of :data:`SECTIONS` then of :data:`APPENDIX` for one run: ``{"id", "title", "blocks",
     "appendix"}`` in report order (blocks marked ``appendix`` stay in their section: the renderer moves them)."""
     builders = {"attacks": lambda: attacks_section(run),
-                "corpus": lambda: _corpus_section(run), "strategies": lambda: _strategies_section(run),
+                "corpus": lambda: _corpus_section(run), "missed": lambda: missed_section(run), "strategies": lambda: _strategies_section(run),
                 "tradeoff": lambda: _tradeoff_section(run, results), "mia": lambda: _mia_section(run),
                 "regurgitation": lambda: _regurgitation_section(run, ids),
                 "extraction": lambda: _extraction_section(run, ids),

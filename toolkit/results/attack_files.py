@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from toolkit.audit import files
 from toolkit.results.layout import ATTACK_FILES, RunLayout, read_json
 
 
@@ -28,7 +29,7 @@ def read_attack_dir(d: Path) -> dict[str, Any] | None:
         entry[key] = read_json(d / name) if (d / name).is_file() else None
     if entry["attacks"] is None and entry["verdict"] is None:
         return None
-    entry["scores"] = d / "scores.parquet" if (d / "scores.parquet").is_file() else None
+    entry["scores"] = d / files.SCORES if (d / files.SCORES).is_file() else None
     return entry
 
 

@@ -49,6 +49,7 @@ class RunData:
     reviews: list[dict[str, Any]] = field(default_factory=list)  # {"file", "records", "current"} per review log
     anonymity: list[dict[str, Any]] = field(default_factory=list)
     attacks: dict[str, dict[str, Any]] = field(default_factory=dict)  # model label -> attack files (attack_files)
+    missed: dict[str, dict[str, Any]] = field(default_factory=dict)  # model label -> missed.json (missed gold ids)
 
     @property
     def strategies(self) -> list[str]:
@@ -212,6 +213,9 @@ def collect_run(path: str | Path, label: str | None = None) -> RunData:
     for strategy, f in layout.regurgitation_files():
         if _current(f.parent):
             run.regurgitation[strategy] = read_json(f)
+    for strategy, epoch, f in layout.missed_files():  # labelled as the attack folders are
+        if _current(f.parent):
+            run.missed[strategy if epoch is None else f"{strategy} (epoch {epoch})"] = read_json(f)
 
     extraction, maxter = [], []
     for f in _walk(root):

@@ -4,14 +4,18 @@
 saves it as ``frontier.csv`` / ``frontier.json`` and :func:`load_frontier_result` reads a saved one back (the report
 and notebook 07 read frontiers only through it). The runs themselves: :mod:`toolkit.pipelines.frontier`.
 
-Columns (:data:`COLUMNS`): held-out utility relative to ``clm`` (``mlm`` for masked models) of the same size — the
-≥ 0.9× condition of issue 27 — and the share of plain fine-tuning's gain over the untouched base model that the
-model kept (:func:`gain_retained`, with the base's held-out utility and strongest attack AUC at that size beside
-it), utility on the training notes beside them, the strongest membership attack (its AUC, and the largest TPR at 1%
+Columns (:data:`COLUMNS`): the share of plain fine-tuning's held-out gain over the untouched base model that the
+model kept (:func:`gain_retained`, the frontier's measure; with the base's held-out utility and strongest attack AUC
+at that size beside it), held-out utility relative to ``clm`` (``mlm`` for masked models) of the same size beside
+it, utility on the training notes beside them, the strongest membership attack (its AUC, and the largest TPR at 1%
 FPR over the battery's attacks), PII inference top-1 and its chance level, the largest canary exposure (bits), the
 one-run audit's empirical ε lower bound beside the accountant's ε, a DP row's per-step noise-to-signal ratio
 (:func:`noise_to_signal`: how much of the ambient dimension its noise pays for), and the verdict with its deciding
-rule (methods.md §4, §10–11).
+rule and the rules that judged it (``verdict_rules``: the verdict's ``rules_version``,
+:data:`toolkit.audit.verdict.RULES_VERSION`; None for a verdict written before verdicts recorded it — a shipped table
+of such rows says under which rules they were judged in ``verdicts_judged``) (methods.md §4, §10–11). The frontier's goal (:data:`GAIN_GOAL`): a model green under every attack that keeps
+at least half of plain fine-tuning's held-out gain; :func:`best_recipes` names, per size, the green model that keeps
+the most.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from typing import Any
 
 import pandas as pd
 
+from toolkit.audit import files
 from toolkit.errors import ToolkitError
 
 #: the columns of the frontier table, in order
@@ -31,7 +36,7 @@ COLUMNS = ("size", "strategy", "epsilon", "dp", "epoch", "heldout_utility", "hel
            "heldout_gain_retained", "heldout_gain_retained_low", "heldout_gain_retained_high", "base_heldout_utility",
            "base_attack_auc", "utility", "utility_vs_plain", "strongest_attack", "attack_auc", "attack_tpr_at_1pct_fpr",
            "pii_top1", "pii_chance", "canary_max_exposure", "empirical_epsilon", "accountant_epsilon",
-           "noise_to_signal", "verdict", "verdict_rule", "run_dir")
+           "noise_to_signal", "verdict", "verdict_rule", "verdict_rules", "run_dir")
 
 
 @dataclass
@@ -68,12 +73,12 @@ def points_from_dir(size: int, epsilon: float, run_dir: str | Path) -> list[Fron
     layout = RunLayout(Path(run_dir))
     base_metrics = layout.audit(BASE) / "metrics.json"
     base_heldout = _num((read_json(base_metrics) if base_metrics.is_file() else {}).get("heldout_utility"))
-    base_attacks_file = layout.attacks(BASE) / "attacks.json"
+    base_attacks_file = layout.attacks(BASE) / files.ATTACKS
     base_battery = read_json(base_attacks_file) if base_attacks_file.is_file() else {}
     base_auc = _strongest(base_battery)[1]
     last: dict[str, tuple[int, Path]] = {}
     for name, epoch, folder in layout.attack_dirs():
-        if name != BASE and epoch is not None and (folder / "verdict.json").is_file():
+        if name != BASE and epoch is not None and (folder / files.VERDICT).is_file():
             if name not in last or epoch > last[name][0]:
                 last[name] = (epoch, folder)
     out = []
@@ -84,9 +89,9 @@ def points_from_dir(size: int, epsilon: float, run_dir: str | Path) -> list[Fron
         dp = read_json(run_json).get("dp") if run_json.is_file() else None
         out.append(FrontierPoint(size=size, epsilon=epsilon, strategy=name, epoch=int(epoch),
                                  utility=m.get("utility"), heldout_utility=m.get("heldout_utility"),
-                                 battery=read_json(folder / "attacks.json"),
-                                 identifiers=read_json(folder / "identifiers.json"),
-                                 verdict=read_json(folder / "verdict.json"), dp=dp, run_dir=str(run_dir),
+                                 battery=read_json(folder / files.ATTACKS),
+                                 identifiers=read_json(folder / files.IDENTIFIERS),
+                                 verdict=read_json(folder / files.VERDICT), dp=dp, run_dir=str(run_dir),
                                  base_heldout_utility=base_heldout, base_attack_auc=base_auc))
     return out
 
@@ -107,6 +112,11 @@ def _strongest(battery: dict[str, Any]) -> tuple[str | None, float | None]:
     best = best or (max(attacks, key=lambda a: attacks[a].get("auc") or 0) if attacks else None)
     return best, (_num(attacks[best].get("auc")) if best in attacks else None)
 
+
+#: the frontier's goal: a green model keeping at least this share of plain fine-tuning's held-out gain over the base
+#: (gain retained ≥ 50%: issue 35's "moonshot", docs/methods.md §4 *Gain retained*; before 2026-12-03 the goal was
+#: "≥ 0.9× plain's held-out utility", a ratio that starts from the base, not from zero)
+GAIN_GOAL = 0.5
 
 #: why :func:`gain_retained` is undefined when plain fine-tuning gained nothing over the base model
 GAIN_UNDEFINED = ("undefined: plain fine-tuning's held-out utility is not above the base model's (or not "
@@ -201,7 +211,8 @@ def frontier_row(p: FrontierPoint) -> dict[str, Any]:
             "empirical_epsilon": _num(one.get("epsilon_lower_bound")),
             "accountant_epsilon": _num((p.dp or {}).get("spent_epsilon")),
             "noise_to_signal": noise_to_signal(p.dp) if p.dp is not None else None,
-            "verdict": p.verdict.get("level"), "verdict_rule": p.verdict.get("rule"), "run_dir": p.run_dir}
+            "verdict": p.verdict.get("level"), "verdict_rule": p.verdict.get("rule"),
+            "verdict_rules": p.verdict.get("rules_version"), "run_dir": p.run_dir}
 
 
 def frontier_table(points: list[FrontierPoint], plain: str = "clm") -> pd.DataFrame:
@@ -286,23 +297,34 @@ def _gain_intervals(points: list[FrontierPoint], plain: str) -> tuple[list[tuple
     return out, unsure
 
 
-def best_recipes(table: pd.DataFrame, *, min_utility: float = 0.9) -> dict[int, dict[str, Any]]:
-    """Per size, the green model with the highest held-out utility ratio reaching ``min_utility`` (``found``), else
-    the model closest to it: the green one with the highest ratio, or, without a green, the one whose strongest
-    attack has the lowest AUC (``found: False``)."""
+def best_recipes(table: pd.DataFrame, *, min_gain: float = GAIN_GOAL) -> dict[int, dict[str, Any]]:
+    """Per size, the green model that kept the largest share of plain fine-tuning's held-out gain
+    (``heldout_gain_retained``, :func:`gain_retained`), ``found`` where that share reaches ``min_gain``
+    (:data:`GAIN_GOAL`). Ties, and a size where the gain retained is undefined (plain fine-tuning gained nothing, or
+    nothing significant, over the base: ``gain_defined`` False, never ``found``), are ranked by held-out utility.
+    Without a green model: the one whose strongest attack has the lowest AUC (``found`` False). Each entry: the
+    model's strategy, ε, gain retained with its 95% interval (None where not at hand), held-out utility, ratio to
+    plain, strongest attack AUC, verdict and deciding rule."""
     out = {}
     for size, g in table.groupby("size"):
-        green = g[g["verdict"] == "green"]
-        ok = green[green["heldout_utility_vs_plain"].fillna(0) >= min_utility]
-        if len(ok):
-            r, found = ok.sort_values("heldout_utility_vs_plain", ascending=False).iloc[0], True
-        elif len(green):
-            r, found = green.sort_values("heldout_utility_vs_plain", ascending=False).iloc[0], False
+        gains = pd.to_numeric(g["heldout_gain_retained"], errors="coerce")
+        ranked = g.assign(_g=gains.fillna(-math.inf), _u=pd.to_numeric(g["heldout_utility"], errors="coerce")
+                          .fillna(-math.inf), _a=pd.to_numeric(g["attack_auc"], errors="coerce").fillna(math.inf))
+        green = ranked[ranked["verdict"] == "green"]
+        if len(green):
+            r = green.sort_values(["_g", "_u"], ascending=False, kind="stable").iloc[0]
         else:
-            r, found = g.sort_values("attack_auc").iloc[0], False
-        out[int(size)] = {"found": found, "strategy": r["strategy"], "epsilon": float(r["epsilon"]),
+            r = ranked.sort_values("_a", kind="stable").iloc[0]
+        gain = _num(r["heldout_gain_retained"])
+        out[int(size)] = {"found": bool(len(green)) and gain is not None and gain >= min_gain,
+                          "strategy": r["strategy"], "epsilon": float(r["epsilon"]),
+                          "heldout_gain_retained": gain, "gain_defined": bool(gains.notna().any()),
+                          "heldout_gain_retained_low": _num(r.get("heldout_gain_retained_low")),
+                          "heldout_gain_retained_high": _num(r.get("heldout_gain_retained_high")),
+                          "heldout_utility": _num(r["heldout_utility"]),
                           "heldout_utility_vs_plain": _num(r["heldout_utility_vs_plain"]),
-                          "attack_auc": _num(r["attack_auc"]), "verdict": r["verdict"]}
+                          "attack_auc": _num(r["attack_auc"]), "verdict": r["verdict"],
+                          "verdict_rule": r.get("verdict_rule")}
     return out
 
 
@@ -365,7 +387,11 @@ class FrontierResult:
     seconds: dict[str, float]
     plain: str = "clm"
     best: dict[int, dict[str, Any]] = field(default_factory=dict)
-    verdicts_judged: dict[str, Any] | None = None  # a shipped table judged under older rules says so (None: current)
+    #: a table whose rows do not record their rules (``verdict_rules``) says under which rules they were judged:
+    #: ``rules`` (words), ``rules_version`` (date), ``rules_commit``, ``recomputable``, ``missing`` (what re-judging
+    #: would need), ``rule_words`` (a deciding rule whose meaning has changed since: its words then) and ``checked``
+    #: (the rules, commit and date it was last compared with, and how many rows could be re-judged)
+    verdicts_judged: dict[str, Any] | None = None
 
     def save(self, out_dir: str | Path) -> dict[str, Path]:
         """``frontier.csv`` and ``frontier.json`` (records, ε = ∞ written as null, with the best recipe per size
@@ -378,7 +404,7 @@ class FrontierResult:
         records = json.loads(table.to_json(orient="records"))  # NaN → null
         for r, eps in zip(records, self.table["epsilon"]):
             r["epsilon"] = None if math.isinf(eps) else float(eps)
-        best = self.best or (best_recipes(self.table) if len(self.table) else {})
+        best = best_recipes(self.table) if len(self.table) else {}  # under the current goal, never a stored one
         return {"csv": atomic_write_text(table.to_csv(index=False), out / "frontier.csv"),
                 "json": atomic_write_json({"plain": self.plain, "rows": records,
                                            "best": {str(k): v for k, v in best.items()},
@@ -396,7 +422,8 @@ def _relative(path, base: Path):
 
 
 def load_frontier_result(directory: str | Path) -> FrontierResult:
-    """Read what :meth:`FrontierResult.save` wrote into ``directory`` (``frontier.json``; ε = null read as ∞)."""
+    """Read what :meth:`FrontierResult.save` wrote into ``directory`` (``frontier.json``; ε = null read as ∞; the best
+    recipe per size recomputed by :func:`best_recipes`)."""
     path = Path(directory) / "frontier.json"
     if not path.is_file():
         raise ToolkitError(f"{path}: missing (expected the output of `python -m toolkit frontier`)")
@@ -408,11 +435,13 @@ def load_frontier_result(directory: str | Path) -> FrontierResult:
         raise ToolkitError(f"{path}: not a frontier table ({type(exc).__name__})") from None
     table["epsilon"] = [math.inf if r.get("epsilon") is None else float(r["epsilon"]) for r in rows]
     runs = []
+    # the best recipe per size is read off the rows under the current goal (GAIN_GOAL), not the stored "best":
+    # a table saved before 2026-12-03 named it by the retired ratio to plain
     return FrontierResult(table, runs, dict(raw.get("seconds") or {}), str(raw.get("plain") or "clm"),
-                          best={int(k): v for k, v in (raw.get("best") or {}).items()},
+                          best=best_recipes(table) if len(table) else {},
                           verdicts_judged=raw.get("verdicts_judged"))
 
 
-__all__ = ["BASES_COLUMNS", "COLUMNS", "GAIN_BOOTSTRAP", "GAIN_UNDEFINED", "FrontierPoint", "FrontierResult",
+__all__ = ["BASES_COLUMNS", "COLUMNS", "GAIN_BOOTSTRAP", "GAIN_GOAL", "GAIN_UNDEFINED", "FrontierPoint", "FrontierResult",
            "bases_table", "best_recipes", "epsilon_text", "frontier_row", "frontier_table", "gain_retained",
            "load_frontier_result", "noise_to_signal", "points_from_dir", "save_bases_table"]

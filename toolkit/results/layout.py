@@ -14,6 +14,7 @@ strategy without epochs, under its label::
       audit/base/  audit/<strategy>/epoch-<N>/  audit/<label>/          the §4 probe (metrics.json, roc.json, …)
       regurgitation/<strategy>/regurgitation.json
       attacks/base/  attacks/<strategy>/epoch-<N>/  attacks/<label>/    the attacks and the verdict
+      missed/base/  missed/<strategy>/epoch-<N>/  missed/<label>/       missed gold identifiers (missed.json)
       attacks.json  identifiers.json  verdicts.json  report.html        the summary of a ``toolkit audit`` folder
 
 The model part of a path (:func:`model_part`) is ``base`` for the base model, ``<strategy>/epoch-<N>`` for a
@@ -28,17 +29,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from toolkit.audit import files
 from toolkit.errors import ToolkitError
 
 BASE = "base"
 #: the identifier analyses: of the members (what training protects) and of members ∪ non-members (the attacks')
 IDENTIFIER_PARTS = ("members", "all")
 #: files of one model's attack folder (every one optional; a folder counts when it has attacks.json or verdict.json)
-ATTACK_FILES = {"attacks": "attacks.json", "roc": "roc.json", "identifiers": "identifiers.json",
-                "verdict": "verdict.json"}
+ATTACK_FILES = files.ATTACK_JSON
 #: top-level folders of the layout: no model label may take one of these names
 RESERVED = frozenset({BASE, "audit", "attacks", "canaries", "identifiers_members", "identifiers_all", "runs",
-                      "regurgitation", "rmia_references"})
+                      "regurgitation", "rmia_references", "missed"})
 
 
 def read_json(path: str | Path) -> Any:
@@ -150,9 +151,18 @@ class RunLayout:
     def attacks(self, name: str, epoch: int | None = None) -> Path:
         return self.attacks_root / model_part(name, epoch)
 
+    @property
+    def missed_root(self) -> Path:
+        return self.root / "missed"
+
+    def missed(self, name: str, epoch: int | None = None) -> Path:
+        """The missed gold identifiers of one model (:mod:`toolkit.pipelines.missed_steps`)."""
+        return self.missed_root / model_part(name, epoch)
+
     @staticmethod
     def step(kind: str, name: str, epoch: int | None = None) -> str:
-        """The cache step name of an ``audit``, ``attacks`` or ``regurgitation`` step (its path below the root)."""
+        """The cache step name of an ``audit``, ``attacks``, ``missed`` or ``regurgitation`` step (its path below the
+        root)."""
         return f"{kind}/{model_part(name, epoch) if kind != 'regurgitation' else name}"
 
     def relative(self, path: Path) -> str:
@@ -191,6 +201,20 @@ class RunLayout:
                 out.append((d.name, None, d))
         return out
 
+    def missed_files(self) -> list[tuple[str, int | None, Path]]:
+        """``(name, epoch, missed.json)`` of every model folder of ``missed/``, as :meth:`attack_dirs` names them."""
+        root = self.missed_root
+        if not root.is_dir():
+            return []
+        out = []
+        for f in sorted(root.glob("**/missed.json")):
+            rel = f.parent.relative_to(root).parts
+            if len(rel) == 1:
+                out.append((rel[0], 0 if rel[0] == BASE else None, f))
+            elif len(rel) == 2 and parse_epoch(rel[1]) is not None:
+                out.append((rel[0], parse_epoch(rel[1]), f))
+        return sorted(out, key=lambda x: (x[0] != BASE, x[0], x[1] or 0))
+
     def train_records(self) -> list[tuple[str, Path]]:
         """``(strategy, run.json)`` of every training run."""
         return [(rj.parent.name, rj) for rj in sorted(self.runs.glob("*/run.json"))] if self.runs.is_dir() else []
@@ -224,7 +248,7 @@ class RunLayout:
         for label in dict.fromkeys(labels):
             d = self.attacks(label)
             info = self.step_info(d)
-            if not (info and info.get("status") == "done" and (d / "verdict.json").is_file()):
+            if not (info and info.get("status") == "done" and (d / files.VERDICT).is_file()):
                 out.append(label)
         return out
 

@@ -25,7 +25,6 @@ from toolkit.audit.attacks.registry import ATTACKS, AttackInputs, model_free_att
 from toolkit.audit.attacks.rmia import RMIAReferences, RMIASignals, rmia_signals
 from toolkit.audit.losses import TokenLosses, model_max_tokens, model_name, token_losses
 from toolkit.corpus import Corpus
-from toolkit.io import atomic_write_json, atomic_write_parquet
 from toolkit.metrics import mia_report
 
 FPRS = (0.001, 0.01, 0.1)
@@ -189,10 +188,9 @@ class BatteryResult:
     def save(self, out_dir) -> dict[str, Path]:
         """Write ``attacks.json`` (:meth:`to_json`), ``scores.parquet`` (per-unit scores) and ``roc.json`` (ROC points
         per attack), each atomically."""
-        out = Path(out_dir)
-        return {"attacks": atomic_write_json(self.to_json(), out / "attacks.json"),
-                "scores": atomic_write_parquet(self.scores, out / "scores.parquet"),
-                "roc": atomic_write_json(self.roc_curves, out / "roc.json")}
+        from toolkit.audit.files import write_attack_files
+
+        return write_attack_files(out_dir, {"attacks": self.to_json(), "scores": self.scores, "roc": self.roc_curves})
 
 
 def _summaries(reports: Mapping[str, dict]) -> dict[str, dict]:
