@@ -98,7 +98,7 @@ def _json(path: Path):
     ("--n-individuals", "0", "--n-individuals: must be an integer >= 1"),
     ("--k", "1", "--k: must be an integer >= 2"),
     ("--pll-positions", "0", "--pll-positions: must be 'all' or an integer >= 1"),
-    ("--pii-pll-copies", "0", "--pii-pll-copies: must be 'all' or an integer >= 1"),
+    ("--pii-pll-copies", "0", "--pii-pll-copies: must be 'all', 'candidate' or an integer >= 1"),
 ])
 def test_options_below_the_config_minima_are_refused_before_anything_is_written(setup, tmp_path, capsys, option,
                                                                                 value, message):

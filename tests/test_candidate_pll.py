@@ -135,7 +135,7 @@ def test_canaries_on_the_secret_s_tokens(tok, bert):
 
 
 def test_the_setting_is_checked_where_it_is_given(tmp_path):
-    from toolkit.cli.model_audit import pii_estimator
+    from toolkit.cli.audit import pii_estimator
     from toolkit.config import load_profile
     from toolkit.config.experiment import load_experiment
     from toolkit.pipelines.audit_outputs import check_options
